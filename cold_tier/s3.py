@@ -1,0 +1,357 @@
+"""`ObjectStore` over any S3-compatible endpoint (AWS S3, MinIO, R2, moto), through aiobotocore.
+
+A thin shell: it awaits, converts our calls to S3 requests, and maps S3's answers to our
+errors. Path-style addressing (`http://endpoint/bucket/key`), so an endpoint needs no
+wildcard DNS. `S3Config.prefix` is prepended to every key on the way out and stripped from
+listed keys on the way in: callers never see it.
+
+Retries are ours, not botocore's (its retry count is set to a single attempt): every request
+is retried per `S3Config.retry` with full-jitter backoff on connection errors, timeouts,
+throttling and 5xx (see `cold_tier.retry`); when the attempts run out the call raises
+`StoreUnavailable`. A GET is retried as a whole, body included, so a connection that drops
+mid-body is a retry, not a short read.
+
+One aiobotocore client per store, created on first use (or on `async with`) and closed by
+`close()`. It may be shared by every task of the one event loop it was created on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import aiohttp
+from aiobotocore.config import AioConfig
+from aiobotocore.session import AioSession
+from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError
+from botocore.exceptions import HTTPClientError, IncompleteReadError
+
+from .config import S3Config
+from .errors import ObjectNotFound, PreconditionFailed, StoreClosed, StoreRequestRejected, StoreUnavailable
+from .retry import backoff_ms, is_retryable_response
+from .store import DEFAULT_PART_BYTES, ObjectInfo, check_key, check_part_bytes, check_prefix, check_range
+
+T = TypeVar("T")
+
+# Failures below HTTP: nothing was answered, so the request may be tried again.
+_TRANSPORT_ERRORS = (
+    BotoConnectionError,
+    HTTPClientError,
+    IncompleteReadError,
+    aiohttp.ClientError,
+    asyncio.TimeoutError,
+    ConnectionError,
+)
+_SESSIONS = threading.local()
+_DELETE_BATCH_KEYS = 1000  # the most keys one DeleteObjects request may carry
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+
+
+class S3ObjectStore:
+    def __init__(self, config: S3Config) -> None:
+        self._config = config
+        self._exit_stack = AsyncExitStack()
+        self._client: Any = None
+        self._open_lock = asyncio.Lock()
+        self._closed = False
+        self._random = random.Random()
+
+    @property
+    def config(self) -> S3Config:
+        return self._config
+
+    async def __aenter__(self) -> Self:
+        await self._get_client("open")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None:
+            await self._exit_stack.aclose()
+
+    async def put(self, key: str, data: bytes, *, if_none_match: bool = False) -> None:
+        check_key(key)
+        client = await self._get_client("put")
+        extra = {"IfNoneMatch": "*"} if if_none_match else {}
+
+        async def call() -> None:
+            await client.put_object(Bucket=self._config.bucket, Key=self._full_key(key), Body=data, **extra)
+
+        await self._retrying("put", key, call)
+
+    async def put_file(
+        self, key: str, path: str | os.PathLike[str], *, part_bytes: int = DEFAULT_PART_BYTES
+    ) -> None:
+        check_key(key)
+        check_part_bytes(part_bytes)
+        client = await self._get_client("put_file")
+        if os.path.getsize(path) <= part_bytes:
+            data = await asyncio.to_thread(_read_whole_file, path)
+            await self.put(key, data)
+            return
+        bucket, full_key = self._config.bucket, self._full_key(key)
+
+        async def create() -> str:
+            response = await client.create_multipart_upload(Bucket=bucket, Key=full_key)
+            return response["UploadId"]
+
+        upload_id = await self._retrying("put_file", key, create)
+        try:
+            parts = await self._upload_parts(client, key, path, part_bytes, upload_id)
+
+            async def complete() -> None:
+                await client.complete_multipart_upload(
+                    Bucket=bucket, Key=full_key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+                )
+
+            await self._retrying("put_file", key, complete)
+        except BaseException:
+            await self._abort_multipart(client, key, upload_id)
+            raise
+
+    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+        check_key(key)
+        first, end = check_range(start, end)
+        client = await self._get_client("get")
+        if end == first:
+            # An empty range cannot be written as an HTTP Range; it still must fail on a missing key.
+            if await self.head(key) is None:
+                raise ObjectNotFound(key)
+            return b""
+        extra = {}
+        if first > 0 or end is not None:
+            extra["Range"] = f"bytes={first}-{'' if end is None else end - 1}"
+
+        async def call() -> bytes:
+            response = await client.get_object(Bucket=self._config.bucket, Key=self._full_key(key), **extra)
+            async with response["Body"] as body:
+                return await body.read()
+
+        try:
+            return await self._retrying("get", key, call)
+        except StoreRequestRejected as error:
+            # 416: `start` is at or past the end. Slice semantics say b"" if the object exists.
+            if error.code != "InvalidRange":
+                raise
+            if await self.head(key) is None:
+                raise ObjectNotFound(key) from None
+            return b""
+
+    async def head(self, key: str) -> ObjectInfo | None:
+        check_key(key)
+        client = await self._get_client("head")
+
+        async def call() -> ObjectInfo:
+            response = await client.head_object(Bucket=self._config.bucket, Key=self._full_key(key))
+            return ObjectInfo(key=key, size_bytes=response["ContentLength"], etag=response["ETag"])
+
+        try:
+            return await self._retrying("head", key, call)
+        except ObjectNotFound:
+            return None
+
+    async def list(self, prefix: str = "") -> list[ObjectInfo]:
+        check_prefix(prefix)
+        client = await self._get_client("list")
+        strip = len(self._config.prefix)
+        infos: list[ObjectInfo] = []
+        token: str | None = None
+        while True:
+            extra = {"ContinuationToken": token} if token is not None else {}
+
+            async def call(extra: dict[str, str] = extra) -> dict[str, Any]:
+                return await client.list_objects_v2(
+                    Bucket=self._config.bucket, Prefix=self._config.prefix + prefix, **extra
+                )
+
+            page = await self._retrying("list", None, call)
+            for entry in page.get("Contents", ()):
+                infos.append(ObjectInfo(key=entry["Key"][strip:], size_bytes=entry["Size"], etag=entry["ETag"]))
+            if not page.get("IsTruncated"):
+                break
+            token = page["NextContinuationToken"]
+        infos.sort(key=lambda info: info.key)
+        return infos
+
+    async def delete(self, key: str) -> None:
+        check_key(key)
+        client = await self._get_client("delete")
+
+        async def call() -> None:
+            await client.delete_object(Bucket=self._config.bucket, Key=self._full_key(key))
+
+        await self._retrying("delete", key, call)
+
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        unique = sorted({check_key(key) for key in keys})
+        client = await self._get_client("delete_many")
+        for at in range(0, len(unique), _DELETE_BATCH_KEYS):
+            await self._delete_batch(client, unique[at : at + _DELETE_BATCH_KEYS])
+
+    async def _delete_batch(self, client: Any, keys: list[str]) -> None:
+        """One DeleteObjects request; keys that fail with a retryable code are sent again."""
+        pending = keys
+        for attempt in range(1, self._config.retry.max_attempts + 1):
+
+            async def call(pending: list[str] = pending) -> dict[str, Any]:
+                objects = [{"Key": self._full_key(key)} for key in pending]
+                return await client.delete_objects(
+                    Bucket=self._config.bucket, Delete={"Objects": objects, "Quiet": True}
+                )
+
+            response = await self._retrying("delete_many", None, call)
+            strip = len(self._config.prefix)
+            retry_keys: list[str] = []
+            for failure in response.get("Errors", ()):
+                key, code = failure["Key"][strip:], failure.get("Code", "")
+                if code in _NOT_FOUND_CODES:
+                    continue
+                if not is_retryable_response(code, None):
+                    raise StoreRequestRejected(
+                        operation="delete_many", key=key, code=code, reason=failure.get("Message", "")
+                    )
+                retry_keys.append(key)
+            if not retry_keys:
+                return
+            pending = retry_keys
+            if attempt < self._config.retry.max_attempts:
+                await self._backoff(attempt)
+        raise StoreUnavailable(
+            f"{len(pending)} key(s) kept failing", operation="delete_many", key=pending[0], attempts=attempt
+        )
+
+    async def _upload_parts(
+        self, client: Any, key: str, path: str | os.PathLike[str], part_bytes: int, upload_id: str
+    ) -> list[dict[str, Any]]:
+        bucket, full_key = self._config.bucket, self._full_key(key)
+        parts: list[dict[str, Any]] = []
+        with open(path, "rb") as file:
+            part_number = 1
+            while chunk := await asyncio.to_thread(file.read, part_bytes):
+
+                async def call(chunk: bytes = chunk, part_number: int = part_number) -> str:
+                    response = await client.upload_part(
+                        Bucket=bucket, Key=full_key, UploadId=upload_id, PartNumber=part_number, Body=chunk
+                    )
+                    return response["ETag"]
+
+                etag = await self._retrying("put_file", key, call)
+                parts.append({"ETag": etag, "PartNumber": part_number})
+                part_number += 1
+        return parts
+
+    async def _abort_multipart(self, client: Any, key: str, upload_id: str) -> None:
+        """Best effort: the caller's own error is the one to report. A lifecycle rule for
+        incomplete multipart uploads is the backstop for aborts that fail."""
+        try:
+
+            async def call() -> None:
+                await client.abort_multipart_upload(
+                    Bucket=self._config.bucket, Key=self._full_key(key), UploadId=upload_id
+                )
+
+            await self._retrying("abort_multipart_upload", key, call)
+        except Exception:
+            pass
+
+    async def _retrying(self, operation: str, key: str | None, call: Callable[[], Awaitable[T]]) -> T:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await call()
+            except ClientError as error:
+                code, status, message = _error_fields(error)
+                if not is_retryable_response(code, status):
+                    raise _final_error(operation, key, code, status, message) from error
+                reason = f"{code} (HTTP {status}): {message}"
+            except _TRANSPORT_ERRORS as error:
+                reason = f"{type(error).__name__}: {error}"
+            if attempt >= self._config.retry.max_attempts:
+                raise StoreUnavailable(reason, operation=operation, key=key, attempts=attempt)
+            await self._backoff(attempt)
+
+    async def _backoff(self, retry_number: int) -> None:
+        await asyncio.sleep(backoff_ms(self._config.retry, retry_number, self._random.random()) / 1000.0)
+
+    async def _get_client(self, operation: str) -> Any:
+        if self._closed:
+            raise StoreClosed(operation)
+        if self._client is not None:
+            return self._client
+        async with self._open_lock:
+            if self._closed:
+                raise StoreClosed(operation)
+            if self._client is None:
+                self._client = await self._exit_stack.enter_async_context(self._create_client())
+        return self._client
+
+    def _create_client(self) -> Any:
+        config = self._config
+        botocore_config = AioConfig(
+            region_name=config.region,
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            retries={"mode": "standard", "total_max_attempts": 1},
+            connect_timeout=config.connect_timeout_ms / 1000.0,
+            read_timeout=config.read_timeout_ms / 1000.0,
+            max_pool_connections=config.max_pool_connections,
+            # Checksums only where S3 requires them: many S3-compatible servers reject the
+            # trailing checksums newer botocore sends by default.
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            # The endpoint comes from our config only; the CLI alone reads the environment.
+            ignore_configured_endpoint_urls=True,
+        )
+        return _session().create_client(
+            "s3",
+            endpoint_url=config.endpoint_url,
+            region_name=config.region,
+            aws_access_key_id=config.access_key_id,
+            aws_secret_access_key=config.secret_access_key,
+            aws_session_token=config.session_token,
+            config=botocore_config,
+        )
+
+    def _full_key(self, key: str) -> str:
+        return self._config.prefix + key
+
+
+def _session() -> AioSession:
+    """One session per thread: a session caches the parsed S3 service model, which makes every
+    client after the first 20 times cheaper to create; botocore sessions are not thread-safe."""
+    session = getattr(_SESSIONS, "session", None)
+    if session is None:
+        session = _SESSIONS.session = AioSession()
+    return session
+
+
+def _error_fields(error: ClientError) -> tuple[str, int | None, str]:
+    details = error.response.get("Error", {})
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return str(details.get("Code", "")), status, str(details.get("Message", ""))
+
+
+def _final_error(operation: str, key: str | None, code: str, status: int | None, message: str) -> Exception:
+    if key is not None and (code in _NOT_FOUND_CODES or (status == 404 and code != "NoSuchBucket")):
+        return ObjectNotFound(key)
+    if key is not None and (status == 412 or code == "PreconditionFailed"):
+        return PreconditionFailed(key)
+    return StoreRequestRejected(operation=operation, key=key, code=code or str(status), reason=message)
+
+
+def _read_whole_file(path: str | os.PathLike[str]) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()

@@ -1,0 +1,142 @@
+"""The broker: composes the metadata store, the partitions and the TCP server.
+
+`Broker` is what handlers talk to. Its methods are the few places where a Kafka operation
+touches more than one part (the log, the metadata store, later the bucket), so handlers stay
+about the protocol and the parts stay unaware of each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hot_tier import AppendInfo
+from metadata import MetadataStore, TopicMetadata, open_metadata_store
+
+from .config import BrokerConfig
+from .partition import Partition
+from .partitions import Partitions, now_ms
+from .server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], int] = now_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self.store: MetadataStore | None = None
+        self.partitions: Partitions
+        self.cluster_id = ""
+        self.server = KafkaServer(self, config.listen_host, config.listen_port, config.socket_request_max_bytes)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = _load_cluster_id(self.config.data_dir, self.config.node_id)
+        self.store = await open_metadata_store(self.config.resolved_metadata_url)
+        self.partitions = Partitions(self.config, self.store, self.clock)
+        await self.partitions.load()
+        await self.server.start()
+        self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
+        host, port = self.advertised_address
+        log.info(
+            "diskless broker %d ready on %s:%d (advertised %s:%d), cluster %s, data in %s",
+            self.config.node_id, self.config.listen_host, self.server.port, host, port, self.cluster_id, self.config.data_dir,
+        )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.server.stop()
+        if self.store is not None:
+            self.partitions.close()
+            await self.store.close()
+        log.info("diskless broker %d stopped", self.config.node_id)
+
+    async def __aenter__(self) -> Broker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        return (self.config.advertised_host or self.config.listen_host, self.config.advertised_port or self.server.port)
+
+    # --- operations handlers call ----------------------------------------------------------
+
+    async def append(self, partition: Partition, records: bytes, now: int) -> AppendInfo:
+        return partition.append(records, now)
+
+    async def read(self, partition: Partition, offset: int, max_bytes: int, *, min_one_batch: bool) -> Any:
+        log_ = partition.log
+        return log_.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=log_.high_watermark)
+
+    async def list_offset(self, partition: Partition, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) answering ListOffsets for `timestamp`, or None if no record qualifies."""
+        log_ = partition.log
+        if timestamp == LATEST:
+            return (-1, log_.high_watermark)
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+            return (-1, log_.log_start_offset)
+        if timestamp == MAX_TIMESTAMP:
+            found = log_.max_timestamp_offset()
+        else:
+            found = log_.offset_for_timestamp(timestamp)
+        return None if found is None else (found.timestamp, found.offset)
+
+    async def delete_records(self, partition: Partition, offset: int) -> int:
+        return await self.partitions.delete_records(partition, offset)
+
+    async def delete_topic(self, name: str) -> TopicMetadata:
+        return await self.partitions.delete_topic(name)
+
+    async def auto_create_topic(self, name: str) -> TopicMetadata | None:
+        try:
+            return await self.partitions.create_topic(name, self.config.num_partitions, {})
+        except Exception as exc:
+            log.warning("auto-creating topic %s failed: %s", name, exc)
+            return self.partitions.topics.get(name)
+
+    # --- background work -----------------------------------------------------------------
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.partitions.enforce_retention()
+            except Exception:
+                log.exception("retention pass failed; will retry")
+
+
+def _load_cluster_id(data_dir: Path, node_id: int) -> str:
+    """The cluster id kept in `meta.properties`, as Kafka keeps it; made on first start."""
+    path = data_dir / "meta.properties"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+    tmp.replace(path)
+    return cluster_id

@@ -1,0 +1,46 @@
+"""Broker configuration: parsed and validated once by the CLI, then read-only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    data_dir: Path = Path("diskless-data")
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9092
+    advertised_host: str | None = None  # defaults to listen_host
+    advertised_port: int | None = None  # defaults to the bound port
+    metadata_url: str | None = None  # defaults to sqlite:///<data_dir>/metadata.db
+    object_store_url: str | None = None  # defaults to file://<data_dir>/bucket
+    http_host: str | None = None
+    http_port: int | None = None
+    node_id: int = 1
+    # Kafka broker settings, same names with dots as underscores.
+    socket_request_max_bytes: int = 104857600
+    auto_create_topics_enable: bool = False
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    log_retention_check_interval_ms: int = 300000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    offsets_retention_minutes: int = 10080
+    producer_id_expiration_ms: int = 86400000
+    # Broker-wide defaults for topic configs (Kafka names, e.g. {"retention.ms": "3600000"}).
+    topic_defaults: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def resolved_metadata_url(self) -> str:
+        return self.metadata_url or f"sqlite:///{(self.data_dir / 'metadata.db').resolve()}"
+
+    @property
+    def resolved_object_store_url(self) -> str:
+        return self.object_store_url or f"file://{(self.data_dir / 'bucket').resolve()}"

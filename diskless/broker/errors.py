@@ -1,0 +1,57 @@
+"""The one table from our exceptions to Kafka error codes."""
+
+from __future__ import annotations
+
+from hot_tier.errors import OffsetOutOfRange
+from hot_tier.records.errors import CorruptBatch, RecordsError
+from kio.schema.errors import ErrorCode
+from metadata.errors import (
+    InvalidPartitions,
+    InvalidTopicName,
+    TopicAlreadyExists,
+    UnknownTopic,
+    UnknownTopicId,
+    UnknownTopicOrPartition,
+)
+
+from .topic_configs import InvalidConfig
+
+
+class RecordTooLarge(Exception):
+    def __init__(self, size_bytes: int, max_message_bytes: int) -> None:
+        super().__init__(f"record batch of {size_bytes} bytes exceeds max.message.bytes={max_message_bytes}")
+        self.size_bytes = size_bytes
+        self.max_message_bytes = max_message_bytes
+
+
+class InvalidReplicationFactor(Exception):
+    def __init__(self, replication_factor: int, brokers: int) -> None:
+        super().__init__(f"replication factor {replication_factor} is larger than the {brokers} available broker(s)")
+
+
+class InvalidRequest(Exception):
+    pass
+
+
+_TABLE: list[tuple[type[BaseException], ErrorCode]] = [
+    (OffsetOutOfRange, ErrorCode.offset_out_of_range),
+    (CorruptBatch, ErrorCode.corrupt_message),
+    (RecordsError, ErrorCode.corrupt_message),
+    (RecordTooLarge, ErrorCode.message_too_large),
+    (TopicAlreadyExists, ErrorCode.topic_already_exists),
+    (UnknownTopicId, ErrorCode.unknown_topic_id),
+    (UnknownTopic, ErrorCode.unknown_topic_or_partition),
+    (UnknownTopicOrPartition, ErrorCode.unknown_topic_or_partition),
+    (InvalidTopicName, ErrorCode.invalid_topic_exception),
+    (InvalidPartitions, ErrorCode.invalid_partitions),
+    (InvalidConfig, ErrorCode.invalid_config),
+    (InvalidReplicationFactor, ErrorCode.invalid_replication_factor),
+    (InvalidRequest, ErrorCode.invalid_request),
+]
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    for exc_type, code in _TABLE:
+        if isinstance(exc, exc_type):
+            return code
+    return ErrorCode.unknown_server_error

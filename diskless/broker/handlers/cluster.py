@@ -1,0 +1,120 @@
+"""ApiVersions, Metadata and DescribeCluster."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from diskless.wire import SUPPORTED, Request
+
+from ..partitions import check_topic_name
+from ..responses import NO_THROTTLE, make, response_module
+
+if TYPE_CHECKING:
+    from ..app import Broker
+
+
+async def handle_api_versions(broker: Broker, request: Request) -> Any:
+    version = request.header.api_version
+    if request.body is None:
+        # An unknown version: answer as v0 with UNSUPPORTED_VERSION and our ranges, as Kafka
+        # does, so the client retries with a version it and we both know.
+        version = 0
+        error = ErrorCode.unsupported_version
+    else:
+        error = ErrorCode.none
+    mod = response_module(18, version)
+    api_keys = tuple(
+        mod.ApiVersion(api_key=key, min_version=low, max_version=high)
+        for key, (_name, low, high) in sorted(SUPPORTED.items())
+    )
+    return make(mod.ApiVersionsResponse, error_code=error, api_keys=api_keys, throttle_time=NO_THROTTLE)
+
+
+async def handle_metadata(broker: Broker, request: Request) -> Any:
+    version = request.header.api_version
+    body = request.body
+    mod = response_module(3, version)
+    partitions = broker.partitions
+    if body.topics is None or (version == 0 and not body.topics):
+        names = sorted(partitions.topics)
+        requested: list[tuple[str | None, Any]] = [(name, None) for name in names]
+    else:
+        requested = [(t.name, getattr(t, "topic_id", None)) for t in body.topics]
+    auto_create = broker.config.auto_create_topics_enable and getattr(body, "allow_auto_topic_creation", True)
+    topics = []
+    for name, topic_id in requested:
+        topic = None
+        if name is not None:
+            topic = partitions.topics.get(name)
+            if topic is None and auto_create:
+                topic = await broker.auto_create_topic(name)
+        elif topic_id is not None:
+            topic = partitions.topics_by_id.get(topic_id)
+        if topic is None:
+            error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
+            if name is not None and not _legal(name):
+                error = ErrorCode.invalid_topic_exception
+            topics.append(
+                make(mod.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id, is_internal=False, partitions=())
+            )
+            continue
+        topic_partitions = tuple(
+            make(
+                mod.MetadataResponsePartition,
+                error_code=ErrorCode.none,
+                partition_index=index,
+                leader_id=broker.config.node_id,
+                leader_epoch=broker.partitions.get(topic.name, index).leader_epoch,
+                replica_nodes=(broker.config.node_id,),
+                isr_nodes=(broker.config.node_id,),
+                offline_replicas=(),
+            )
+            for index in range(topic.num_partitions)
+        )
+        topics.append(
+            make(
+                mod.MetadataResponseTopic,
+                error_code=ErrorCode.none,
+                name=topic.name,
+                topic_id=topic.topic_id,
+                is_internal=False,
+                partitions=topic_partitions,
+                topic_authorized_operations=-2147483648,
+            )
+        )
+    host, port = broker.advertised_address
+    return make(
+        mod.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=(make(mod.MetadataResponseBroker, node_id=broker.config.node_id, host=host, port=port, rack=None),),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.config.node_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=-2147483648,
+    )
+
+
+def _legal(name: str) -> bool:
+    try:
+        check_topic_name(name)
+    except Exception:
+        return False
+    return True
+
+
+async def handle_describe_cluster(broker: Broker, request: Request) -> Any:
+    mod = response_module(60, request.header.api_version)
+    host, port = broker.advertised_address
+    return make(
+        mod.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=getattr(request.body, "endpoint_type", 1),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.config.node_id,
+        brokers=(make(mod.DescribeClusterBroker, broker_id=broker.config.node_id, host=host, port=port, rack=None),),
+        cluster_authorized_operations=-2147483648,
+    )

@@ -1,0 +1,124 @@
+"""DescribeConfigs and IncrementalAlterConfigs for topics (and, read-only, the broker)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from diskless.wire import Request
+from metadata.errors import UnknownTopic
+
+from .. import topic_configs
+from ..errors import error_code_for
+from ..responses import NO_THROTTLE, make, response_module
+from ..topic_configs import AlterOp, ConfigSource, ConfigType
+
+if TYPE_CHECKING:
+    from ..app import Broker
+
+TOPIC = 2
+BROKER = 4
+
+
+def _broker_entries(broker: Broker) -> list[topic_configs.ConfigEntry]:
+    c = broker.config
+    static = {
+        "node.id": (str(c.node_id), ConfigType.INT),
+        "num.partitions": (str(c.num_partitions), ConfigType.INT),
+        "default.replication.factor": (str(c.default_replication_factor), ConfigType.INT),
+        "auto.create.topics.enable": (str(c.auto_create_topics_enable).lower(), ConfigType.BOOLEAN),
+        "socket.request.max.bytes": (str(c.socket_request_max_bytes), ConfigType.INT),
+        "log.retention.check.interval.ms": (str(c.log_retention_check_interval_ms), ConfigType.LONG),
+        "group.initial.rebalance.delay.ms": (str(c.group_initial_rebalance_delay_ms), ConfigType.INT),
+        "offsets.retention.minutes": (str(c.offsets_retention_minutes), ConfigType.INT),
+    }
+    return [
+        topic_configs.ConfigEntry(name, value, ConfigSource.STATIC_BROKER_CONFIG, kind, "")
+        for name, (value, kind) in static.items()
+    ]
+
+
+async def handle_describe_configs(broker: Broker, request: Request) -> Any:
+    body = request.body
+    mod = response_module(32, request.header.api_version)
+    results = []
+    for resource in body.resources:
+        error, message, entries = ErrorCode.none, None, []
+        if resource.resource_type == TOPIC:
+            topic = broker.partitions.topics.get(resource.resource_name)
+            if topic is None:
+                error, message = ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name}"
+            else:
+                entries = topic_configs.describe(topic.configs, broker.config.topic_defaults)
+        elif resource.resource_type == BROKER:
+            if resource.resource_name not in ("", str(broker.config.node_id)):
+                error, message = ErrorCode.invalid_request, f"unknown broker {resource.resource_name}"
+            else:
+                entries = _broker_entries(broker)
+        else:
+            error, message = ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
+        if resource.configuration_keys is not None:
+            keys = set(resource.configuration_keys)
+            entries = [e for e in entries if e.name in keys]
+        configs = tuple(
+            make(
+                mod.DescribeConfigsResourceResult,
+                name=e.name,
+                value=e.value,
+                read_only=resource.resource_type == BROKER,
+                config_source=int(e.source),
+                is_default=e.is_default,
+                is_sensitive=False,
+                synonyms=(make(mod.DescribeConfigsSynonym, name=e.name, value=e.value, source=int(e.source)),)
+                if getattr(body, "include_synonyms", False)
+                else (),
+                config_type=int(e.type),
+                documentation=e.doc if getattr(body, "include_documentation", False) else None,
+            )
+            for e in entries
+        )
+        results.append(
+            make(
+                mod.DescribeConfigsResult,
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs,
+            )
+        )
+    return make(mod.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+    body = request.body
+    mod = response_module(44, request.header.api_version)
+    results = []
+    for resource in body.resources:
+        error, message = ErrorCode.none, None
+        try:
+            if resource.resource_type != TOPIC:
+                error, message = ErrorCode.invalid_request, "only topic configs can be altered; broker configs are static"
+            else:
+                topic = broker.partitions.topics.get(resource.resource_name)
+                if topic is None:
+                    raise UnknownTopic(resource.resource_name)
+                ops = [(c.name, AlterOp(c.config_operation), c.value) for c in resource.configs]
+                updated = topic_configs.apply_incremental(topic.configs, ops)
+                if not body.validate_only:
+                    await broker.partitions.set_topic_configs(topic.name, updated)
+        except ValueError as exc:
+            error, message = ErrorCode.invalid_request, str(exc)
+        except Exception as exc:
+            error, message = error_code_for(exc), str(exc)
+        results.append(
+            make(
+                mod.AlterConfigsResourceResponse,
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return make(mod.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))

@@ -1,0 +1,100 @@
+"""Fetch: long polling over the hot tier, record bytes sent from segment files (zero copy).
+
+The response holds `FileRecords` standing for byte ranges of segment files; the server shell
+sends them with sendfile. A fetch that finds fewer than `min_bytes` waits, without polling,
+for an append to any of its partitions or for `max_wait` to pass, then reads again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from diskless.wire import FileRecords, Request
+
+from ..errors import error_code_for
+from ..responses import NO_THROTTLE, make, response_module
+
+if TYPE_CHECKING:
+    from ..app import Broker
+    from ..partition import Partition
+
+MAX_RESPONSE_BYTES = 2**31 - 1
+
+
+async def handle_fetch(broker: Broker, request: Request) -> Any:
+    body = request.body
+    mod = response_module(1, request.header.api_version)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + body.max_wait.total_seconds()
+    max_bytes = getattr(body, "max_bytes", MAX_RESPONSE_BYTES)
+    while True:
+        topics, total_bytes, failed, waiting = await _read(broker, body, mod, max_bytes)
+        remaining = deadline - loop.time()
+        if total_bytes >= body.min_bytes or failed or remaining <= 0 or not waiting:
+            break
+        await asyncio.wait([p.appended() for p in waiting], timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+    return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=tuple(topics))
+
+
+async def _read(broker: Broker, body: Any, mod: Any, max_bytes: int) -> tuple[list[Any], int, bool, list[Partition]]:
+    topics = []
+    total_bytes = 0
+    failed = False
+    waiting: list[Partition] = []
+    for fetch_topic in body.topics:
+        results = []
+        for fetch in fetch_topic.partitions:
+            partition = broker.partitions.get(fetch_topic.topic, fetch.partition)
+            error, records = ErrorCode.none, b""
+            high_watermark = log_start_offset = -1
+            if partition is None:
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                log = partition.log
+                high_watermark, log_start_offset = log.high_watermark, log.log_start_offset
+                error = _check_leader_epoch(getattr(fetch, "current_leader_epoch", -1), partition.leader_epoch)
+                if error is ErrorCode.none:
+                    try:
+                        data = await broker.read(
+                            partition,
+                            fetch.fetch_offset,
+                            max(0, min(fetch.partition_max_bytes, max_bytes - total_bytes)),
+                            min_one_batch=total_bytes == 0,
+                        )
+                    except Exception as exc:
+                        error = error_code_for(exc)
+                    else:
+                        waiting.append(partition)
+                        if data is None:
+                            pass
+                        elif isinstance(data, bytes):
+                            records = data
+                            total_bytes += len(data)
+                        else:
+                            records = FileRecords(data)
+                            total_bytes += data.length
+            failed = failed or error is not ErrorCode.none
+            results.append(
+                make(
+                    mod.PartitionData,
+                    partition_index=fetch.partition,
+                    error_code=error,
+                    high_watermark=high_watermark,
+                    last_stable_offset=high_watermark,
+                    log_start_offset=log_start_offset,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=records,
+                )
+            )
+        topics.append(make(mod.FetchableTopicResponse, topic=fetch_topic.topic, partitions=tuple(results)))
+    return topics, total_bytes, failed, waiting
+
+
+def _check_leader_epoch(requested: int, current: int) -> ErrorCode:
+    if requested < 0 or requested == current:
+        return ErrorCode.none
+    return ErrorCode.fenced_leader_epoch if requested < current else ErrorCode.unknown_leader_epoch

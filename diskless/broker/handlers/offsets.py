@@ -1,0 +1,83 @@
+"""ListOffsets (earliest, latest, max timestamp, by timestamp) and DeleteRecords."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from diskless.wire import Request
+
+from ..errors import error_code_for
+from ..responses import NO_THROTTLE, make, response_module
+from .fetch import _check_leader_epoch
+
+if TYPE_CHECKING:
+    from ..app import Broker
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+async def handle_list_offsets(broker: Broker, request: Request) -> Any:
+    mod = response_module(2, request.header.api_version)
+    topics = []
+    for topic in request.body.topics:
+        results = []
+        for wanted in topic.partitions:
+            partition = broker.partitions.get(topic.name, wanted.partition_index)
+            error, found_offset, found_timestamp, epoch = ErrorCode.none, -1, -1, -1
+            if partition is None:
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                epoch = partition.leader_epoch
+                error = _check_leader_epoch(getattr(wanted, "current_leader_epoch", -1), epoch)
+            if error is ErrorCode.none:
+                try:
+                    found = await broker.list_offset(partition, wanted.timestamp)
+                except Exception as exc:
+                    error = error_code_for(exc)
+                else:
+                    if found is not None:
+                        found_timestamp, found_offset = found
+            results.append(
+                make(
+                    mod.ListOffsetsPartitionResponse,
+                    partition_index=wanted.partition_index,
+                    error_code=error,
+                    timestamp=found_timestamp,
+                    offset=found_offset,
+                    leader_epoch=epoch,
+                )
+            )
+        topics.append(make(mod.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(results)))
+    return make(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+async def handle_delete_records(broker: Broker, request: Request) -> Any:
+    mod = response_module(21, request.header.api_version)
+    topics = []
+    for topic in request.body.topics:
+        results = []
+        for wanted in topic.partitions:
+            partition = broker.partitions.get(topic.name, wanted.partition_index)
+            error, low_watermark = ErrorCode.none, -1
+            if partition is None:
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                high_watermark = partition.log.high_watermark
+                offset = high_watermark if wanted.offset == -1 else wanted.offset
+                if not 0 <= offset <= high_watermark:
+                    error = ErrorCode.offset_out_of_range
+                else:
+                    try:
+                        low_watermark = await broker.delete_records(partition, offset)
+                    except Exception as exc:
+                        error = error_code_for(exc)
+            results.append(
+                make(mod.DeleteRecordsPartitionResult, partition_index=wanted.partition_index, low_watermark=low_watermark, error_code=error)
+            )
+        topics.append(make(mod.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(results)))
+    return make(mod.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -1,0 +1,146 @@
+"""CreateTopics, DeleteTopics and CreatePartitions."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from diskless.wire import Request
+from metadata.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopic
+
+from .. import topic_configs
+from ..errors import InvalidReplicationFactor, InvalidRequest, error_code_for
+from ..partitions import check_topic_name
+from ..responses import NO_THROTTLE, make, response_module
+
+if TYPE_CHECKING:
+    from ..app import Broker
+
+log = logging.getLogger(__name__)
+NULL_UUID = uuid.UUID(int=0)
+
+
+async def handle_create_topics(broker: Broker, request: Request) -> Any:
+    body = request.body
+    mod = response_module(19, request.header.api_version)
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for wanted in body.topics:
+        error, message, topic = ErrorCode.none, None, None
+        num_partitions = replication_factor = -1
+        configs: dict[str, str] = {}
+        try:
+            if counts[wanted.name] > 1:
+                raise InvalidRequest(f"topic {wanted.name} appears more than once in the request")
+            num_partitions, replication_factor = _partitioning(broker, wanted)
+            configs = {c.name: c.value for c in wanted.configs}
+            if body.validate_only:
+                check_topic_name(wanted.name)
+                topic_configs.validate(configs)
+                if wanted.name in broker.partitions.topics:
+                    raise TopicAlreadyExists(wanted.name)
+                if num_partitions < 1:
+                    raise InvalidPartitions(wanted.name, num_partitions, "a topic needs at least one partition")
+            else:
+                topic = await broker.partitions.create_topic(wanted.name, num_partitions, configs)
+        except Exception as exc:
+            error, message = error_code_for(exc), str(exc)
+            if error is ErrorCode.unknown_server_error:
+                log.exception("creating topic %s failed", wanted.name)
+        described = ()
+        if error is ErrorCode.none:
+            entries = topic_configs.describe(topic.configs if topic else configs, broker.config.topic_defaults)
+            described = tuple(
+                make(mod.CreatableTopicConfigs, name=e.name, value=e.value, read_only=False, config_source=int(e.source), is_sensitive=False)
+                for e in entries
+            ) if hasattr(mod, "CreatableTopicConfigs") else ()
+        results.append(
+            make(
+                mod.CreatableTopicResult,
+                name=wanted.name,
+                topic_id=topic.topic_id if topic else NULL_UUID,
+                error_code=error,
+                error_message=message,
+                topic_config_error_code=ErrorCode.none,
+                num_partitions=num_partitions if error is ErrorCode.none else -1,
+                replication_factor=replication_factor if error is ErrorCode.none else -1,
+                configs=described,
+            )
+        )
+    return make(mod.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _partitioning(broker: Broker, wanted: Any) -> tuple[int, int]:
+    node = broker.config.node_id
+    if wanted.assignments:
+        if wanted.num_partitions != -1 or wanted.replication_factor != -1:
+            raise InvalidRequest("give either assignments or num_partitions/replication_factor, not both")
+        for assignment in wanted.assignments:
+            if tuple(assignment.broker_ids) != (node,):
+                raise InvalidReplicationFactor(len(assignment.broker_ids), 1)
+        return len(wanted.assignments), 1
+    num_partitions = broker.config.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
+    replication_factor = broker.config.default_replication_factor if wanted.replication_factor == -1 else wanted.replication_factor
+    if replication_factor > 1:
+        raise InvalidReplicationFactor(replication_factor, 1)
+    if replication_factor < 1:
+        raise InvalidRequest(f"replication factor must be at least 1, not {replication_factor}")
+    return num_partitions, replication_factor
+
+
+async def handle_delete_topics(broker: Broker, request: Request) -> Any:
+    body = request.body
+    mod = response_module(20, request.header.api_version)
+    if hasattr(body, "topics"):
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        error, message = ErrorCode.none, None
+        if name is None and topic_id is not None:
+            topic = broker.partitions.topics_by_id.get(topic_id)
+            name = topic.name if topic else None
+            if topic is None:
+                error = ErrorCode.unknown_topic_id
+        if error is ErrorCode.none:
+            try:
+                deleted = await broker.delete_topic(name)
+                topic_id = deleted.topic_id
+            except UnknownTopic as exc:
+                error, message = ErrorCode.unknown_topic_or_partition, str(exc)
+            except Exception as exc:
+                error, message = error_code_for(exc), str(exc)
+                log.exception("deleting topic %s failed", name)
+        results.append(
+            make(mod.DeletableTopicResult, name=name, topic_id=topic_id or NULL_UUID, error_code=error, error_message=message)
+        )
+    return make(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+async def handle_create_partitions(broker: Broker, request: Request) -> Any:
+    body = request.body
+    mod = response_module(37, request.header.api_version)
+    results = []
+    for wanted in body.topics:
+        error, message = ErrorCode.none, None
+        try:
+            topic = broker.partitions.topics.get(wanted.name)
+            if topic is None:
+                raise UnknownTopic(wanted.name)
+            if wanted.count <= topic.num_partitions:
+                raise InvalidPartitions(wanted.name, wanted.count, f"topic has {topic.num_partitions} partitions; the count can only grow")
+            if wanted.assignments:
+                for assignment in wanted.assignments:
+                    if tuple(assignment.broker_ids) != (broker.config.node_id,):
+                        raise InvalidReplicationFactor(len(assignment.broker_ids), 1)
+            if not body.validate_only:
+                await broker.partitions.create_partitions(wanted.name, wanted.count)
+        except Exception as exc:
+            error, message = error_code_for(exc), str(exc)
+        results.append(make(mod.CreatePartitionsTopicResult, name=wanted.name, error_code=error, error_message=message))
+    return make(mod.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,72 @@
+"""The `diskless` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from . import settings
+
+DESCRIPTION = """\
+Diskless: a Kafka-compatible broker whose local disk is only a cache.
+Rolled segments live in S3-compatible object storage; any Kafka client works unchanged."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="diskless", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="run a broker",
+        description="Run a broker. With no flags it runs on embedded defaults: SQLite metadata and a "
+        "bucket in a local directory, both under --data-dir. Every flag also reads from an "
+        "environment variable and from the --config TOML file (flag > env > file > default).",
+    )
+    settings.add_arguments(serve)
+    try:
+        from . import tools
+    except ImportError:  # the client-side commands need diskless.client
+        tools = None
+    if tools is not None:
+        tools.add_commands(commands)
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    return tools.run(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        config, log_level = settings.resolve(args, settings.environment())
+    except settings.SettingsError as exc:
+        print(f"diskless serve: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from diskless.broker.app import Broker
+
+    async def run() -> None:
+        broker = Broker(config)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await broker.start()
+        try:
+            await stop.wait()
+            logging.getLogger("diskless").info("shutting down")
+        finally:
+            await broker.stop()
+
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        logging.getLogger("diskless").error("cannot start: %s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Kafka RecordBatch v2 (magic 2): the bytes of the log, which are also the bytes on the wire.
+
+Pure, no I/O. `header` reads and patches batch headers without decoding records (the
+broker's path); `batch` encodes and decodes records (clients, Spark); `codecs` holds the
+compression codecs; `errors` the typed errors they raise.
+"""
+
+from .batch import DecodedBatch, Record, decode_batch, decode_batches, encode_batch
+from .codecs import Compression, compress, decompress
+from .errors import BadCrc, BadLength, BadMagic, CorruptBatch, RecordsError, TruncatedBatch, UnsupportedCompression
+from .header import (
+    ATTR_CODEC_MASK,
+    ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    CRC_START,
+    HEADER_BYTES,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    BatchHeader,
+    iter_headers,
+    peek_size,
+    read_header,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+
+__all__ = [
+    "ATTR_CODEC_MASK",
+    "ATTR_CONTROL",
+    "ATTR_TIMESTAMP_TYPE",
+    "ATTR_TRANSACTIONAL",
+    "CRC_START",
+    "HEADER_BYTES",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "BadCrc",
+    "BadLength",
+    "BadMagic",
+    "BatchHeader",
+    "Compression",
+    "CorruptBatch",
+    "DecodedBatch",
+    "Record",
+    "RecordsError",
+    "TruncatedBatch",
+    "UnsupportedCompression",
+    "compress",
+    "decode_batch",
+    "decode_batches",
+    "decompress",
+    "encode_batch",
+    "iter_headers",
+    "peek_size",
+    "read_header",
+    "set_base_offset",
+    "set_log_append_time",
+    "set_partition_leader_epoch",
+]

@@ -1,0 +1,468 @@
+"""The metadata store's operations as synchronous SQLite transactions.
+
+One function per `MetadataStore` method, each taking the connection first and running one
+transaction: writes start with BEGIN IMMEDIATE, so they take the database's write lock
+before reading what they check and no other connection (another process sharing the file)
+can change it between check and write; multi-statement reads run in one deferred
+transaction, so they see a single snapshot. Decisions are the pure checks of `model`; this
+module only moves rows.
+
+Called only on the store's worker thread (see `sqlite.py`): the connection is not shared.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+
+from .errors import (
+    RemoteSegmentAlreadyExists,
+    RemoteSegmentOverlap,
+    TopicAlreadyExists,
+    TopicIdAlreadyExists,
+    UnknownRemoteSegment,
+    UnknownTopic,
+    UnknownTopicId,
+)
+from .model import (
+    CommittedOffset,
+    ProducerIdBlock,
+    ProducerSnapshot,
+    ProducerStateEntry,
+    RemoteSegment,
+    RemoteSegmentState,
+    TopicMetadata,
+    apply_config_changes,
+    check_leader_epoch,
+    check_offset,
+    check_partition,
+    check_remote_segment_removable,
+    check_remote_segment_transition,
+    validate_partition_count,
+    validate_producer_snapshot,
+    validate_remote_segment,
+    validate_topic_id,
+    validate_topic_name,
+)
+
+
+@contextmanager
+def _write(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:  # some errors (SQLITE_FULL, ...) have rolled back already
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
+def _read(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+# --- topics ------------------------------------------------------------------------------
+
+
+def _topic_row(conn: sqlite3.Connection, name: str) -> tuple[str, int]:
+    """(topic_id text, num_partitions) of the topic, or UnknownTopic."""
+    row = conn.execute("SELECT topic_id, num_partitions FROM topics WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise UnknownTopic(name)
+    return row
+
+
+def _load_topic(conn: sqlite3.Connection, topic_id: str, name: str, num_partitions: int) -> TopicMetadata:
+    configs = dict(conn.execute("SELECT name, value FROM topic_configs WHERE topic_id = ?", (topic_id,)))
+    return TopicMetadata(name, uuid.UUID(topic_id), num_partitions, configs)
+
+
+def _partition_row(conn: sqlite3.Connection, topic: str, partition: int) -> tuple[str, int]:
+    """(topic_id text, leader_epoch) of an existing partition."""
+    topic_id, num_partitions = _topic_row(conn, topic)
+    check_partition(topic, partition, num_partitions)
+    (leader_epoch,) = conn.execute(
+        "SELECT leader_epoch FROM partitions WHERE topic_id = ? AND partition = ?", (topic_id, partition)
+    ).fetchone()
+    return topic_id, leader_epoch
+
+
+def _fenced_partition(conn: sqlite3.Connection, topic: str, partition: int, leader_epoch: int) -> str:
+    """topic_id text of the partition, once `leader_epoch` is known to be its current epoch."""
+    topic_id, current_leader_epoch = _partition_row(conn, topic, partition)
+    check_leader_epoch(topic, partition, leader_epoch, current_leader_epoch)
+    return topic_id
+
+
+def create_topic(
+    conn: sqlite3.Connection,
+    name: str,
+    num_partitions: int,
+    configs: Mapping[str, str],
+    topic_id: uuid.UUID | None,
+) -> TopicMetadata:
+    validate_topic_name(name)
+    validate_partition_count(name, None, num_partitions)
+    topic_id = uuid.uuid4() if topic_id is None else topic_id
+    validate_topic_id(topic_id)
+    topic = TopicMetadata(name, topic_id, num_partitions, configs)
+    tid = str(topic_id)
+    with _write(conn):
+        if conn.execute("SELECT 1 FROM topics WHERE name = ?", (name,)).fetchone():
+            raise TopicAlreadyExists(name)
+        row = conn.execute("SELECT name FROM topics WHERE topic_id = ?", (tid,)).fetchone()
+        if row is not None:
+            raise TopicIdAlreadyExists(topic_id, row[0])
+        conn.execute(
+            "INSERT INTO topics (topic_id, name, num_partitions) VALUES (?, ?, ?)", (tid, name, num_partitions)
+        )
+        conn.executemany(
+            "INSERT INTO topic_configs (topic_id, name, value) VALUES (?, ?, ?)",
+            ((tid, key, value) for key, value in topic.configs.items()),
+        )
+        conn.executemany(
+            "INSERT INTO partitions (topic_id, partition) VALUES (?, ?)", ((tid, p) for p in range(num_partitions))
+        )
+    return topic
+
+
+def get_topic(conn: sqlite3.Connection, name: str) -> TopicMetadata:
+    with _read(conn):
+        topic_id, num_partitions = _topic_row(conn, name)
+        return _load_topic(conn, topic_id, name, num_partitions)
+
+
+def get_topic_by_id(conn: sqlite3.Connection, topic_id: uuid.UUID) -> TopicMetadata:
+    with _read(conn):
+        row = conn.execute("SELECT name, num_partitions FROM topics WHERE topic_id = ?", (str(topic_id),)).fetchone()
+        if row is None:
+            raise UnknownTopicId(topic_id)
+        return _load_topic(conn, str(topic_id), row[0], row[1])
+
+
+def list_topics(conn: sqlite3.Connection) -> list[TopicMetadata]:
+    with _read(conn):
+        configs: dict[str, dict[str, str]] = {}
+        for topic_id, key, value in conn.execute("SELECT topic_id, name, value FROM topic_configs"):
+            configs.setdefault(topic_id, {})[key] = value
+        rows = conn.execute("SELECT topic_id, name, num_partitions FROM topics ORDER BY name").fetchall()
+    return [TopicMetadata(name, uuid.UUID(tid), n, configs.get(tid, {})) for tid, name, n in rows]
+
+
+def delete_topic(conn: sqlite3.Connection, name: str) -> TopicMetadata:
+    with _write(conn):
+        topic_id, num_partitions = _topic_row(conn, name)
+        topic = _load_topic(conn, topic_id, name, num_partitions)
+        # ON DELETE CASCADE takes configs, partitions, offsets, catalogue rows and producer state.
+        conn.execute("DELETE FROM topics WHERE topic_id = ?", (topic_id,))
+    return topic
+
+
+def alter_topic_configs(
+    conn: sqlite3.Connection, name: str, set_configs: Mapping[str, str], delete_configs: Iterable[str]
+) -> TopicMetadata:
+    set_configs = dict(set_configs)
+    delete_configs = frozenset(delete_configs)
+    with _write(conn):
+        topic_id, num_partitions = _topic_row(conn, name)
+        topic = _load_topic(conn, topic_id, name, num_partitions)
+        configs = apply_config_changes(name, topic.configs, set_configs, delete_configs)
+        conn.executemany(
+            "DELETE FROM topic_configs WHERE topic_id = ? AND name = ?", ((topic_id, key) for key in delete_configs)
+        )
+        conn.executemany(
+            "INSERT INTO topic_configs (topic_id, name, value) VALUES (?, ?, ?)"
+            " ON CONFLICT (topic_id, name) DO UPDATE SET value = excluded.value",
+            ((topic_id, key, value) for key, value in set_configs.items()),
+        )
+    return replace(topic, configs=configs)
+
+
+def create_partitions(conn: sqlite3.Connection, name: str, new_total: int) -> TopicMetadata:
+    with _write(conn):
+        topic_id, num_partitions = _topic_row(conn, name)
+        validate_partition_count(name, num_partitions, new_total)
+        conn.execute("UPDATE topics SET num_partitions = ? WHERE topic_id = ?", (new_total, topic_id))
+        conn.executemany(
+            "INSERT INTO partitions (topic_id, partition) VALUES (?, ?)",
+            ((topic_id, p) for p in range(num_partitions, new_total)),
+        )
+        return _load_topic(conn, topic_id, name, new_total)
+
+
+# --- partition state ---------------------------------------------------------------------
+
+
+def set_log_start_offset(
+    conn: sqlite3.Connection, topic: str, partition: int, offset: int, leader_epoch: int | None
+) -> int:
+    check_offset(topic, partition, offset)
+    with _write(conn):
+        topic_id, current_leader_epoch = _partition_row(conn, topic, partition)
+        if leader_epoch is not None:
+            check_leader_epoch(topic, partition, leader_epoch, current_leader_epoch)
+        # MAX(): the log start offset only ever moves forward, as Kafka's
+        # maybeIncrementLogStartOffset; a stale retention pass cannot resurrect deleted data.
+        (log_start_offset,) = conn.execute(
+            "UPDATE partitions SET log_start_offset = MAX(log_start_offset, ?)"
+            " WHERE topic_id = ? AND partition = ? RETURNING log_start_offset",
+            (offset, topic_id, partition),
+        ).fetchone()
+    return log_start_offset
+
+
+def get_log_start_offsets(conn: sqlite3.Connection, topic: str) -> dict[int, int]:
+    with _read(conn):
+        topic_id, _ = _topic_row(conn, topic)
+        return dict(
+            conn.execute("SELECT partition, log_start_offset FROM partitions WHERE topic_id = ?", (topic_id,))
+        )
+
+
+def get_leader_epoch(conn: sqlite3.Connection, topic: str, partition: int) -> int:
+    with _read(conn):
+        return _partition_row(conn, topic, partition)[1]
+
+
+def bump_leader_epoch(conn: sqlite3.Connection, topic: str, partition: int) -> int:
+    with _write(conn):
+        topic_id, _ = _partition_row(conn, topic, partition)
+        (leader_epoch,) = conn.execute(
+            "UPDATE partitions SET leader_epoch = leader_epoch + 1"
+            " WHERE topic_id = ? AND partition = ? RETURNING leader_epoch",
+            (topic_id, partition),
+        ).fetchone()
+    return leader_epoch
+
+
+# --- consumer group offsets --------------------------------------------------------------
+
+
+def commit_offsets(conn: sqlite3.Connection, group_id: str, offsets: Iterable[CommittedOffset]) -> None:
+    offsets = list(offsets)
+    for o in offsets:
+        check_offset(o.topic, o.partition, o.offset)
+    with _write(conn):
+        topics: dict[str, tuple[str, int]] = {}
+        rows = []
+        for o in offsets:
+            if o.topic not in topics:
+                topics[o.topic] = _topic_row(conn, o.topic)
+            topic_id, num_partitions = topics[o.topic]
+            check_partition(o.topic, o.partition, num_partitions)
+            rows.append((group_id, topic_id, o.partition, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms))
+        conn.executemany(
+            "INSERT INTO committed_offsets (group_id, topic_id, partition, committed_offset, leader_epoch, metadata,"
+            " commit_timestamp_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (group_id, topic_id, partition) DO UPDATE SET committed_offset = excluded.committed_offset,"
+            " leader_epoch = excluded.leader_epoch, metadata = excluded.metadata,"
+            " commit_timestamp_ms = excluded.commit_timestamp_ms",
+            rows,
+        )
+
+
+def fetch_offsets(
+    conn: sqlite3.Connection, group_id: str, partitions: Iterable[tuple[str, int]] | None
+) -> list[CommittedOffset]:
+    wanted = None if partitions is None else {(topic, partition) for topic, partition in partitions}
+    rows = conn.execute(
+        "SELECT t.name, o.partition, o.committed_offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms"
+        " FROM committed_offsets o JOIN topics t ON t.topic_id = o.topic_id"
+        " WHERE o.group_id = ? ORDER BY t.name, o.partition",
+        (group_id,),
+    )
+    return [CommittedOffset(*row) for row in rows if wanted is None or (row[0], row[1]) in wanted]
+
+
+def delete_offsets(conn: sqlite3.Connection, group_id: str, partitions: Iterable[tuple[str, int]]) -> int:
+    with _write(conn):
+        cursor = conn.executemany(
+            "DELETE FROM committed_offsets WHERE group_id = ? AND partition = ?"
+            " AND topic_id = (SELECT topic_id FROM topics WHERE name = ?)",
+            ((group_id, partition, topic) for topic, partition in set(partitions)),
+        )
+        return cursor.rowcount
+
+
+def delete_group(conn: sqlite3.Connection, group_id: str) -> int:
+    with _write(conn):
+        return conn.execute("DELETE FROM committed_offsets WHERE group_id = ?", (group_id,)).rowcount
+
+
+def list_groups_with_offsets(conn: sqlite3.Connection) -> list[str]:
+    return [group_id for (group_id,) in conn.execute("SELECT DISTINCT group_id FROM committed_offsets ORDER BY 1")]
+
+
+def expire_offsets(conn: sqlite3.Connection, older_than_ms: int) -> int:
+    with _write(conn):
+        return conn.execute("DELETE FROM committed_offsets WHERE commit_timestamp_ms < ?", (older_than_ms,)).rowcount
+
+
+# --- producer ids and state --------------------------------------------------------------
+
+
+def claim_producer_id_block(conn: sqlite3.Connection, size: int) -> ProducerIdBlock:
+    """Durably move the cluster's next-block counter past a new block before any id of it
+    is handed out: after a crash the block's unused ids are skipped, never reused."""
+    with _write(conn):
+        (next_block,) = conn.execute(
+            "UPDATE counters SET value = value + ? WHERE name = 'next_producer_id_block' RETURNING value", (size,)
+        ).fetchone()
+    return ProducerIdBlock(next_block - size, size)
+
+
+def put_producer_snapshot(
+    conn: sqlite3.Connection, topic: str, partition: int, snapshot: ProducerSnapshot, leader_epoch: int
+) -> None:
+    validate_producer_snapshot(topic, partition, snapshot)
+    with _write(conn):
+        topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
+        # Deleting the snapshot row cascades to its entries: the new snapshot replaces the old whole.
+        conn.execute("DELETE FROM producer_snapshots WHERE topic_id = ? AND partition = ?", (topic_id, partition))
+        conn.execute(
+            "INSERT INTO producer_snapshots (topic_id, partition, log_end_offset) VALUES (?, ?, ?)",
+            (topic_id, partition, snapshot.log_end_offset),
+        )
+        conn.executemany(
+            "INSERT INTO producer_states (topic_id, partition, producer_id, producer_epoch, last_sequence,"
+            " last_offset, offset_delta, last_timestamp_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (topic_id, partition, e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset,
+                 e.offset_delta, e.last_timestamp_ms)
+                for e in snapshot.entries
+            ),
+        )  # fmt: skip
+
+
+def get_producer_snapshot(conn: sqlite3.Connection, topic: str, partition: int) -> ProducerSnapshot | None:
+    with _read(conn):
+        topic_id, _ = _partition_row(conn, topic, partition)
+        row = conn.execute(
+            "SELECT log_end_offset FROM producer_snapshots WHERE topic_id = ? AND partition = ?", (topic_id, partition)
+        ).fetchone()
+        if row is None:
+            return None
+        entries = conn.execute(
+            "SELECT producer_id, producer_epoch, last_sequence, last_offset, offset_delta, last_timestamp_ms"
+            " FROM producer_states WHERE topic_id = ? AND partition = ? ORDER BY producer_id",
+            (topic_id, partition),
+        )
+        return ProducerSnapshot(row[0], tuple(ProducerStateEntry(*e) for e in entries))
+
+
+# --- remote segment catalogue ------------------------------------------------------------
+
+_SEGMENT_COLUMNS = (
+    "base_offset, last_offset, base_timestamp, max_timestamp, size_bytes, leader_epoch, object_key, state"
+)
+
+
+def _segment(topic: str, partition: int, row: tuple) -> RemoteSegment:
+    *fields, state = row
+    return RemoteSegment(topic, partition, *fields, state=RemoteSegmentState(state))
+
+
+def _load_segment(
+    conn: sqlite3.Connection, topic: str, topic_id: str, partition: int, base_offset: int, object_key: str
+) -> RemoteSegment:
+    row = conn.execute(
+        f"SELECT {_SEGMENT_COLUMNS} FROM remote_segments"
+        " WHERE topic_id = ? AND partition = ? AND base_offset = ? AND object_key = ?",
+        (topic_id, partition, base_offset, object_key),
+    ).fetchone()
+    if row is None:
+        raise UnknownRemoteSegment(topic, partition, base_offset, object_key)
+    return _segment(topic, partition, row)
+
+
+def _set_segment_state(conn: sqlite3.Connection, topic_id: str, segment: RemoteSegment) -> None:
+    conn.execute(
+        "UPDATE remote_segments SET state = ? WHERE topic_id = ? AND partition = ? AND base_offset = ?"
+        " AND object_key = ?",
+        (segment.state.value, topic_id, segment.partition, segment.base_offset, segment.object_key),
+    )
+
+
+def add_remote_segment(conn: sqlite3.Connection, segment: RemoteSegment) -> RemoteSegment:
+    validate_remote_segment(segment)
+    s = segment
+    with _write(conn):
+        topic_id = _fenced_partition(conn, s.topic, s.partition, s.leader_epoch)
+        if conn.execute("SELECT 1 FROM remote_segments WHERE object_key = ?", (s.object_key,)).fetchone():
+            raise RemoteSegmentAlreadyExists(s.topic, s.partition, s.base_offset, s.object_key)
+        conn.execute(
+            f"INSERT INTO remote_segments (topic_id, partition, {_SEGMENT_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (topic_id, s.partition, s.base_offset, s.last_offset, s.base_timestamp, s.max_timestamp, s.size_bytes,
+             s.leader_epoch, s.object_key, s.state.value),
+        )  # fmt: skip
+    return segment
+
+
+def commit_remote_segment(
+    conn: sqlite3.Connection, topic: str, partition: int, base_offset: int, object_key: str, leader_epoch: int
+) -> RemoteSegment:
+    with _write(conn):
+        topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
+        segment = _load_segment(conn, topic, topic_id, partition, base_offset, object_key)
+        check_remote_segment_transition(segment, RemoteSegmentState.COMMITTED)
+        # Readers trust that committed segments never cover the same offset twice.
+        overlap = conn.execute(
+            "SELECT base_offset, last_offset FROM remote_segments WHERE topic_id = ? AND partition = ?"
+            " AND state = 'committed' AND base_offset <= ? AND last_offset >= ? ORDER BY base_offset LIMIT 1",
+            (topic_id, partition, segment.last_offset, segment.base_offset),
+        ).fetchone()
+        if overlap is not None:
+            raise RemoteSegmentOverlap(topic, partition, segment.base_offset, segment.last_offset, *overlap)
+        committed = replace(segment, state=RemoteSegmentState.COMMITTED)
+        _set_segment_state(conn, topic_id, committed)
+    return committed
+
+
+def list_remote_segments(
+    conn: sqlite3.Connection, topic: str, partition: int, states: Iterable[RemoteSegmentState | str]
+) -> list[RemoteSegment]:
+    states = sorted({RemoteSegmentState(s).value for s in states})
+    with _read(conn):
+        topic_id, _ = _partition_row(conn, topic, partition)
+        rows = conn.execute(
+            f"SELECT {_SEGMENT_COLUMNS} FROM remote_segments WHERE topic_id = ? AND partition = ?"
+            f" AND state IN ({', '.join('?' * len(states))}) ORDER BY base_offset, object_key",
+            (topic_id, partition, *states),
+        ).fetchall()
+    return [_segment(topic, partition, row) for row in rows]
+
+
+def mark_remote_segment_deleting(
+    conn: sqlite3.Connection, topic: str, partition: int, base_offset: int, object_key: str, leader_epoch: int
+) -> RemoteSegment:
+    with _write(conn):
+        topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
+        segment = _load_segment(conn, topic, topic_id, partition, base_offset, object_key)
+        check_remote_segment_transition(segment, RemoteSegmentState.DELETING)
+        deleting = replace(segment, state=RemoteSegmentState.DELETING)
+        _set_segment_state(conn, topic_id, deleting)
+    return deleting
+
+
+def remove_remote_segment(
+    conn: sqlite3.Connection, topic: str, partition: int, base_offset: int, object_key: str, leader_epoch: int
+) -> None:
+    with _write(conn):
+        topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
+        segment = _load_segment(conn, topic, topic_id, partition, base_offset, object_key)
+        check_remote_segment_removable(segment)
+        conn.execute(
+            "DELETE FROM remote_segments WHERE topic_id = ? AND partition = ? AND base_offset = ? AND object_key = ?",
+            (topic_id, partition, base_offset, object_key),
+        )

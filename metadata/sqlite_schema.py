@@ -1,0 +1,132 @@
+"""The SQLite schema of the metadata store, and how a database file is brought up to it.
+
+The version lives in `PRAGMA user_version` (0 = empty file). Opening a file at a lower
+version creates or migrates it inside one transaction, so a crash mid-migration leaves the
+old version; a higher version is refused (`UnsupportedSchemaVersion`) rather than guessed at.
+
+Rows are keyed on the topic id, not the name: deleting a topic and creating one with the
+same name gives a new id and none of the old state. Everything hangs off `topics` through
+foreign keys with ON DELETE CASCADE (enforced because every connection sets
+`PRAGMA foreign_keys = ON`), so deleting the topic row deletes its configs, partition
+state, committed offsets, catalogue rows and producer state in the same transaction.
+
+The DDL is plain SQL that PostgreSQL also accepts, apart from `WITHOUT ROWID` and the
+`?` placeholders used elsewhere.
+
+Runs on the store's worker thread only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .errors import UnsupportedSchemaVersion
+
+SCHEMA_VERSION = 1
+
+_SCHEMA_V1 = """
+CREATE TABLE topics (
+    topic_id        TEXT    PRIMARY KEY,          -- canonical UUID text
+    name            TEXT    NOT NULL UNIQUE,
+    num_partitions  INTEGER NOT NULL CHECK (num_partitions > 0)
+);
+
+CREATE TABLE topic_configs (
+    topic_id  TEXT NOT NULL REFERENCES topics (topic_id) ON DELETE CASCADE,
+    name      TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    PRIMARY KEY (topic_id, name)
+) WITHOUT ROWID;
+
+CREATE TABLE partitions (
+    topic_id          TEXT    NOT NULL REFERENCES topics (topic_id) ON DELETE CASCADE,
+    partition         INTEGER NOT NULL CHECK (partition >= 0),
+    log_start_offset  INTEGER NOT NULL DEFAULT 0 CHECK (log_start_offset >= 0),
+    leader_epoch      INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (topic_id, partition)
+) WITHOUT ROWID;
+
+CREATE TABLE committed_offsets (
+    group_id             TEXT    NOT NULL,
+    topic_id             TEXT    NOT NULL,
+    partition            INTEGER NOT NULL,
+    committed_offset     INTEGER NOT NULL,
+    leader_epoch         INTEGER,                 -- NULL: the client sent none
+    metadata             TEXT    NOT NULL,
+    commit_timestamp_ms  INTEGER NOT NULL,
+    PRIMARY KEY (group_id, topic_id, partition),
+    FOREIGN KEY (topic_id, partition) REFERENCES partitions (topic_id, partition) ON DELETE CASCADE
+) WITHOUT ROWID;
+CREATE INDEX committed_offsets_by_partition ON committed_offsets (topic_id, partition);
+CREATE INDEX committed_offsets_by_commit_time ON committed_offsets (commit_timestamp_ms);
+
+CREATE TABLE remote_segments (
+    topic_id        TEXT    NOT NULL,
+    partition       INTEGER NOT NULL,
+    base_offset     INTEGER NOT NULL,
+    object_key      TEXT    NOT NULL UNIQUE,
+    last_offset     INTEGER NOT NULL,
+    base_timestamp  INTEGER NOT NULL,
+    max_timestamp   INTEGER NOT NULL,
+    size_bytes      INTEGER NOT NULL,
+    leader_epoch    INTEGER NOT NULL,
+    state           TEXT    NOT NULL CHECK (state IN ('uploading', 'committed', 'deleting')),
+    PRIMARY KEY (topic_id, partition, base_offset, object_key),
+    FOREIGN KEY (topic_id, partition) REFERENCES partitions (topic_id, partition) ON DELETE CASCADE
+);
+
+CREATE TABLE producer_snapshots (
+    topic_id        TEXT    NOT NULL,
+    partition       INTEGER NOT NULL,
+    log_end_offset  INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, partition),
+    FOREIGN KEY (topic_id, partition) REFERENCES partitions (topic_id, partition) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TABLE producer_states (
+    topic_id           TEXT    NOT NULL,
+    partition          INTEGER NOT NULL,
+    producer_id        INTEGER NOT NULL,
+    producer_epoch     INTEGER NOT NULL,
+    last_sequence      INTEGER NOT NULL,
+    last_offset        INTEGER NOT NULL,
+    offset_delta       INTEGER NOT NULL,
+    last_timestamp_ms  INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, partition, producer_id),
+    FOREIGN KEY (topic_id, partition) REFERENCES producer_snapshots (topic_id, partition) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+-- Cluster-wide counters; one row per counter.
+CREATE TABLE counters (
+    name   TEXT    PRIMARY KEY,
+    value  INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO counters (name, value) VALUES ('next_producer_id_block', 0);
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1}
+
+
+def ensure_schema(conn: sqlite3.Connection, location: str) -> None:
+    """Bring the database to SCHEMA_VERSION. `conn` must be in autocommit mode
+    (isolation_level=None); the migration is one explicit transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (found,) = conn.execute("PRAGMA user_version").fetchone()
+        if found > SCHEMA_VERSION:
+            raise UnsupportedSchemaVersion(location, found, SCHEMA_VERSION)
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            # executescript() would COMMIT first; run the statements one by one instead.
+            for statement in _statements(_MIGRATIONS[version]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # some errors (SQLITE_FULL, ...) have rolled back already
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    lines = [line.split("--", 1)[0] for line in script.splitlines()]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]

@@ -1,0 +1,200 @@
+"""The `MetadataStore` protocol: cluster state as Kafka operations.
+
+Every backend (SQLite today, PostgreSQL later) implements exactly these coroutines with the
+same semantics, checked by one scenario suite run against each. Calls may come from many
+tasks of one event loop at once; each call is one atomic transaction, and none blocks the
+loop. A call whose task is cancelled may or may not have taken effect, like any request to a
+remote database: callers retry idempotently or read back.
+
+Written with several brokers in mind: partition ownership is explicit through leader
+epochs, and every write to the remote segment catalogue (and to producer snapshots) names
+the writer's `leader_epoch`, checked against the partition's current one inside the same
+transaction (`FencedLeaderEpoch`, `UnknownLeaderEpoch`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
+
+from .model import (
+    CommittedOffset,
+    ProducerSnapshot,
+    RemoteSegment,
+    RemoteSegmentState,
+    TopicMetadata,
+)
+
+
+@runtime_checkable
+class MetadataStore(Protocol):
+    # --- topics ----------------------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, num_partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None
+    ) -> TopicMetadata:
+        """Create a topic with partitions 0..num_partitions-1, each at log start offset 0 and
+        leader epoch 0. A random topic id is chosen when none is given.
+        Raises TopicAlreadyExists, TopicIdAlreadyExists, InvalidTopicName, InvalidTopicId,
+        InvalidPartitions."""
+        ...
+
+    async def get_topic(self, name: str) -> TopicMetadata:
+        """Raises UnknownTopic."""
+        ...
+
+    async def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata:
+        """Raises UnknownTopicId."""
+        ...
+
+    async def list_topics(self) -> list[TopicMetadata]:
+        """Every topic, ordered by name."""
+        ...
+
+    async def delete_topic(self, name: str) -> TopicMetadata:
+        """Delete the topic with everything keyed on it: configs, partition state, committed
+        offsets of every group, remote segment catalogue rows (whatever their state) and
+        producer snapshots. Returns the topic as it was. The objects in the bucket are the
+        caller's to delete, before or after. Raises UnknownTopic."""
+        ...
+
+    async def alter_topic_configs(
+        self, name: str, set_configs: Mapping[str, str], delete_configs: Iterable[str]
+    ) -> TopicMetadata:
+        """IncrementalAlterConfigs: set some overrides, delete others (deleting an unset name
+        is a no-op). Returns the topic after the change. Raises UnknownTopic,
+        ConflictingConfigChanges."""
+        ...
+
+    async def create_partitions(self, name: str, new_total: int) -> TopicMetadata:
+        """CreatePartitions: grow the topic to `new_total` partitions. Raises UnknownTopic,
+        InvalidPartitions (new_total not above the current count)."""
+        ...
+
+    # --- partition state -------------------------------------------------------------------
+
+    async def set_log_start_offset(
+        self, topic: str, partition: int, offset: int, *, leader_epoch: int | None = None
+    ) -> int:
+        """Advance the partition's log start offset. It never moves back: a smaller offset
+        leaves it unchanged. Returns the log start offset after the call. When
+        `leader_epoch` is given, the write is fenced on it. Raises UnknownTopic,
+        UnknownTopicOrPartition, InvalidOffset, FencedLeaderEpoch, UnknownLeaderEpoch."""
+        ...
+
+    async def get_log_start_offsets(self, topic: str) -> dict[int, int]:
+        """{partition: log_start_offset} for every partition. Raises UnknownTopic."""
+        ...
+
+    async def get_leader_epoch(self, topic: str, partition: int) -> int:
+        """Raises UnknownTopic, UnknownTopicOrPartition."""
+        ...
+
+    async def bump_leader_epoch(self, topic: str, partition: int) -> int:
+        """Take leadership: increment the partition's leader epoch and return the new one.
+        Every write made under an older epoch is fenced from then on."""
+        ...
+
+    # --- consumer group offsets ------------------------------------------------------------
+
+    async def commit_offsets(self, group_id: str, offsets: Iterable[CommittedOffset]) -> None:
+        """OffsetCommit: store all of them or none. A later commit of the same partition
+        replaces the earlier one. Raises UnknownTopic, UnknownTopicOrPartition, InvalidOffset."""
+        ...
+
+    async def fetch_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> list[CommittedOffset]:
+        """OffsetFetch: the group's committed offsets for `partitions` (all of them when
+        None), ordered by (topic, partition). Partitions without a committed offset, and
+        unknown topics, are simply absent."""
+        ...
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> int:
+        """OffsetDelete: forget these partitions' offsets. Returns how many existed."""
+        ...
+
+    async def delete_group(self, group_id: str) -> int:
+        """DeleteGroups (the offsets part). Returns how many offsets were deleted."""
+        ...
+
+    async def list_groups_with_offsets(self) -> list[str]:
+        """Ids of groups with at least one committed offset, sorted."""
+        ...
+
+    async def expire_offsets(self, older_than_ms: int) -> int:
+        """offsets.retention.minutes: delete every committed offset whose
+        commit_timestamp_ms is below `older_than_ms`. Returns how many were deleted. Whether
+        a group is empty long enough (KIP-211) is the coordinator's decision, not this one's."""
+        ...
+
+    # --- producer ids and state ------------------------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        """InitProducerId: a producer id never handed out before, by this store or any
+        earlier run on the same database. Increasing within one store."""
+        ...
+
+    async def put_producer_snapshot(
+        self, topic: str, partition: int, snapshot: ProducerSnapshot, *, leader_epoch: int
+    ) -> None:
+        """Replace the partition's producer snapshot. Fenced on `leader_epoch`."""
+        ...
+
+    async def get_producer_snapshot(self, topic: str, partition: int) -> ProducerSnapshot | None:
+        """The partition's last producer snapshot, entries ordered by producer id."""
+        ...
+
+    # --- remote segment catalogue ----------------------------------------------------------
+
+    async def add_remote_segment(self, segment: RemoteSegment) -> RemoteSegment:
+        """Catalogue a segment whose upload is starting, in state uploading (readers do not
+        see it). Fenced on `segment.leader_epoch`. Raises InvalidRemoteSegment,
+        RemoteSegmentAlreadyExists (same base offset and object key, or same object key)."""
+        ...
+
+    async def commit_remote_segment(
+        self, topic: str, partition: int, base_offset: int, object_key: str, *, leader_epoch: int
+    ) -> RemoteSegment:
+        """The upload is complete: uploading -> committed; the segment becomes visible.
+        Raises UnknownRemoteSegment, InvalidRemoteSegmentTransition, RemoteSegmentOverlap
+        (another committed segment covers one of its offsets), FencedLeaderEpoch."""
+        ...
+
+    async def list_remote_segments(
+        self,
+        topic: str,
+        partition: int,
+        states: Iterable[RemoteSegmentState | str] = (RemoteSegmentState.COMMITTED,),
+    ) -> list[RemoteSegment]:
+        """Segments of the partition in any of `states`, ordered by base offset (then object
+        key). Raises UnknownTopic, UnknownTopicOrPartition."""
+        ...
+
+    async def mark_remote_segment_deleting(
+        self, topic: str, partition: int, base_offset: int, object_key: str, *, leader_epoch: int
+    ) -> RemoteSegment:
+        """Retention (or an abandoned upload): -> deleting; readers stop seeing it before its
+        objects go away."""
+        ...
+
+    async def remove_remote_segment(
+        self, topic: str, partition: int, base_offset: int, object_key: str, *, leader_epoch: int
+    ) -> None:
+        """The objects are gone: drop the row. Only a deleting segment can be removed."""
+        ...
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Finish the calls already made, then release the database. Idempotent; later calls
+        raise MetadataStoreClosed."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...

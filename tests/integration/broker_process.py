@@ -1,0 +1,86 @@
+"""Run a real `diskless serve` in a subprocess on 127.0.0.1, for integration tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, deadline_s: float = 30.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.02)  # polling a port with a deadline: nothing to wait on instead
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {deadline_s}s")
+
+
+class BrokerProcess:
+    """A `diskless serve` subprocess; start, stop (SIGTERM), kill (SIGKILL) and restart it."""
+
+    def __init__(self, data_dir: Path, *extra_args: str, port: int | None = None, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.extra_args = list(extra_args)
+        self.env = {**os.environ, **(env or {})}
+        self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> BrokerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "diskless.cli.main", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir), *self.extra_args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
+        log.close()
+        wait_for_port(self.port, process=self.process)
+        return self
+
+    def stop(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=30)
+        self.process = None
+        return code
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=30)
+        self.process = None
+
+    def restart(self) -> BrokerProcess:
+        if self.process is not None:
+            self.stop()
+        return self.start()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+            self.process = None

@@ -1,0 +1,764 @@
+"""The metadata store scenarios, written once against the `MetadataStore` protocol and run
+against every backend in BACKENDS (today SQLite files in a temporary directory; a
+PostgreSQL backend adds one entry). Only the tests at the end, under "SQLite only", look
+beneath the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sqlite3
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from metadata import (
+    CommittedOffset,
+    ConflictingConfigChanges,
+    FencedLeaderEpoch,
+    InvalidOffset,
+    InvalidPartitions,
+    InvalidProducerSnapshot,
+    InvalidRemoteSegment,
+    InvalidRemoteSegmentTransition,
+    InvalidTopicName,
+    MetadataBackendNotAvailable,
+    MetadataStorageError,
+    MetadataStore,
+    MetadataStoreClosed,
+    ProducerSnapshot,
+    ProducerStateEntry,
+    RemoteSegment,
+    RemoteSegmentAlreadyExists,
+    RemoteSegmentOverlap,
+    RemoteSegmentState,
+    TopicAlreadyExists,
+    TopicIdAlreadyExists,
+    TopicMetadata,
+    UnknownLeaderEpoch,
+    UnknownRemoteSegment,
+    UnknownTopic,
+    UnknownTopicId,
+    UnknownTopicOrPartition,
+    UnsupportedMetadataUrl,
+    UnsupportedSchemaVersion,
+    open_metadata_store,
+    sqlite_url,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+UPLOADING, COMMITTED, DELETING = RemoteSegmentState.UPLOADING, RemoteSegmentState.COMMITTED, RemoteSegmentState.DELETING
+ALL_STATES = tuple(RemoteSegmentState)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    new_url: Callable[[Path], str]  # the URL of a fresh, empty database for one test
+
+
+BACKENDS = [
+    pytest.param(Backend("sqlite", lambda tmp: sqlite_url(tmp / "metadata.db")), id="sqlite"),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return request.param
+
+
+@pytest.fixture
+def url(backend: Backend, tmp_path: Path) -> str:
+    return backend.new_url(tmp_path)
+
+
+@pytest.fixture
+async def store(url: str) -> AsyncIterator[MetadataStore]:
+    opened = await open_metadata_store(url)
+    yield opened
+    await opened.close()
+
+
+def name(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def offset(topic: str, partition: int, value: int, *, epoch: int | None = 1, ts: int = 1_000) -> CommittedOffset:
+    return CommittedOffset(topic, partition, value, epoch, f"meta-{value}", ts)
+
+
+def seg(topic: str, partition: int, base: int, last: int, *, epoch: int = 0, key: str | None = None) -> RemoteSegment:
+    key = key or f"{topic}/{partition}/{base:020d}-{uuid.uuid4().hex[:8]}.log"
+    return RemoteSegment(topic, partition, base, last, 1_000 + base, 1_000 + last, 100 * (last - base + 1), epoch, key)
+
+
+async def add_committed(store: MetadataStore, segment: RemoteSegment) -> RemoteSegment:
+    await store.add_remote_segment(segment)
+    return await store.commit_remote_segment(
+        segment.topic, segment.partition, segment.base_offset, segment.object_key, leader_epoch=segment.leader_epoch
+    )
+
+
+# --- topics ------------------------------------------------------------------------------
+
+
+async def test_store_follows_the_protocol(store: MetadataStore) -> None:
+    assert isinstance(store, MetadataStore)
+
+
+async def test_create_and_read_topic(store: MetadataStore) -> None:
+    topic = name()
+    created = await store.create_topic(topic, 3, {"retention.ms": "60000", "cleanup.policy": "delete"})
+    assert created.name == topic
+    assert created.num_partitions == 3
+    assert created.configs == {"retention.ms": "60000", "cleanup.policy": "delete"}
+    assert created.topic_id.version == 4
+    assert await store.get_topic(topic) == created
+    assert await store.get_topic_by_id(created.topic_id) == created
+    assert await store.get_log_start_offsets(topic) == {0: 0, 1: 0, 2: 0}
+    assert [await store.get_leader_epoch(topic, p) for p in range(3)] == [0, 0, 0]
+
+
+async def test_create_topic_keeps_a_given_topic_id(store: MetadataStore) -> None:
+    topic_id = uuid.uuid4()
+    created = await store.create_topic(name(), 1, {}, topic_id=topic_id)
+    assert created.topic_id == topic_id
+    assert (await store.get_topic_by_id(topic_id)).name == created.name
+
+
+async def test_create_topic_refuses_duplicates(store: MetadataStore) -> None:
+    topic = name()
+    first = await store.create_topic(topic, 2, {"a": "1"})
+    with pytest.raises(TopicAlreadyExists) as by_name:
+        await store.create_topic(topic, 5, {})
+    assert by_name.value.name == topic
+    other = name()
+    with pytest.raises(TopicIdAlreadyExists) as by_id:
+        await store.create_topic(other, 1, {}, topic_id=first.topic_id)
+    assert (by_id.value.topic_id, by_id.value.existing_name) == (first.topic_id, topic)
+    assert await store.list_topics() == [first]
+
+
+async def test_create_topic_validates_before_writing(store: MetadataStore) -> None:
+    with pytest.raises(InvalidTopicName):
+        await store.create_topic("bad name", 1, {})
+    with pytest.raises(InvalidPartitions) as e:
+        await store.create_topic(name(), 0, {})
+    assert (e.value.current_partitions, e.value.requested_partitions) == (None, 0)
+    assert await store.list_topics() == []
+
+
+async def test_unknown_topics(store: MetadataStore) -> None:
+    missing = name()
+    for call in (store.get_topic, store.delete_topic, store.get_log_start_offsets):
+        with pytest.raises(UnknownTopic) as e:
+            await call(missing)
+        assert e.value.name == missing
+    with pytest.raises(UnknownTopic):
+        await store.alter_topic_configs(missing, {"a": "1"}, set())
+    with pytest.raises(UnknownTopic):
+        await store.create_partitions(missing, 4)
+    topic_id = uuid.uuid4()
+    with pytest.raises(UnknownTopicId) as by_id:
+        await store.get_topic_by_id(topic_id)
+    assert by_id.value.topic_id == topic_id
+
+
+async def test_list_topics_is_ordered_by_name(store: MetadataStore) -> None:
+    names = ["zeta", "alpha", "mid.dle", "Alpha"]
+    created = {n: await store.create_topic(n, 1, {"n": n}) for n in names}
+    assert await store.list_topics() == [created[n] for n in sorted(names)]
+
+
+async def test_alter_topic_configs_is_incremental(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {"retention.ms": "1", "segment.bytes": "2", "flush.ms": "3"})
+    altered = await store.alter_topic_configs(
+        topic, {"retention.ms": "10", "cleanup.policy": "delete"}, {"segment.bytes", "never.set"}
+    )
+    expected = {"retention.ms": "10", "cleanup.policy": "delete", "flush.ms": "3"}
+    assert altered.configs == expected
+    assert (await store.get_topic(topic)).configs == expected
+    with pytest.raises(ConflictingConfigChanges) as e:
+        await store.alter_topic_configs(topic, {"flush.ms": "4", "x": "1"}, {"flush.ms"})
+    assert e.value.config_names == frozenset({"flush.ms"})
+    assert (await store.get_topic(topic)).configs == expected
+
+
+async def test_create_partitions_only_grows(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {"a": "1"})
+    await store.set_log_start_offset(topic, 1, 50)
+    grown = await store.create_partitions(topic, 5)
+    assert (grown.num_partitions, grown.configs) == (5, {"a": "1"})
+    assert await store.get_log_start_offsets(topic) == {0: 0, 1: 50, 2: 0, 3: 0, 4: 0}
+    assert await store.get_leader_epoch(topic, 4) == 0
+    for bad in (5, 3):
+        with pytest.raises(InvalidPartitions) as e:
+            await store.create_partitions(topic, bad)
+        assert (e.value.topic, e.value.current_partitions, e.value.requested_partitions) == (topic, 5, bad)
+    assert (await store.get_topic(topic)).num_partitions == 5
+
+
+async def test_delete_topic_removes_everything_keyed_on_it(store: MetadataStore) -> None:
+    topic, kept = name(), name()
+    created = await store.create_topic(topic, 2, {"retention.ms": "5"})
+    await store.create_topic(kept, 1, {})
+    await store.set_log_start_offset(topic, 0, 40)
+    epoch = await store.bump_leader_epoch(topic, 1)
+    await store.commit_offsets("g1", [offset(topic, 0, 41), offset(topic, 1, 7), offset(kept, 0, 3)])
+    await store.commit_offsets("g2", [offset(topic, 1, 9)])
+    await store.add_remote_segment(seg(topic, 1, 0, 9, epoch=epoch))
+    await add_committed(store, seg(topic, 1, 10, 19, epoch=epoch))
+    deleting = await add_committed(store, seg(topic, 1, 20, 29, epoch=epoch))
+    await store.mark_remote_segment_deleting(topic, 1, 20, deleting.object_key, leader_epoch=epoch)
+    await store.put_producer_snapshot(topic, 1, ProducerSnapshot(30, (pstate(7, 29),)), leader_epoch=epoch)
+
+    assert await store.delete_topic(topic) == created
+
+    with pytest.raises(UnknownTopic):
+        await store.get_topic(topic)
+    with pytest.raises(UnknownTopicId):
+        await store.get_topic_by_id(created.topic_id)
+    assert await store.fetch_offsets("g1") == [offset(kept, 0, 3)]
+    assert await store.fetch_offsets("g2") == []
+    assert await store.list_groups_with_offsets() == ["g1"]
+    # The same name again is a new topic with none of the old state.
+    again = await store.create_topic(topic, 2, {})
+    assert again.topic_id != created.topic_id and again.configs == {}
+    assert await store.get_log_start_offsets(topic) == {0: 0, 1: 0}
+    assert await store.get_leader_epoch(topic, 1) == 0
+    assert await store.list_remote_segments(topic, 1, ALL_STATES) == []
+    assert await store.get_producer_snapshot(topic, 1) is None
+    # Object keys of the deleted topic's segments are free again.
+    await store.add_remote_segment(dataclasses.replace(deleting, leader_epoch=0, state=UPLOADING))
+
+
+# --- partition state ---------------------------------------------------------------------
+
+
+async def test_log_start_offset_never_moves_back(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    assert await store.set_log_start_offset(topic, 0, 10) == 10
+    assert await store.set_log_start_offset(topic, 0, 5) == 10
+    assert await store.set_log_start_offset(topic, 0, 10) == 10
+    assert await store.set_log_start_offset(topic, 0, 25) == 25
+    assert await store.get_log_start_offsets(topic) == {0: 25, 1: 0}
+
+
+async def test_log_start_offset_errors(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    with pytest.raises(UnknownTopicOrPartition) as e:
+        await store.set_log_start_offset(topic, 2, 1)
+    assert (e.value.topic, e.value.partition, e.value.num_partitions) == (topic, 2, 2)
+    with pytest.raises(InvalidOffset):
+        await store.set_log_start_offset(topic, 0, -1)
+    with pytest.raises(UnknownTopic):
+        await store.set_log_start_offset(name(), 0, 1)
+    assert await store.get_log_start_offsets(topic) == {0: 0, 1: 0}
+
+
+async def test_log_start_offset_fenced_when_epoch_given(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    await store.bump_leader_epoch(topic, 0)
+    with pytest.raises(FencedLeaderEpoch):
+        await store.set_log_start_offset(topic, 0, 9, leader_epoch=0)
+    with pytest.raises(UnknownLeaderEpoch):
+        await store.set_log_start_offset(topic, 0, 9, leader_epoch=2)
+    assert await store.set_log_start_offset(topic, 0, 9, leader_epoch=1) == 9
+
+
+async def test_leader_epochs_bump_per_partition(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    assert [await store.bump_leader_epoch(topic, 1) for _ in range(3)] == [1, 2, 3]
+    assert (await store.get_leader_epoch(topic, 0), await store.get_leader_epoch(topic, 1)) == (0, 3)
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.bump_leader_epoch(topic, 2)
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.get_leader_epoch(topic, -1)
+
+
+# --- consumer group offsets --------------------------------------------------------------
+
+
+async def test_commit_and_fetch_offsets(store: MetadataStore) -> None:
+    a, b = sorted([name(), name()])
+    await store.create_topic(a, 3, {})
+    await store.create_topic(b, 1, {})
+    commits = [
+        CommittedOffset(b, 0, 5, None, "", 1_000),
+        CommittedOffset(a, 2, 100, 4, "client state", 2_000),
+        CommittedOffset(a, 0, 0, 0, "zero", 3_000),
+    ]
+    await store.commit_offsets("group", commits)
+    assert await store.fetch_offsets("group") == [commits[2], commits[1], commits[0]]
+    assert await store.fetch_offsets("group", [(a, 2), (a, 1), (b, 0), (name(), 0)]) == [commits[1], commits[0]]
+    assert await store.fetch_offsets("group", []) == []
+    assert await store.fetch_offsets("other-group") == []
+
+
+async def test_a_later_commit_replaces_the_earlier(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    await store.commit_offsets("g", [offset(topic, 0, 10, ts=1)])
+    await store.commit_offsets("g", [CommittedOffset(topic, 0, 20, None, "", 2)])
+    assert await store.fetch_offsets("g") == [CommittedOffset(topic, 0, 20, None, "", 2)]
+
+
+async def test_commit_offsets_is_all_or_nothing(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    await store.commit_offsets("g", [offset(topic, 0, 1)])
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.commit_offsets("g", [offset(topic, 0, 50), offset(topic, 1, 50), offset(topic, 2, 50)])
+    with pytest.raises(UnknownTopic):
+        await store.commit_offsets("g", [offset(topic, 1, 60), offset(name(), 0, 60)])
+    with pytest.raises(InvalidOffset):
+        await store.commit_offsets("g", [offset(topic, 1, 70), offset(topic, 0, -1)])
+    assert await store.fetch_offsets("g") == [offset(topic, 0, 1)]
+
+
+async def test_delete_offsets_and_groups(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 3, {})
+    await store.commit_offsets("g1", [offset(topic, p, 10 + p) for p in range(3)])
+    await store.commit_offsets("g2", [offset(topic, 0, 99)])
+    await store.commit_offsets("g0", [offset(topic, 1, 98)])
+    assert await store.list_groups_with_offsets() == ["g0", "g1", "g2"]
+    assert await store.delete_offsets("g1", [(topic, 0), (topic, 2), (topic, 2), (name(), 0)]) == 2
+    assert await store.fetch_offsets("g1") == [offset(topic, 1, 11)]
+    assert await store.delete_offsets("g1", [(topic, 0)]) == 0
+    assert await store.delete_offsets("g1", []) == 0
+    assert await store.delete_group("g2") == 1
+    assert await store.delete_group("g2") == 0
+    assert await store.list_groups_with_offsets() == ["g0", "g1"]
+    assert await store.fetch_offsets("g0") == [offset(topic, 1, 98)]
+
+
+async def test_expire_offsets_deletes_strictly_older_commits(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 3, {})
+    await store.commit_offsets("old", [offset(topic, 0, 1, ts=100), offset(topic, 1, 1, ts=199)])
+    await store.commit_offsets("mixed", [offset(topic, 0, 2, ts=150), offset(topic, 2, 2, ts=200)])
+    assert await store.expire_offsets(200) == 3
+    assert await store.list_groups_with_offsets() == ["mixed"]
+    assert await store.fetch_offsets("mixed") == [offset(topic, 2, 2, ts=200)]
+    assert await store.expire_offsets(200) == 0
+
+
+# --- producer ids and snapshots ----------------------------------------------------------
+
+
+async def test_producer_ids_are_distinct_and_increasing_across_blocks(store: MetadataStore) -> None:
+    ids = [await store.allocate_producer_id() for _ in range(1_205)]
+    assert ids == sorted(set(ids))
+    assert ids[0] >= 0
+
+
+async def test_producer_ids_are_never_reused_after_reopen(url: str) -> None:
+    seen: list[int] = []
+    for _ in range(3):
+        async with await open_metadata_store(url) as store:
+            seen += [await store.allocate_producer_id() for _ in range(5)]
+    assert seen == sorted(set(seen))
+    assert len(seen) == 15
+
+
+def pstate(producer_id: int, last_offset: int, epoch: int = 0) -> ProducerStateEntry:
+    return ProducerStateEntry(producer_id, epoch, 9, last_offset, 9, 5_000 + last_offset)
+
+
+async def test_producer_snapshot_replaces_the_previous_one(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    assert await store.get_producer_snapshot(topic, 0) is None
+    first = ProducerSnapshot(100, (pstate(7, 99), pstate(3, 50)))
+    await store.put_producer_snapshot(topic, 0, first, leader_epoch=0)
+    assert await store.get_producer_snapshot(topic, 0) == ProducerSnapshot(100, (pstate(3, 50), pstate(7, 99)))
+    second = ProducerSnapshot(200, (pstate(7, 199, epoch=1),))
+    await store.put_producer_snapshot(topic, 0, second, leader_epoch=0)
+    assert await store.get_producer_snapshot(topic, 0) == second
+    assert await store.get_producer_snapshot(topic, 1) is None
+
+
+async def test_producer_snapshot_writes_are_fenced_and_validated(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    kept = ProducerSnapshot(10, (pstate(1, 9),))
+    await store.put_producer_snapshot(topic, 0, kept, leader_epoch=0)
+    await store.bump_leader_epoch(topic, 0)
+    with pytest.raises(FencedLeaderEpoch):
+        await store.put_producer_snapshot(topic, 0, ProducerSnapshot(20, ()), leader_epoch=0)
+    with pytest.raises(InvalidProducerSnapshot):
+        await store.put_producer_snapshot(topic, 0, ProducerSnapshot(20, (pstate(1, 20),)), leader_epoch=1)
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.put_producer_snapshot(topic, 1, ProducerSnapshot(20, ()), leader_epoch=1)
+    assert await store.get_producer_snapshot(topic, 0) == kept
+
+
+# --- remote segment catalogue ------------------------------------------------------------
+
+
+async def test_remote_segment_lifecycle(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    s = seg(topic, 1, 0, 99)
+    assert await store.add_remote_segment(s) == s
+    assert await store.list_remote_segments(topic, 1) == []  # uploads are invisible
+    assert await store.list_remote_segments(topic, 1, ("uploading",)) == [s]
+    committed = await store.commit_remote_segment(topic, 1, 0, s.object_key, leader_epoch=0)
+    assert committed == dataclasses.replace(s, state=COMMITTED)
+    assert await store.list_remote_segments(topic, 1) == [committed]
+    assert await store.list_remote_segments(topic, 0) == []
+    deleting = await store.mark_remote_segment_deleting(topic, 1, 0, s.object_key, leader_epoch=0)
+    assert deleting.state is DELETING
+    assert await store.list_remote_segments(topic, 1) == []
+    assert await store.list_remote_segments(topic, 1, [DELETING, COMMITTED]) == [deleting]
+    await store.remove_remote_segment(topic, 1, 0, s.object_key, leader_epoch=0)
+    assert await store.list_remote_segments(topic, 1, ALL_STATES) == []
+
+
+async def test_remote_segments_are_listed_by_base_offset(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    bases = [300, 0, 200, 100]
+    committed = {b: await add_committed(store, seg(topic, 0, b, b + 99)) for b in bases}
+    uploading = seg(topic, 0, 400, 499)
+    await store.add_remote_segment(uploading)
+    assert await store.list_remote_segments(topic, 0) == [committed[b] for b in sorted(bases)]
+    assert [x.base_offset for x in await store.list_remote_segments(topic, 0, ALL_STATES)] == [0, 100, 200, 300, 400]
+    assert await store.list_remote_segments(topic, 0, ()) == []
+
+
+async def test_remote_segment_transitions_are_enforced(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    s = await add_committed(store, seg(topic, 0, 0, 9))
+    with pytest.raises(InvalidRemoteSegmentTransition) as twice:
+        await store.commit_remote_segment(topic, 0, 0, s.object_key, leader_epoch=0)
+    assert (twice.value.state, twice.value.target) == (COMMITTED, COMMITTED)
+    with pytest.raises(InvalidRemoteSegmentTransition) as early:
+        await store.remove_remote_segment(topic, 0, 0, s.object_key, leader_epoch=0)
+    assert (early.value.state, early.value.target) == (COMMITTED, "removed")
+    await store.mark_remote_segment_deleting(topic, 0, 0, s.object_key, leader_epoch=0)
+    with pytest.raises(InvalidRemoteSegmentTransition):
+        await store.commit_remote_segment(topic, 0, 0, s.object_key, leader_epoch=0)
+    assert [x.state for x in await store.list_remote_segments(topic, 0, ALL_STATES)] == [DELETING]
+
+
+async def test_an_abandoned_upload_goes_straight_to_deleting(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    s = seg(topic, 0, 0, 9)
+    await store.add_remote_segment(s)
+    assert (await store.mark_remote_segment_deleting(topic, 0, 0, s.object_key, leader_epoch=0)).state is DELETING
+    await store.remove_remote_segment(topic, 0, 0, s.object_key, leader_epoch=0)
+    assert await store.list_remote_segments(topic, 0, ALL_STATES) == []
+
+
+async def test_unknown_and_duplicate_remote_segments(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    s = seg(topic, 0, 0, 9)
+    await store.add_remote_segment(s)
+    with pytest.raises(RemoteSegmentAlreadyExists) as same:
+        await store.add_remote_segment(s)
+    assert (same.value.base_offset, same.value.object_key) == (0, s.object_key)
+    with pytest.raises(RemoteSegmentAlreadyExists):  # an object key names one object, bucket-wide
+        await store.add_remote_segment(seg(topic, 1, 50, 59, key=s.object_key))
+    for call in (store.commit_remote_segment, store.mark_remote_segment_deleting, store.remove_remote_segment):
+        with pytest.raises(UnknownRemoteSegment) as e:
+            await call(topic, 0, 1, s.object_key, leader_epoch=0)
+        assert (e.value.topic, e.value.partition, e.value.base_offset, e.value.object_key) == (
+            topic, 0, 1, s.object_key,
+        )  # fmt: skip
+    with pytest.raises(InvalidRemoteSegment):
+        await store.add_remote_segment(seg(topic, 0, 10, 9))
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.add_remote_segment(seg(topic, 2, 0, 9))
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.list_remote_segments(topic, 2)
+    with pytest.raises(UnknownTopic):
+        await store.list_remote_segments(name(), 0)
+    assert await store.list_remote_segments(topic, 0, ALL_STATES) == [s]
+
+
+async def test_committed_segments_never_overlap(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    first = await add_committed(store, seg(topic, 0, 100, 199))
+    # A retried upload of the same range, and one straddling its end, may start but not commit.
+    retry = seg(topic, 0, 100, 199)
+    straddle = seg(topic, 0, 150, 249)
+    await store.add_remote_segment(retry)
+    await store.add_remote_segment(straddle)
+    for s in (retry, straddle):
+        with pytest.raises(RemoteSegmentOverlap) as e:
+            await store.commit_remote_segment(topic, 0, s.base_offset, s.object_key, leader_epoch=0)
+        assert (e.value.base_offset, e.value.last_offset) == (s.base_offset, s.last_offset)
+        assert (e.value.existing_base_offset, e.value.existing_last_offset) == (100, 199)
+    adjacent = await add_committed(store, seg(topic, 0, 200, 299))
+    before = await add_committed(store, seg(topic, 0, 0, 99))
+    assert await store.list_remote_segments(topic, 0) == [before, first, adjacent]
+    # Once the first is on its way out, its range can be committed again.
+    await store.mark_remote_segment_deleting(topic, 0, 100, first.object_key, leader_epoch=0)
+    replacement = await store.commit_remote_segment(topic, 0, 100, retry.object_key, leader_epoch=0)
+    assert await store.list_remote_segments(topic, 0) == [before, replacement, adjacent]
+
+
+async def test_catalogue_writes_are_fenced_by_leader_epoch(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    old = seg(topic, 0, 0, 9, epoch=0)
+    await store.add_remote_segment(old)
+    assert await store.bump_leader_epoch(topic, 0) == 1
+    # The deposed leader (epoch 0) can no longer touch the catalogue.
+    with pytest.raises(FencedLeaderEpoch) as e:
+        await store.commit_remote_segment(topic, 0, 0, old.object_key, leader_epoch=0)
+    assert (e.value.topic, e.value.partition, e.value.leader_epoch, e.value.current_leader_epoch) == (topic, 0, 0, 1)
+    with pytest.raises(FencedLeaderEpoch):
+        await store.add_remote_segment(seg(topic, 0, 10, 19, epoch=0))
+    with pytest.raises(FencedLeaderEpoch):
+        await store.mark_remote_segment_deleting(topic, 0, 0, old.object_key, leader_epoch=0)
+    with pytest.raises(UnknownLeaderEpoch) as future:
+        await store.add_remote_segment(seg(topic, 0, 10, 19, epoch=2))
+    assert (future.value.leader_epoch, future.value.current_leader_epoch) == (2, 1)
+    # The new leader abandons the old upload and writes its own.
+    await store.mark_remote_segment_deleting(topic, 0, 0, old.object_key, leader_epoch=1)
+    new = await add_committed(store, seg(topic, 0, 0, 9, epoch=1))
+    assert await store.list_remote_segments(topic, 0) == [new]
+
+
+# --- lifecycle and URLs ------------------------------------------------------------------
+
+
+async def test_close_is_idempotent_and_later_calls_fail(url: str) -> None:
+    store = await open_metadata_store(url)
+    await store.close()
+    await store.close()
+    with pytest.raises(MetadataStoreClosed):
+        await store.list_topics()
+
+
+async def test_calls_made_before_close_complete(url: str) -> None:
+    topics = [name() for _ in range(20)]
+    store = await open_metadata_store(url)
+    # gather starts its tasks in order: every create is submitted before close is.
+    *created, _ = await asyncio.gather(*(store.create_topic(t, 1, {}) for t in topics), store.close())
+    assert [t.name for t in created] == topics
+    async with await open_metadata_store(url) as reopened:
+        assert sorted(t.name for t in await reopened.list_topics()) == sorted(topics)
+
+
+async def test_async_with_closes(url: str) -> None:
+    async with await open_metadata_store(url) as store:
+        await store.create_topic(name(), 1, {})
+    with pytest.raises(MetadataStoreClosed):
+        await store.list_topics()
+
+
+async def test_open_refuses_unknown_and_unavailable_backends() -> None:
+    with pytest.raises(UnsupportedMetadataUrl):
+        await open_metadata_store("mysql://127.0.0.1/diskless")
+    with pytest.raises(MetadataBackendNotAvailable):
+        await open_metadata_store("postgresql://127.0.0.1/diskless")
+
+
+# --- durability --------------------------------------------------------------------------
+
+
+async def test_everything_survives_close_and_reopen(url: str) -> None:
+    topic = name()
+    async with await open_metadata_store(url) as store:
+        created = await store.create_topic(topic, 3, {"retention.ms": "7"})
+        await store.alter_topic_configs(topic, {"segment.bytes": "1024"}, {"retention.ms"})
+        await store.create_partitions(topic, 4)
+        await store.set_log_start_offset(topic, 2, 77)
+        epoch = await store.bump_leader_epoch(topic, 3)
+        await store.commit_offsets("g", [offset(topic, 3, 5, epoch=None)])
+        committed = await add_committed(store, seg(topic, 3, 0, 9, epoch=epoch))
+        uploading = seg(topic, 3, 10, 19, epoch=epoch)
+        await store.add_remote_segment(uploading)
+        snapshot = ProducerSnapshot(10, (pstate(4, 9),))
+        await store.put_producer_snapshot(topic, 3, snapshot, leader_epoch=epoch)
+        last_producer_id = await store.allocate_producer_id()
+    async with await open_metadata_store(url) as store:
+        expected = TopicMetadata(topic, created.topic_id, 4, {"segment.bytes": "1024"})
+        assert await store.get_topic(topic) == expected
+        assert await store.get_topic_by_id(created.topic_id) == expected
+        assert await store.get_log_start_offsets(topic) == {0: 0, 1: 0, 2: 77, 3: 0}
+        assert await store.get_leader_epoch(topic, 3) == epoch == 1
+        assert await store.fetch_offsets("g") == [offset(topic, 3, 5, epoch=None)]
+        assert await store.list_remote_segments(topic, 3, ALL_STATES) == [committed, uploading]
+        assert await store.get_producer_snapshot(topic, 3) == snapshot
+        assert await store.allocate_producer_id() > last_producer_id
+
+
+KILLED_WRITER = r"""
+import asyncio, json, sys
+from metadata import CommittedOffset, open_metadata_store
+
+async def main(url):
+    store = await open_metadata_store(url)
+    topic = await store.create_topic("orders", 2, {"retention.ms": "1000"})
+    await store.commit_offsets("g", [CommittedOffset("orders", 1, 42, 3, "m", 1000)])
+    await store.set_log_start_offset("orders", 0, 7)
+    producer_id = await store.allocate_producer_id()
+    print(json.dumps({"topic_id": str(topic.topic_id), "producer_id": producer_id}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # until killed
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+async def test_acknowledged_writes_survive_kill_9(backend: Backend, url: str, tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", KILLED_WRITER, url,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=REPO_ROOT,
+    )  # fmt: skip
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout=60)
+    finally:
+        proc.kill()  # SIGKILL: no close, no checkpoint, no atexit
+        await proc.wait()
+    assert proc.returncode == -9
+    acked = json.loads(line)
+    if backend.name == "sqlite":  # the commits are still only in the WAL: recovery is exercised
+        assert (tmp_path / "metadata.db-wal").stat().st_size > 0
+    async with await open_metadata_store(url) as store:
+        topic = await store.get_topic("orders")
+        assert (str(topic.topic_id), topic.num_partitions, topic.configs) == (
+            acked["topic_id"], 2, {"retention.ms": "1000"},
+        )  # fmt: skip
+        assert await store.fetch_offsets("g") == [CommittedOffset("orders", 1, 42, 3, "m", 1000)]
+        assert await store.get_log_start_offsets("orders") == {0: 7, 1: 0}
+        assert await store.allocate_producer_id() > acked["producer_id"]
+
+
+# --- concurrency and the event loop ------------------------------------------------------
+
+
+async def test_200_concurrent_writes_give_exact_results(store: MetadataStore) -> None:
+    topics = [name() for _ in range(200)]
+    created = await asyncio.gather(*(store.create_topic(t, 1 + i % 3, {"i": str(i)}) for i, t in enumerate(topics)))
+    assert sorted(await store.list_topics(), key=lambda t: t.name) == sorted(created, key=lambda t: t.name)
+
+    shared = name()
+    await store.create_topic(shared, 4, {})
+    await asyncio.gather(
+        *(store.commit_offsets(f"g{i % 10}", [offset(shared, i % 4, i, ts=i)]) for i in range(200))
+    )
+    # Per (group, partition) the last commit in call order wins: calls run in the order made.
+    for g in range(10):
+        expected = {}
+        for i in range(g, 200, 10):
+            expected[i % 4] = offset(shared, i % 4, i, ts=i)
+        assert await store.fetch_offsets(f"g{g}") == [expected[p] for p in sorted(expected)]
+
+    epochs = await asyncio.gather(*(store.bump_leader_epoch(shared, 0) for _ in range(200)))
+    assert sorted(epochs) == list(range(1, 201))
+    assert await store.get_leader_epoch(shared, 0) == 200
+
+    results = await asyncio.gather(*(store.set_log_start_offset(shared, 1, (i * 37) % 200) for i in range(200)))
+    assert max(results) == 199 and results == [max(results[: i + 1]) for i in range(200)]
+    assert (await store.get_log_start_offsets(shared))[1] == 199
+
+
+async def test_200_concurrent_producer_id_allocations_are_distinct(store: MetadataStore) -> None:
+    ids = await asyncio.gather(*(store.allocate_producer_id() for _ in range(200)))
+    assert len(set(ids)) == 200
+    assert ids == sorted(ids)  # calls run in the order made
+
+
+async def test_the_event_loop_runs_during_a_large_transaction(store: MetadataStore) -> None:
+    # Creating 100 000 partitions is one transaction of 100 000 inserts. Were it run on the
+    # loop, the ticker below could only run once it had finished.
+    big = asyncio.ensure_future(store.create_topic(name("big"), 100_000, {}))
+    ticks = 0
+    while ticks < 100:
+        await asyncio.sleep(0)  # one pass of the event loop
+        ticks += 1
+    assert not big.done(), "the loop made 100 passes only after the transaction finished"
+    assert (await big).num_partitions == 100_000
+
+
+# --- SQLite only -------------------------------------------------------------------------
+
+
+def sqlite_path(tmp_path: Path) -> Path:
+    return tmp_path / "metadata.db"
+
+
+async def test_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:
+    path = sqlite_path(tmp_path)
+    async with await open_metadata_store(sqlite_url(path)) as store:
+        await store.create_topic(name(), 1, {})
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_sqlite_relative_url_is_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    async with await open_metadata_store("sqlite:///data/dir/m.db") as store:
+        topic = await store.create_topic(name(), 1, {})
+    monkeypatch.chdir(REPO_ROOT)  # a later chdir must not matter to a URL already opened
+    assert (tmp_path / "data" / "dir" / "m.db").is_file()
+    async with await open_metadata_store(sqlite_url(tmp_path / "data/dir/m.db")) as store:
+        assert await store.list_topics() == [topic]
+
+
+async def test_sqlite_in_memory_store() -> None:
+    async with await open_metadata_store("sqlite://") as store:
+        topic = await store.create_topic(name(), 2, {})
+        assert await store.list_topics() == [topic]
+
+
+async def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
+    path = sqlite_path(tmp_path)
+    async with await open_metadata_store(sqlite_url(path)):
+        pass
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    with pytest.raises(UnsupportedSchemaVersion) as e:
+        await open_metadata_store(sqlite_url(path))
+    assert (e.value.found_version, e.value.supported_version) == (99, 1)
+
+
+async def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = sqlite_path(tmp_path)
+    path.write_bytes(b"this is not a database, it is a text file of some length" * 20)
+    with pytest.raises(MetadataStorageError) as e:
+        await open_metadata_store(sqlite_url(path))
+    assert e.value.operation == "open"
+
+
+async def test_sqlite_loop_keeps_running_while_the_worker_waits_for_a_lock(tmp_path: Path) -> None:
+    # Another process's writer holds the write lock; our write must wait for it on the
+    # worker thread, not on the loop. Deterministic: the write cannot finish before release.
+    path = sqlite_path(tmp_path)
+    async with await open_metadata_store(sqlite_url(path)) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            write = asyncio.ensure_future(store.create_topic(name(), 1, {}))
+            ticks = 0
+            while ticks < 100:
+                await asyncio.sleep(0)
+                ticks += 1
+            assert not write.done()
+            other.execute("COMMIT")
+        finally:
+            other.close()
+        assert (await asyncio.wait_for(write, timeout=30)).num_partitions == 1
