@@ -20,6 +20,10 @@ Semantics, identical for every adapter and proven by tests/integration/test_obje
   not a directory), all pages, sorted by key (code-point order = S3's UTF-8 byte order).
 - `delete` and `delete_many` are idempotent: deleting a missing key is not an error.
 - After `close()` every call raises `StoreClosed`.
+- `StoreUnavailable` from a write means its outcome is unknown: the object may or may not
+  exist. For the same reason a conditional put retried after a lost answer can report
+  `PreconditionFailed` for its own first try; a writer whose keys are unique (commit keys
+  carry an upload id) may check the object's contents before treating that as a lost race.
 
 A store is used from one event loop and may be shared by all tasks on it; close it only once
 the calls in flight have finished.

@@ -94,7 +94,9 @@ def open_object_store(
 def _parse_file(url: str, netloc: str, path: str, query: str, fragment: str) -> LocalStoreConfig:
     if netloc not in ("", "localhost"):
         raise InvalidObjectStoreUrl(
-            url, f"file URLs name an absolute path: file:///abs/path (got host {netloc!r}; relative paths are not allowed)"
+            url,
+            f"file URLs name an absolute path, file:///abs/path; got host {netloc!r}"
+            " (a relative path is not allowed)",
         )
     if query or fragment:
         raise InvalidObjectStoreUrl(url, "file URLs take no query or fragment")
@@ -109,18 +111,24 @@ def _parse_file(url: str, netloc: str, path: str, query: str, fragment: str) -> 
 def _parse_s3(url: str, netloc: str, path: str, query: str, fragment: str, env: Mapping[str, str]) -> S3Config:
     if "@" in netloc or ":" in netloc:
         raise InvalidObjectStoreUrl(
-            url, "put no credentials or port in an s3:// URL: credentials come from AWS_* variables, the endpoint from ?endpoint_url="
+            url,
+            "no credentials or port in an s3:// URL: credentials come from AWS_* variables,"
+            " the endpoint from ?endpoint_url=",
         )
     bucket = netloc
     if not _BUCKET_NAME.fullmatch(bucket) or ".." in bucket:
         raise InvalidObjectStoreUrl(
-            url, f"bad bucket name {bucket!r}: 3 to 63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit"
+            url,
+            f"bad bucket name {bucket!r}: 3 to 63 lowercase letters, digits, '.' or '-',"
+            " starting and ending with a letter or digit",
         )
     if fragment:
         raise InvalidObjectStoreUrl(url, "s3 URLs take no fragment")
     prefix = _parse_prefix(url, unquote(path))
     options = _parse_query(url, query)
-    endpoint_url = options.get("endpoint_url") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None
+    endpoint_url = (
+        options.get("endpoint_url") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None
+    )
     if endpoint_url is not None:
         _check_endpoint(url, endpoint_url)
     region = options.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION

@@ -369,14 +369,13 @@ class Log:
 
     def advance_log_start_offset(self, offset: int) -> list[DeletedSegment]:
         """DeleteRecords: raise log_start_offset to `offset` (reads below it are then out of
-        range) and delete the whole segments below it. Lower offsets are a no-op; an offset
-        past the high watermark raises OffsetOutOfRange, as in Kafka."""
+        range) and delete the whole segments below it (also those a roll has since pushed
+        below it). It never moves back; past the high watermark it raises OffsetOutOfRange,
+        as in Kafka."""
         self._check_open()
         if offset > self._high_watermark:
             raise OffsetOutOfRange(offset, self._log_start_offset, self.log_end_offset)
-        if offset <= self._log_start_offset:
-            return []
-        self._log_start_offset = offset
+        self._log_start_offset = max(self._log_start_offset, offset)
         return self._delete_oldest(self._below_log_start_offset())
 
     # -- truncation ------------------------------------------------------------------------

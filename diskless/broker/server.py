@@ -89,5 +89,5 @@ class KafkaServer:
             else:
                 # Zero copy: the default event loop sends a file range with os.sendfile once the
                 # transport's buffer is empty (uvloop cannot; see DESIGN.md).
-                await loop.sendfile(writer.transport, part.file, part.position, part.length, fallback=True)
+                await loop.sendfile(writer.transport, part.file, part.position, part.size_bytes, fallback=True)
         await writer.drain()

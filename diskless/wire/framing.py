@@ -140,19 +140,21 @@ class FileRecords(bytes):
     """Stands in for the bytes of a `records` field that live in a file.
 
     kio's writer asks for `len()` (to write the length prefix) and then calls `write(value)`;
-    `ResponseParts` notices this type and keeps `source` (anything with a `length`, such as a
-    hot-tier FileSlice) as a separate part instead of copying bytes.
+    `ResponseParts` notices this type and keeps `source` (such as a hot-tier FileSlice) as a
+    separate part instead of copying bytes.
     """
 
     source: Any
+    length: int
 
-    def __new__(cls, source: Any) -> FileRecords:
+    def __new__(cls, source: Any, length: int) -> FileRecords:
         obj = super().__new__(cls)
         obj.source = source
+        obj.length = length
         return obj
 
     def __len__(self) -> int:
-        return self.source.length
+        return self.length
 
     def __bool__(self) -> bool:
         return True
@@ -173,7 +175,7 @@ class ResponseParts:
             self.parts.append(bytes(self._chunk))
             self.parts.append(data.source)
             self._chunk = bytearray()
-            self.size_bytes += data.source.length
+            self.size_bytes += data.length
         else:
             self._chunk += data
             self.size_bytes += len(data)

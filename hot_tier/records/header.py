@@ -125,7 +125,7 @@ def read_header(buf: bytes | bytearray | memoryview, position: int = 0, *, check
     available = len(buf) - position
     if available < HEADER_BYTES:
         if available >= 17 and buf[position + 16] != MAGIC:
-            raise BadMagic(position, buf[position + 16])
+            raise BadMagic(position, (buf[position + 16] ^ 0x80) - 0x80)  # int8, as in the full header
         raise TruncatedBatch(position, HEADER_BYTES, available)
     fields = _HEADER.unpack_from(buf, position)
     batch_length = fields[1]

@@ -127,7 +127,7 @@ def test_describe_stable_group() -> None:
 
 def test_describe_rebalancing_group_has_no_protocol_or_metadata() -> None:
     c = coordinator()
-    (a,) = stable_group(c, "g", "a")
+    a, b = stable_group(c, "g", "a", "b")
     join(c, "g", a)
     assert c.describe_group("g") == GroupDescription(
         "g",
@@ -135,7 +135,10 @@ def test_describe_rebalancing_group_has_no_protocol_or_metadata() -> None:
         "PreparingRebalance",
         "consumer",
         "",
-        (MemberDescription(a, None, "a", "/10.0.0.9", b"", f"assign-{a}".encode()),),
+        (
+            MemberDescription(a, None, "a", "/10.0.0.9", b"", f"assign-{a}".encode()),
+            MemberDescription(b, None, "b", "/10.0.0.9", b"", f"assign-{b}".encode()),
+        ),
     )
 
 
@@ -203,7 +206,7 @@ def test_unload_answers_parked_requests_not_coordinator() -> None:
     c = coordinator()
     a, b = completing_group(c, "syncing", "a", "b")
     parked_sync = c.sync_group("syncing", 1, b, None, None, None, [], 0)
-    (x,) = stable_group(c, "joining", "x")
+    x, _ = stable_group(c, "joining", "x", "y")
     parked_join = join(c, "joining", x)
     assert parked_sync.ticket is not None and parked_join.ticket is not None
     assert set(c.unload(0)) == {

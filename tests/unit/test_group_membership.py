@@ -298,6 +298,21 @@ def test_leaving_member_with_a_parked_join_gets_unknown_member_id() -> None:
     assert h.overview().member_ids == (b,)
 
 
+def test_leaving_member_with_a_parked_sync_is_released_and_others_rejoin() -> None:
+    h = Harness()
+    a, b = "a-u1", "b-u2"
+    for client, member_id in (("a", a), ("b", b)):
+        h.join(client=client)
+        h.join(member_id, client=client)
+    h.settle(0)
+    parked = h.sync(b, 1)
+    out = h.leave((b, None))
+    # Kafka never answers that SyncGroup; the shell is told to drop it.
+    assert out.completions == (Completion(parked.ticket, GROUP, b, None),)
+    overview = h.overview()
+    assert (overview.state, overview.member_ids) == (GroupState.PREPARING_REBALANCE, (a,))
+
+
 def test_pending_member_can_leave_and_that_rebalances_a_stable_group() -> None:
     h = Harness()
     h.stable_group("a")

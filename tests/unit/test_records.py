@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import struct
 import zlib
 
@@ -55,27 +56,11 @@ from hot_tier.records.varint import (
 # One record (offset 0, timestamp 1000, key b"k", value b"v"), laid out by hand from
 # DefaultRecordBatch.java; the CRC agrees with aiokafka's pure-Python CRC-32C (checked below).
 GOLDEN = bytes.fromhex(
-    "0000000000000000"  # base_offset 0
-    "0000003a"  # batch_length 58 = 49 + 9 bytes of records
-    "ffffffff"  # partition_leader_epoch -1
-    "02"  # magic
-    "716a6189"  # crc
-    "0000"  # attributes
-    "00000000"  # last_offset_delta
-    "00000000000003e8"  # base_timestamp 1000
-    "00000000000003e8"  # max_timestamp 1000
-    "ffffffffffffffff"  # producer_id -1
-    "ffff"  # producer_epoch -1
-    "ffffffff"  # base_sequence -1
-    "00000001"  # records_count
-    "10"  # record length 8
-    "00"  # attributes
-    "00"  # timestamp_delta 0
-    "00"  # offset_delta 0
-    "02" "6b"  # key length 1, b"k"
-    "02" "76"  # value length 1, b"v"
-    "00"  # headers count 0
-)
+    "0000000000000000" "0000003a" "ffffffff" "02" "716a6189"  # base_offset, batch_length 49+9, leader epoch, magic, crc
+    "0000" "00000000" "00000000000003e8" "00000000000003e8"  # attributes, last_offset_delta, base/max timestamp
+    "ffffffffffffffff" "ffff" "ffffffff" "00000001"  # producer_id, producer_epoch, base_sequence, records_count
+    "10" "00" "00" "00" "026b" "0276" "00"  # length 8, attributes, deltas, key b"k", value b"v", no headers
+)  # fmt: skip
 
 
 def _records(base_offset: int = 0, n: int = 3) -> list[Record]:
@@ -105,12 +90,9 @@ def _uncompressed_with(records_section: bytes, records_count: int) -> bytearray:
 # -- layout -------------------------------------------------------------------------------
 
 
-def test_golden_batch_is_encoded_byte_for_byte():
+def test_golden_batch_is_encoded_and_decoded_byte_for_byte():
     assert encode_batch([Record(0, 1000, b"k", b"v")]) == GOLDEN
     assert reference_crc32c(GOLDEN[21:]) == 0x716A6189
-
-
-def test_golden_batch_decodes():
     batch = decode_batch(GOLDEN)
     assert batch.records == [Record(0, 1000, b"k", b"v", ())]
     assert batch.header.size_bytes == len(GOLDEN) == 70
@@ -310,21 +292,14 @@ def test_bad_crc_in_a_header_field_covered_by_it():
 
 
 @pytest.mark.parametrize("magic", [0, 1, 3, 0xFF])
-def test_bad_magic(magic):
-    buf = bytearray(FIRST + SECOND)
+@pytest.mark.parametrize("second_bytes", [len(SECOND), 30])  # whole, or cut short inside the header
+def test_bad_magic(magic, second_bytes):
+    buf = bytearray(FIRST + SECOND[:second_bytes])
     buf[AT + 16] = magic
     with pytest.raises(BadMagic) as info:
         list(decode_batches(buf))
     assert info.value.position == AT
     assert info.value.magic == struct.unpack("b", bytes([magic]))[0]
-
-
-def test_bad_magic_is_reported_even_when_the_header_is_cut_short():
-    buf = bytearray(FIRST + SECOND[:30])
-    buf[AT + 16] = 1
-    with pytest.raises(BadMagic) as info:
-        list(decode_batches(buf))
-    assert info.value.position == AT
 
 
 @pytest.mark.parametrize("cut", [1, 11, 12, 16, 17, 60, 61, 62, len(SECOND) - 1])
@@ -399,7 +374,7 @@ GOOD_RECORD = bytes.fromhex("00 00 00 02 6b 02 76 00")  # attributes, deltas 0, 
         (_section(bytes.fromhex("00 00 00 01 05 76 00 00")), 1, "record 0 has value length -3"),
         (_section(bytes.fromhex("00 00 00 01 40 76 00 00")), 1, "record 0 has value length 32, past the record's end"),
         (_section(bytes.fromhex("00 00 00 01 01 01")), 1, "record 0 has headers count -1"),
-        (_section(bytes.fromhex("00 00 00 01 01 02 02 ff 00")), 1, "record 0 at byte 0 of the records section: 'utf-8'"),
+        (_section(bytes.fromhex("00 00 00 01 01 02 02 ff 00")), 1, "of the records section: 'utf-8' codec"),
         (_section(bytes.fromhex("00 00 00 01 01 02 01 00")), 1, "record 0 has header key length -1"),
         (_section(bytes.fromhex("00 00 00 01 01 02 00 05")), 1, "record 0 has header value length -3"),
         (_section(bytes.fromhex("00 00 00 01 01 04 00 00")), 1, "record 0 ends before its 2 headers do"),
@@ -483,18 +458,11 @@ def test_codecs_write_what_kafka_clients_read():
     assert zstandard.ZstdDecompressor().decompress(compress(Compression.ZSTD, PAYLOAD)) == PAYLOAD
 
 
-def test_gzip_reads_every_member():
-    data = gzip.compress(b"first ") + gzip.compress(b"second")
-    assert decompress(Compression.GZIP, data) == b"first second"
-
-
-def test_lz4_reads_linked_blocks_content_size_and_several_frames():
+def test_gzip_and_lz4_read_every_member_or_frame_and_what_others_write():
+    assert decompress(Compression.GZIP, gzip.compress(b"first ") + gzip.compress(b"second")) == b"first second"
     linked = lz4.frame.compress(PAYLOAD, block_linked=True, store_size=True, content_checksum=True)
     assert decompress(Compression.LZ4, linked) == PAYLOAD
     assert decompress(Compression.LZ4, linked + linked) == PAYLOAD + PAYLOAD
-
-
-def test_lz4_rejects_trailing_garbage():
     with pytest.raises(CorruptBatch, match="lz4 data does not decompress"):
         decompress(Compression.LZ4, compress(Compression.LZ4, PAYLOAD) + b"junk")
 
@@ -566,63 +534,41 @@ def test_empty_stream_is_corrupt(codec):
 
 
 def test_unknown_codec():
-    for codec in (5, 7, -1):
+    for codec, function in itertools.product((5, 7, -1), (compress, decompress)):
         with pytest.raises(UnsupportedCompression):
-            compress(codec, b"x")
-        with pytest.raises(UnsupportedCompression):
-            decompress(codec, b"x")
+            function(codec, b"x")
 
 
 # -- varints --------------------------------------------------------------------------------
 
 VARINTS = [
-    (0, "00"),
-    (-1, "01"),
-    (1, "02"),
-    (63, "7e"),
-    (-64, "7f"),
-    (64, "8001"),
-    (-65, "8101"),
-    (8191, "fe7f"),
-    (8192, "808001"),
-    (INT32_MAX, "feffffff0f"),
-    (INT32_MIN, "ffffffff0f"),
-]
-
-VARLONGS = [
-    *VARINTS,
-    (1 << 31, "8080808010"),
-    (INT64_MAX, "feffffffffffffffff01"),
-    (INT64_MIN, "ffffffffffffffffff01"),
-]
+    (0, "00"), (-1, "01"), (1, "02"), (63, "7e"), (-64, "7f"), (64, "8001"), (-65, "8101"), (8191, "fe7f"),
+    (8192, "808001"), (INT32_MAX, "feffffff0f"), (INT32_MIN, "ffffffff0f"),
+]  # fmt: skip
+VARLONGS = [(1 << 31, "8080808010"), (INT64_MAX, "feffffffffffffffff01"), (INT64_MIN, "ffffffffffffffffff01")]
 
 
-@pytest.mark.parametrize(("value", "hex_"), VARINTS)
-def test_varint_edge_values(value, hex_):
+@pytest.mark.parametrize(
+    ("value", "hex_", "is_varint"), [(*v, True) for v in VARINTS] + [(*v, False) for v in VARLONGS]
+)
+def test_varint_and_varlong_edge_values(value, hex_, is_varint):
     encoded = bytes.fromhex(hex_)
-    assert encode_varint(value) == encoded
-    assert size_of_varint(value) == len(encoded)
-    assert decode_varint(b"\xaa" + encoded + b"\xbb", 1) == (value, 1 + len(encoded))
-
-
-@pytest.mark.parametrize(("value", "hex_"), VARLONGS)
-def test_varlong_edge_values(value, hex_):
-    encoded = bytes.fromhex(hex_)
+    if is_varint:
+        assert encode_varint(value) == encoded
+        assert size_of_varint(value) == len(encoded)
+        assert decode_varint(b"\xaa" + encoded + b"\xbb", 1) == (value, 1 + len(encoded))
     assert encode_varlong(value) == encoded
     assert size_of_varlong(value) == len(encoded)
     assert decode_varlong(encoded + b"\x00") == (value, len(encoded))
 
 
-def test_varint_out_of_range():
+def test_varint_out_of_range_too_long_or_truncated():
     for value in (INT32_MAX + 1, INT32_MIN - 1):
         with pytest.raises(ValueError, match="signed 32-bit"):
             encode_varint(value)
     for value in (INT64_MAX + 1, INT64_MIN - 1):
         with pytest.raises(ValueError, match="signed 64-bit"):
             encode_varlong(value)
-
-
-def test_varint_too_long_or_truncated():
     with pytest.raises(ValueError, match="varint is longer than 5 bytes"):
         decode_varint(b"\x80\x80\x80\x80\x80\x00")
     with pytest.raises(ValueError, match="varint is longer than 10 bytes"):

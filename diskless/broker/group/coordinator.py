@@ -511,18 +511,20 @@ class GroupCoordinator:
         return tuple(rb.completions)
 
     def _finish(self, response: R | None) -> Outcome[R]:
+        """Package a handler's result: answered now, or parked under the caller's ticket."""
         rb = self._rb
         ticket = rb.caller_ticket
         completions = rb.completions
-        if ticket is not None:
-            for i, completion in enumerate(completions):
-                if completion.ticket == ticket:
-                    del completions[i]
-                    assert completion.response is not None
-                    return Outcome(completion.response, None, tuple(completions))  # type: ignore[arg-type]
-        if response is None and ticket is None:
-            raise AssertionError("a request was neither answered nor parked")
-        return Outcome(response, ticket if response is None else None, tuple(completions))
+        if ticket is None:
+            assert response is not None, "a request was neither answered nor parked"
+            return Outcome(response, None, tuple(completions))
+        assert response is None, "a parked request was also answered directly"
+        for i, completion in enumerate(completions):
+            if completion.ticket == ticket:  # the wait ended within this very call
+                del completions[i]
+                assert completion.response is not None
+                return Outcome(completion.response, None, tuple(completions))  # type: ignore[arg-type]
+        return Outcome(None, ticket, tuple(completions))
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:

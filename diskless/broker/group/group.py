@@ -147,7 +147,9 @@ class ClassicGroup:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
 
-    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> tuple[Member, Member]:
+    def replace_static_member(
+        self, group_instance_id: str, old_member_id: str, new_member_id: str
+    ) -> tuple[Member, Member]:
         """Give a static member a new member id, keeping everything else (KIP-345).
 
         Returns (old, new); the caller fences the old member's parked requests.

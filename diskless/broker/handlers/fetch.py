@@ -74,8 +74,8 @@ async def _read(broker: Broker, body: Any, mod: Any, max_bytes: int) -> tuple[li
                             records = data
                             total_bytes += len(data)
                         else:
-                            records = FileRecords(data)
-                            total_bytes += data.length
+                            records = FileRecords(data, data.size_bytes)
+                            total_bytes += data.size_bytes
             failed = failed or error is not ErrorCode.none
             results.append(
                 make(

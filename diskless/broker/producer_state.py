@@ -1,0 +1,366 @@
+"""Idempotent-producer state of one partition, sans-IO (Kafka's ProducerStateManager).
+
+For every producer id the partition remembers the producer epoch and its last five batches
+(first/last sequence, first/last offset, timestamp), so a retried batch is answered with its
+original offsets instead of being written twice, and a gap in sequences is refused.
+
+Decisions, in Kafka's order (UnifiedLog.analyzeAndValidateProducerState, ProducerAppendInfo):
+
+  1. a batch without producer id                            -> Append
+  2. same epoch and same sequence range as a retained batch -> Duplicate(its offsets)
+  3. epoch older than the producer's                        -> InvalidProducerEpoch (47;
+     Kafka answers produce with it since 2.7, KIP-588)
+  4. epoch newer than the producer's: base sequence must be 0 -> else OutOfOrderSequence (45)
+  5. same epoch: base sequence must follow the last one (Int32 max wraps to 0) -> else 45
+  6. unknown producer id (never seen, expired, or truncated away): Append, whatever the
+     sequence. This is what Kafka 2.5+ does for idempotent producers (ProducerAppendInfo:
+     "If there is no current producer epoch ... accept writes with any sequence number");
+     it no longer answers UNKNOWN_PRODUCER_ID. Only transactions-v2 producers, which we do
+     not support, get OUT_OF_ORDER_SEQUENCE_NUMBER for a non-zero first sequence there.
+
+`check` reads, `record` writes: the shell calls check(batch), assigns offsets, record(batch)
+before checking the next batch of the partition (Kafka does both under the log lock). If the
+append then fails, `truncate_to(base_offset)` forgets it. `check` treats a producer as
+unknown once `producer_id_expiration_ms` have passed since its last batch timestamp, the
+moment Kafka's periodic expiry would forget it; `expire` then reclaims the memory.
+
+Snapshot, version 1, all integers big-endian and signed unless marked:
+
+    offset  size  field
+    0       4     magic             b"DLPS"
+    4       2     version           1
+    6       4     crc               CRC-32C (Castagnoli), unsigned, of bytes [10, end)
+    10      8     map_end_offset    offset after the last batch folded into this state
+    18      4     producer_count
+    22      ...   producer_count entries, ascending producer_id, each 27 bytes then batches:
+                  0   8  producer_id
+                  8   2  producer_epoch
+                  10  8  last_offset        last offset of its last batch (data or control)
+                  18  8  last_timestamp_ms
+                  26  1  batch_count        unsigned, 0..5
+                  27  28 * batch_count, oldest first:
+                      0   4  first_sequence
+                      4   4  last_sequence
+                      8   8  first_offset
+                      16  4  offset_delta   last_offset - first_offset
+                      20  8  timestamp_ms
+
+Unlike Kafka's snapshot (last batch only), all five batches are kept, so duplicates of
+recent batches are still detected after a restart. A snapshot that fails any check raises
+`CorruptProducerSnapshot` (or `UnsupportedProducerSnapshotVersion`): the caller then
+rebuilds the state from the log with `rebuild_from_batches`.
+
+One manager per partition, used by the task that appends to that partition.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from crc32c import crc32c
+
+from hot_tier.records.header import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
+
+from .group.errors import ErrorCode
+
+NO_PRODUCER_EPOCH = -1
+NUM_BATCHES_TO_RETAIN = 5
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+_INT32_MAX = 2**31 - 1
+
+SNAPSHOT_MAGIC = b"DLPS"
+SNAPSHOT_VERSION = 1
+_PREAMBLE = struct.Struct(">4shI")  # magic, version, crc
+_BODY_HEADER = struct.Struct(">qi")  # map_end_offset, producer_count
+_ENTRY = struct.Struct(">qhqqB")
+_BATCH = struct.Struct(">iiqiq")
+_CRC_START = _PREAMBLE.size
+
+
+class ProducerSnapshotError(Exception):
+    """A producer-state snapshot that cannot be loaded; rebuild the state from the log."""
+
+
+class CorruptProducerSnapshot(ProducerSnapshotError):
+    def __init__(self, reason: str, position: int) -> None:
+        super().__init__(f"corrupt producer-state snapshot at byte {position}: {reason}")
+        self.reason = reason
+        self.position = position
+
+
+class UnsupportedProducerSnapshotVersion(ProducerSnapshotError):
+    def __init__(self, version: int) -> None:
+        super().__init__(f"producer-state snapshot version {version} is not supported (only {SNAPSHOT_VERSION})")
+        self.version = version
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int
+    batches: tuple[BatchMetadata, ...]  # oldest first, at most NUM_BATCHES_TO_RETAIN
+    last_offset: int
+    last_timestamp_ms: int
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Write the batch, then `record` it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A retry of a batch already in the log: answer with its offsets, write nothing."""
+
+    first_offset: int
+    last_offset: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutOfOrderSequence:
+    error_code: ClassVar[ErrorCode] = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    current_epoch: int
+    current_last_sequence: int  # NO_SEQUENCE when the batch opens a new epoch
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidProducerEpoch:
+    error_code: ClassVar[ErrorCode] = ErrorCode.INVALID_PRODUCER_EPOCH
+    producer_id: int
+    producer_epoch: int
+    current_epoch: int
+
+
+Decision = Append | Duplicate | OutOfOrderSequence | InvalidProducerEpoch
+APPEND = Append()
+
+
+def in_sequence(last_sequence: int, next_sequence: int) -> bool:
+    return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == _INT32_MAX)
+
+
+class ProducerStateManager:
+    def __init__(self, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._entries: dict[int, ProducerStateEntry] = {}
+        self._map_end_offset = 0
+
+    @property
+    def map_end_offset(self) -> int:
+        """The offset after the last batch this state has seen (Kafka's mapEndOffset)."""
+        return self._map_end_offset
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def producer_ids(self) -> list[int]:
+        return sorted(self._entries)
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._entries.get(producer_id)
+
+    # -- the produce path ----------------------------------------------------------------
+
+    def check(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int, now_ms: int
+    ) -> Decision:
+        """Decide what to do with a client's batch; see the module header. Changes nothing."""
+        if producer_id == NO_PRODUCER_ID:
+            return APPEND
+        entry = self._entries.get(producer_id)
+        if entry is not None and self._is_expired(entry, now_ms):
+            entry = None
+        if entry is not None and entry.producer_epoch == producer_epoch:
+            for batch in entry.batches:
+                if batch.first_sequence == base_sequence and batch.last_sequence == last_sequence:
+                    return Duplicate(batch.first_offset, batch.last_offset, batch.timestamp_ms)
+        current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+        if producer_epoch < current_epoch:
+            return InvalidProducerEpoch(producer_id, producer_epoch, current_epoch)
+        if producer_epoch != current_epoch:
+            if base_sequence != 0 and current_epoch != NO_PRODUCER_EPOCH:
+                return OutOfOrderSequence(producer_id, producer_epoch, base_sequence, current_epoch, NO_SEQUENCE)
+            return APPEND
+        assert entry is not None
+        if current_epoch == NO_PRODUCER_EPOCH or in_sequence(entry.last_sequence, base_sequence):
+            return APPEND
+        return OutOfOrderSequence(producer_id, producer_epoch, base_sequence, current_epoch, entry.last_sequence)
+
+    def record(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        first_sequence: int,
+        last_sequence: int,
+        first_offset: int,
+        last_offset: int,
+        timestamp_ms: int,
+    ) -> None:
+        """Remember a batch that is now in the log. Not validated: `check` came first."""
+        self.update_map_end_offset(last_offset + 1)
+        if producer_id == NO_PRODUCER_ID:
+            return
+        entry = self._entries.get(producer_id)
+        # A new epoch starts a new history (Kafka's maybeUpdateProducerEpoch).
+        kept = entry.batches if entry is not None and entry.producer_epoch == producer_epoch else ()
+        batch = BatchMetadata(first_sequence, last_sequence, first_offset, last_offset, timestamp_ms)
+        self._entries[producer_id] = ProducerStateEntry(
+            producer_id,
+            producer_epoch,
+            (kept + (batch,))[-NUM_BATCHES_TO_RETAIN:],
+            last_offset,
+            timestamp_ms,
+        )
+
+    def update_map_end_offset(self, next_offset: int) -> None:
+        """Note batches appended without producer state (no producer id)."""
+        self._map_end_offset = max(self._map_end_offset, next_offset)
+
+    # -- maintenance ---------------------------------------------------------------------
+
+    def expire(self, now_ms: int) -> list[int]:
+        """Forget producers idle for producer.id.expiration.ms; returns their ids."""
+        expired = sorted(pid for pid, entry in self._entries.items() if self._is_expired(entry, now_ms))
+        for producer_id in expired:
+            del self._entries[producer_id]
+        return expired
+
+    def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return now_ms - entry.last_timestamp_ms >= self.producer_id_expiration_ms
+
+    def truncate_to(self, offset: int) -> None:
+        """Forget batches at or beyond `offset` (the log was truncated there).
+
+        Exact for producers that keep a batch below `offset`. A producer whose retained
+        batches all go is forgotten (its older history was never kept), which makes it
+        "unknown" and lenient; for exact state, load a snapshot taken at or below `offset`
+        and `rebuild_from_batches` from there, as Kafka's truncateAndReload does.
+        """
+        for producer_id, entry in list(self._entries.items()):
+            if entry.last_offset < offset:
+                continue
+            kept = tuple(b for b in entry.batches if b.last_offset < offset)
+            if not kept:
+                del self._entries[producer_id]
+                continue
+            self._entries[producer_id] = ProducerStateEntry(
+                producer_id, entry.producer_epoch, kept, kept[-1].last_offset, kept[-1].timestamp_ms
+            )
+        self._map_end_offset = min(self._map_end_offset, offset)
+
+    def rebuild_from_batches(self, headers: Iterable[BatchHeader]) -> None:
+        """Fold batch headers, in log order, into the state (Kafka's loadProducersFromRecords).
+
+        Batches ending before `map_end_offset` are already part of the state and skipped, so
+        a caller can load a snapshot and fold the log from the snapshot's offset onwards.
+        Batches are not validated: the log is the truth.
+        """
+        for header in headers:
+            if header.last_offset < self._map_end_offset:
+                continue
+            if not header.has_producer_id:
+                self.update_map_end_offset(header.next_offset)
+            elif header.is_control:
+                self._record_marker(header.producer_id, header.producer_epoch, header.last_offset, header.max_timestamp)
+            else:
+                self.record(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    header.last_sequence,
+                    header.base_offset,
+                    header.last_offset,
+                    header.max_timestamp,
+                )
+
+    def _record_marker(self, producer_id: int, producer_epoch: int, offset: int, timestamp_ms: int) -> None:
+        # A transaction marker carries no sequences; it may bump the epoch (Kafka's
+        # appendEndTxnMarker), which starts a new history.
+        self.update_map_end_offset(offset + 1)
+        entry = self._entries.get(producer_id)
+        kept = entry.batches if entry is not None and entry.producer_epoch == producer_epoch else ()
+        self._entries[producer_id] = ProducerStateEntry(producer_id, producer_epoch, kept, offset, timestamp_ms)
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The whole state in the byte layout of the module header."""
+        body = bytearray(_BODY_HEADER.pack(self._map_end_offset, len(self._entries)))
+        for producer_id in sorted(self._entries):
+            entry = self._entries[producer_id]
+            body += _ENTRY.pack(
+                producer_id, entry.producer_epoch, entry.last_offset, entry.last_timestamp_ms, len(entry.batches)
+            )
+            for b in entry.batches:
+                body += _BATCH.pack(
+                    b.first_sequence, b.last_sequence, b.first_offset, b.last_offset - b.first_offset, b.timestamp_ms
+                )
+        return _PREAMBLE.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
+
+    @classmethod
+    def from_snapshot(
+        cls, data: bytes | bytearray | memoryview, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    ) -> ProducerStateManager:
+        """Load `snapshot()` bytes; raises a `ProducerSnapshotError` subclass if they are bad."""
+        data = bytes(data)
+        if len(data) < _PREAMBLE.size + _BODY_HEADER.size:
+            raise CorruptProducerSnapshot(f"{len(data)} bytes is shorter than the fixed header", 0)
+        magic, version, stored_crc = _PREAMBLE.unpack_from(data, 0)
+        if magic != SNAPSHOT_MAGIC:
+            raise CorruptProducerSnapshot(f"magic is {magic!r}, expected {SNAPSHOT_MAGIC!r}", 0)
+        if version != SNAPSHOT_VERSION:
+            raise UnsupportedProducerSnapshotVersion(version)
+        computed_crc = crc32c(data[_CRC_START:])
+        if computed_crc != stored_crc:
+            raise CorruptProducerSnapshot(f"CRC-32C is {computed_crc:#010x}, stored {stored_crc:#010x}", 6)
+        map_end_offset, producer_count = _BODY_HEADER.unpack_from(data, _CRC_START)
+        if producer_count < 0:
+            raise CorruptProducerSnapshot(f"negative producer count {producer_count}", 18)
+        manager = cls(producer_id_expiration_ms)
+        manager._map_end_offset = map_end_offset
+        position = _CRC_START + _BODY_HEADER.size
+        previous_id = NO_PRODUCER_ID
+        for _ in range(producer_count):
+            if position + _ENTRY.size > len(data):
+                raise CorruptProducerSnapshot("producer entry runs past the end", position)
+            producer_id, epoch, last_offset, last_timestamp_ms, batch_count = _ENTRY.unpack_from(data, position)
+            if producer_id <= previous_id:
+                raise CorruptProducerSnapshot(f"producer id {producer_id} out of order", position)
+            if batch_count > NUM_BATCHES_TO_RETAIN:
+                raise CorruptProducerSnapshot(f"{batch_count} batches, at most {NUM_BATCHES_TO_RETAIN}", position + 26)
+            position += _ENTRY.size
+            if position + batch_count * _BATCH.size > len(data):
+                raise CorruptProducerSnapshot("batch list runs past the end", position)
+            batches = []
+            for _ in range(batch_count):
+                first_seq, last_seq, first_offset, offset_delta, timestamp_ms = _BATCH.unpack_from(data, position)
+                last = first_offset + offset_delta
+                batches.append(BatchMetadata(first_seq, last_seq, first_offset, last, timestamp_ms))
+                position += _BATCH.size
+            manager._entries[producer_id] = ProducerStateEntry(
+                producer_id, epoch, tuple(batches), last_offset, last_timestamp_ms
+            )
+            previous_id = producer_id
+        if position != len(data):
+            raise CorruptProducerSnapshot(f"{len(data) - position} bytes after the last entry", position)
+        return manager

@@ -1,0 +1,277 @@
+"""The record accumulator: per-partition queues of batches waiting to be sent (Kafka's
+RecordAccumulator), with the producer's per-partition sending state.
+
+`append()` adds a record to the last open batch of its partition, or opens a new batch when
+that one would pass `batch_size`. A partition's first batch is *ready* when it is full (or
+another batch waits behind it), when it has waited `linger_ms`, or when a flush is under way;
+and it is *sendable* when its partition has a known leader and no retry backoff pending.
+`drain()` takes, per broker, at most one batch per partition (Kafka allows one batch per
+partition per Produce request) until `max_request_size` is reached.
+
+Ordering: batches of a partition leave in order. With idempotence, a batch gets its base
+sequence when first drained and keeps it through retries; a retried batch goes back to the
+front of its queue and is sent again only once no other batch of its partition is in flight,
+so the broker sees sequences in order again. Without idempotence, `max_in_flight == 1` keeps
+order by allowing one batch per partition in flight.
+
+`buffered_bytes` counts the records held, from `append` until the batch is `release`d.
+
+Pure: `now` is passed in; futures are attached by the shell (producer.py). One accumulator
+belongs to one producer and is used from its event loop only.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .builder import BatchBuilder, record_size_bytes
+from .structs import TopicPartition
+
+NO_LEADER = -1
+SEQUENCE_WRAP = 1 << 31
+
+
+class ProducerBatch:
+    """Records for one partition that travel together in one Produce request."""
+
+    __slots__ = (
+        "tp", "builder", "created_ms", "buffered_bytes", "attempts", "retry_at_ms", "base_sequence",
+        "producer_id", "producer_epoch", "data", "future", "in_flight", "full", "done",
+    )  # fmt: skip
+
+    def __init__(self, tp: TopicPartition, now: int) -> None:
+        self.tp = tp
+        self.builder = BatchBuilder()
+        self.created_ms = now
+        self.buffered_bytes = 0
+        self.attempts = 0
+        self.retry_at_ms = 0
+        self.base_sequence = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.data: bytes | None = None  # built at first drain; rebuilt if the producer id changes
+        self.future: Any = None  # the shell's completion future
+        self.in_flight = False
+        self.full = False
+        self.done = False
+
+    @property
+    def record_count(self) -> int:
+        return self.builder.count
+
+    def __repr__(self) -> str:
+        return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} records={self.record_count} seq={self.base_sequence}>"
+
+
+@dataclass(frozen=True, slots=True)
+class AccumulatorParams:
+    batch_size: int
+    linger_ms: int
+    max_request_size: int
+    compression: int
+    idempotent: bool
+    max_in_flight: int
+
+
+class _PartitionState:
+    __slots__ = ("queue", "in_flight", "next_sequence")
+
+    def __init__(self) -> None:
+        self.queue: deque[ProducerBatch] = deque()
+        self.in_flight = 0
+        self.next_sequence = 0
+
+
+class Accumulator:
+    def __init__(self, params: AccumulatorParams) -> None:
+        self.params = params
+        self.partitions: dict[TopicPartition, _PartitionState] = {}
+        self.buffered_bytes = 0
+        self.flushing = 0
+        self.producer_id = -1
+        self.producer_epoch = -1
+
+    # --- appending -------------------------------------------------------------------------
+
+    def append(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes | None], ...],
+        now: int,
+    ) -> tuple[ProducerBatch, int, bool]:
+        """Add a record; returns (its batch, its index in the batch, whether the batch is new)."""
+        state = self.partitions.get(tp)
+        if state is None:
+            state = self.partitions[tp] = _PartitionState()
+        size = record_size_bytes(key, value, headers)
+        queue = state.queue
+        created = False
+        batch = queue[-1] if queue else None
+        if batch is None or batch.full or batch.data is not None or (
+            batch.builder.count and batch.builder.size_bytes + size > self.params.batch_size
+        ):
+            if batch is not None:
+                batch.full = True
+            batch = ProducerBatch(tp, now)
+            queue.append(batch)
+            created = True
+        index = batch.builder.append(timestamp, key, value, headers)
+        batch.buffered_bytes += size
+        self.buffered_bytes += size
+        if batch.builder.size_bytes >= self.params.batch_size:
+            batch.full = True
+        return batch, index, created
+
+    # --- sending ---------------------------------------------------------------------------
+
+    def _sendable_head(self, state: _PartitionState, now: int) -> ProducerBatch | None:
+        """The partition's first batch if it may be sent now (ignoring readiness)."""
+        if not state.queue:
+            return None
+        batch = state.queue[0]
+        if batch.retry_at_ms > now:
+            return None
+        if state.in_flight:
+            if batch.attempts or not self.params.idempotent and self.params.max_in_flight == 1:
+                return None
+            if state.in_flight >= self.params.max_in_flight:
+                return None
+        return batch
+
+    def ready(self, now: int, leader_of: Callable[[TopicPartition], int]) -> tuple[set[int], int, set[str]]:
+        """(nodes with a batch to send now, ms until the next batch may become ready, topics
+        whose leader is unknown)."""
+        nodes: set[int] = set()
+        unknown: set[str] = set()
+        next_check_ms = 1 << 30
+        linger = self.params.linger_ms
+        for tp, state in self.partitions.items():
+            batch = self._sendable_head(state, now)
+            if batch is None:
+                if state.queue and state.queue[0].retry_at_ms > now:
+                    next_check_ms = min(next_check_ms, state.queue[0].retry_at_ms - now)
+                continue
+            leader = leader_of(tp)
+            if leader == NO_LEADER:
+                unknown.add(tp.topic)
+                continue
+            if leader in nodes:
+                continue
+            waited = now - batch.created_ms
+            if batch.full or len(state.queue) > 1 or self.flushing or batch.attempts or waited >= linger:
+                nodes.add(leader)
+            else:
+                next_check_ms = min(next_check_ms, linger - waited)
+        return nodes, next_check_ms, unknown
+
+    def drain(
+        self, now: int, nodes: Iterable[int], leader_of: Callable[[TopicPartition], int]
+    ) -> dict[int, list[ProducerBatch]]:
+        """Take the batches to send to each of `nodes`: one per partition, within max_request_size."""
+        wanted = set(nodes)
+        drained: dict[int, list[ProducerBatch]] = {node: [] for node in wanted}
+        sizes = dict.fromkeys(wanted, 0)
+        params = self.params
+        for tp, state in self.partitions.items():
+            batch = self._sendable_head(state, now)
+            if batch is None:
+                continue
+            node = leader_of(tp)
+            if node not in wanted:
+                continue
+            data = batch.data
+            if data is None or (params.idempotent and batch.producer_id != self.producer_id):
+                data = self._build(batch, state)
+            if sizes[node] and sizes[node] + len(data) > params.max_request_size:
+                continue
+            sizes[node] += len(data)
+            state.queue.popleft()
+            state.in_flight += 1
+            batch.in_flight = True
+            batch.full = True
+            drained[node].append(batch)
+        return {node: batches for node, batches in drained.items() if batches}
+
+    def _build(self, batch: ProducerBatch, state: _PartitionState) -> bytes:
+        if self.params.idempotent and self.producer_id >= 0:
+            if batch.producer_id != self.producer_id or batch.producer_epoch != self.producer_epoch or batch.base_sequence < 0:
+                batch.base_sequence = state.next_sequence
+                state.next_sequence = (state.next_sequence + batch.record_count) % SEQUENCE_WRAP
+            batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
+        batch.data = batch.builder.build(
+            compression=self.params.compression,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+        )
+        return batch.data
+
+    # --- outcomes --------------------------------------------------------------------------
+
+    def completed(self, batch: ProducerBatch) -> None:
+        """The batch was acknowledged or failed for good: it leaves the accumulator."""
+        state = self.partitions[batch.tp]
+        if batch.in_flight:
+            batch.in_flight = False
+            state.in_flight -= 1
+        self._release(batch)
+
+    def reenqueue(self, batch: ProducerBatch, now: int, backoff_ms: int) -> None:
+        """Put a failed in-flight batch back for a retry, in sequence order at the front."""
+        state = self.partitions[batch.tp]
+        if batch.in_flight:
+            batch.in_flight = False
+            state.in_flight -= 1
+        batch.attempts += 1
+        batch.retry_at_ms = now + backoff_ms
+        queue = state.queue
+        position = 0
+        if batch.base_sequence >= 0:
+            while position < len(queue) and 0 <= queue[position].base_sequence < batch.base_sequence:
+                position += 1
+        queue.insert(position, batch)
+
+    def expire(self, now: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
+        """Remove and return queued (not in-flight) batches older than the delivery timeout."""
+        expired = []
+        for state in self.partitions.values():
+            while state.queue and now - state.queue[0].created_ms >= delivery_timeout_ms:
+                expired.append(state.queue.popleft())
+        for batch in expired:
+            self._release(batch)
+        return expired
+
+    def abort_all(self) -> list[ProducerBatch]:
+        """Remove and return every queued batch (the producer is closing without draining)."""
+        aborted = [batch for state in self.partitions.values() for batch in state.queue]
+        for state in self.partitions.values():
+            state.queue.clear()
+        for batch in aborted:
+            self._release(batch)
+        return aborted
+
+    def _release(self, batch: ProducerBatch) -> None:
+        if not batch.done:
+            batch.done = True
+            self.buffered_bytes -= batch.buffered_bytes
+
+    def reset_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id or epoch: sequences restart at 0 for every partition, and batches
+        not yet acknowledged get new sequences when next drained."""
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        for state in self.partitions.values():
+            state.next_sequence = 0
+            for batch in state.queue:
+                batch.base_sequence = -1
+
+    def has_unsent(self) -> bool:
+        return any(state.queue for state in self.partitions.values())
+
+    def in_flight_count(self) -> int:
+        return sum(state.in_flight for state in self.partitions.values())

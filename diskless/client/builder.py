@@ -1,0 +1,158 @@
+"""Building one RecordBatch v2 as records arrive (Kafka's MemoryRecordsBuilder).
+
+The producer appends each record's bytes to the batch body at `send()`, so that the batch is
+ready to go the moment it is drained: no list of record objects, no second pass. The bytes
+are exactly those of `hot_tier.records.encode_batch` for the same records (a unit test holds
+the two together); the layout is documented there and in hot_tier/records/header.py:
+
+    record  = length varint, attributes int8 (0), timestamp_delta varlong,
+              offset_delta varint, key_length varint, key, value_length varint, value,
+              headers_count varint, headers (key_length varint, key, value_length varint, value)
+    batch   = the 61-byte header (base_offset 0: the broker assigns offsets), then the records
+              section, compressed as one block unless the codec is none
+
+`build()` fills in the producer id, epoch and base sequence, which are only known when the
+batch is drained (sequence numbers follow drain order), and computes the CRC-32C.
+
+Pure; one builder belongs to one producer batch, used by one task.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from crc32c import crc32c
+
+from hot_tier.records import CRC_START, HEADER_BYTES, LOG_OVERHEAD, MAGIC, Compression, compress
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
+_CRC_AT = 17
+ATTR_TRANSACTIONAL = 0x10
+
+
+def _encode_unsigned(raw: int) -> bytes:
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def encode_varint(value: int) -> bytes:
+    """The zigzag varint of a signed 64-bit value (varint and varlong encode alike)."""
+    return _encode_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+# Encoded varints of 0..16383: lengths, offset deltas and small timestamp deltas.
+_SMALL = tuple(encode_varint(n) for n in range(1 << 14))
+_SMALL_LIMIT = len(_SMALL)
+_NULL = b"\x01"  # varint -1: a null key or value
+
+
+def varint(value: int) -> bytes:
+    return _SMALL[value] if 0 <= value < _SMALL_LIMIT else encode_varint(value)
+
+
+def record_size_bytes(key: bytes | None, value: bytes | None, headers: tuple[tuple[str, bytes | None], ...]) -> int:
+    """An upper bound of a record's encoded size, for buffer accounting and batch limits."""
+    size = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+    for header_key, header_value in headers:
+        size += 10 + len(header_key) * 4 + (len(header_value) if header_value is not None else 0)
+    return size
+
+
+class BatchBuilder:
+    __slots__ = ("body", "count", "base_timestamp", "max_timestamp")
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+        self.count = 0
+        self.base_timestamp = 0
+        self.max_timestamp = 0
+
+    @property
+    def size_bytes(self) -> int:
+        """The uncompressed size of the batch so far."""
+        return HEADER_BYTES + len(self.body)
+
+    def append(
+        self, timestamp: int, key: bytes | None, value: bytes | None, headers: tuple[tuple[str, bytes | None], ...] = ()
+    ) -> int:
+        """Append one record; returns its offset delta (its index in the batch)."""
+        index = self.count
+        if index == 0:
+            self.base_timestamp = self.max_timestamp = timestamp
+        elif timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        delta = timestamp - self.base_timestamp
+        timestamp_delta = _SMALL[delta] if 0 <= delta < _SMALL_LIMIT else encode_varint(delta)
+        offset_delta = _SMALL[index] if index < _SMALL_LIMIT else encode_varint(index)
+        if key is None:
+            key_length = _NULL
+            key = b""
+        else:
+            n = len(key)
+            key_length = _SMALL[n] if n < _SMALL_LIMIT else encode_varint(n)
+        if value is None:
+            value_length = _NULL
+            value = b""
+        else:
+            n = len(value)
+            value_length = _SMALL[n] if n < _SMALL_LIMIT else encode_varint(n)
+        tail = _encode_headers(headers) if headers else b"\x00"
+        length = (
+            1 + len(timestamp_delta) + len(offset_delta) + len(key_length) + len(key)
+            + len(value_length) + len(value) + len(tail)
+        )  # fmt: skip
+        body = self.body
+        body += _SMALL[length] if length < _SMALL_LIMIT else encode_varint(length)
+        body += b"\x00"
+        body += timestamp_delta
+        body += offset_delta
+        body += key_length
+        body += key
+        body += value_length
+        body += value
+        body += tail
+        self.count = index + 1
+        return index
+
+    def build(
+        self,
+        *,
+        compression: int = Compression.NONE,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+    ) -> bytes:
+        """The whole batch, header and CRC included. The builder stays usable for a rebuild."""
+        if self.count == 0:
+            raise ValueError("a record batch needs at least one record")
+        section = compress(compression, self.body) if compression != Compression.NONE else self.body
+        out = bytearray(HEADER_BYTES)
+        out += section
+        attributes = compression | (ATTR_TRANSACTIONAL if is_transactional else 0)
+        _HEADER.pack_into(
+            out, 0,
+            0, len(out) - LOG_OVERHEAD, -1, MAGIC, 0, attributes, self.count - 1,
+            self.base_timestamp, self.max_timestamp, producer_id, producer_epoch, base_sequence, self.count,
+        )  # fmt: skip
+        _CRC.pack_into(out, _CRC_AT, crc32c(memoryview(out)[CRC_START:]))
+        return bytes(out)
+
+
+def _encode_headers(headers: tuple[tuple[str, bytes | None], ...]) -> bytes:
+    out = bytearray(varint(len(headers)))
+    for header_key, header_value in headers:
+        encoded = header_key.encode("utf-8")
+        out += varint(len(encoded))
+        out += encoded
+        if header_value is None:
+            out += _NULL
+        else:
+            out += varint(len(header_value))
+            out += header_value
+    return bytes(out)

@@ -1,0 +1,320 @@
+"""One TCP connection to one broker: pipelined requests matched to responses by correlation id.
+
+Kafka answers the requests of a connection in the order they were sent, each response framed
+as `int32 size, int32 correlation_id, ...` (see diskless/wire/framing.py). Any number of
+requests may be in flight; each gets a future that the response completes. A request that is
+not answered within its timeout fails with `RequestTimedOut` and closes the connection, as
+the Java client does: after a lost response the connection's state is unknown. When the
+connection breaks, every request in flight fails with `KafkaConnectionError`; whether the
+broker acted on them is unknown (that is what idempotent producing is for).
+
+On open, the connection asks ApiVersions and keeps the broker's ranges; `version(api_key)`
+is then the highest version both sides speak. A broker that does not know our ApiVersions
+version answers UNSUPPORTED_VERSION in a v0 body with its ranges (KIP-511); we retry with
+the version it supports.
+
+Used from one event loop, by any number of tasks of that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from diskless.wire import encode_request, parse_response
+
+from . import protocol
+from .errors import (
+    KafkaConnectionError,
+    ProtocolViolation,
+    RequestTimedOut,
+    UnsupportedByBroker,
+    UnsupportedVersionError,
+    check,
+)
+
+log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
+_CORRELATION_AND_ERROR = struct.Struct(">ih")
+_MAX_CORRELATION_ID = 2**31 - 1
+_CLIENT_SOFTWARE_NAME = "diskless-python"
+_CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+
+class Connection:
+    """A connection to the broker at host:port, ready once `open()` returned it."""
+
+    def __init__(self, host: str, port: int, *, client_id: str, request_timeout_ms: int, node_id: int = -1) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._versions: dict[int, int] = {}
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        # correlation_id -> (future, response class or None for raw frame, timer, api name)
+        self._pending: dict[int, tuple[asyncio.Future[Any], type | None, asyncio.TimerHandle | None, str]] = {}
+        self._next_correlation_id = 0
+        self._buffer = bytearray()
+        self._needed_bytes = 4
+        self._closed = False
+        self._close_reason = ""
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._close_callbacks: list[Callable[[Connection], None]] = []
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls, host: str, port: int, *, client_id: str, request_timeout_ms: int, node_id: int = -1
+    ) -> Connection:
+        """Connect and negotiate API versions. Raises `KafkaConnectionError` on failure."""
+        connection = cls(host, port, client_id=client_id, request_timeout_ms=request_timeout_ms, node_id=node_id)
+        loop = connection._loop
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: _Protocol(connection), host, port), request_timeout_ms / 1000
+            )
+        except asyncio.TimeoutError:
+            raise KafkaConnectionError(host, port, f"connect timed out after {request_timeout_ms} ms") from None
+        except OSError as exc:
+            raise KafkaConnectionError(host, port, exc.strerror or str(exc)) from None
+        try:
+            await connection._negotiate()
+        except BaseException:
+            connection.close("API version negotiation failed")
+            raise
+        return connection
+
+    async def _negotiate(self) -> None:
+        version = protocol.CLIENT_VERSIONS[protocol.API_VERSIONS][2]
+        for _attempt in range(2):
+            request = protocol.build(
+                protocol.request_class(protocol.API_VERSIONS, version),
+                client_software_name=_CLIENT_SOFTWARE_NAME,
+                client_software_version=_CLIENT_SOFTWARE_VERSION,
+            )
+            frame = await self._send(request, None, self.request_timeout_ms)
+            _correlation_id, error_code = _CORRELATION_AND_ERROR.unpack_from(frame, 0)
+            if error_code == UnsupportedVersionError.errno:
+                # KIP-511: the broker answered in v0 with its own ranges; use its highest.
+                _cid, body = parse_response(frame, protocol.response_class(protocol.API_VERSIONS, 0))
+                ranges = {key.api_key: (key.min_version, key.max_version) for key in body.api_keys}
+                version = protocol.pick_version(protocol.API_VERSIONS, ranges.get(protocol.API_VERSIONS))
+                continue
+            _cid, body = parse_response(frame, protocol.response_class(protocol.API_VERSIONS, version))
+            check(body.error_code, host=self.host, port=self.port)
+            self.api_versions = {key.api_key: (key.min_version, key.max_version) for key in body.api_keys}
+            return
+        raise UnsupportedByBroker("ApiVersions", protocol.CLIENT_VERSIONS[protocol.API_VERSIONS][1:], None)
+
+    def close(self, reason: str = "closed by the client") -> None:
+        """Close now; requests in flight fail with `KafkaConnectionError(reason)`."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_reason = reason
+        if self._transport is not None:
+            self._transport.close()
+        self._fail_pending(reason)
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drain_waiters.clear()
+        for callback in self._close_callbacks:
+            callback(self)
+        self._close_callbacks.clear()
+
+    def on_close(self, callback: Callable[[Connection], None]) -> None:
+        if self._closed:
+            callback(self)
+        else:
+            self._close_callbacks.append(callback)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def __repr__(self) -> str:
+        return f"<Connection node={self.node_id} {self.host}:{self.port}{' closed' if self._closed else ''}>"
+
+    # --- versions --------------------------------------------------------------------------
+
+    def version(self, api_key: int) -> int:
+        """The version of `api_key` to use with this broker; raises `UnsupportedByBroker`."""
+        version = self._versions.get(api_key)
+        if version is None:
+            version = self._versions[api_key] = protocol.pick_version(api_key, self.api_versions.get(api_key))
+        return version
+
+    def supports(self, api_key: int) -> bool:
+        try:
+            self.version(api_key)
+        except UnsupportedByBroker:
+            return False
+        return True
+
+    # --- requests --------------------------------------------------------------------------
+
+    def send(self, request: Any, *, timeout_ms: int | None = None) -> asyncio.Future[Any]:
+        """Send `request` (a kio request entity); the future resolves to its kio response."""
+        response_class = protocol.response_class(type(request).__api_key__, type(request).__version__)
+        return self._send(request, response_class, self.request_timeout_ms if timeout_ms is None else timeout_ms)
+
+    async def request(self, request: Any, *, timeout_ms: int | None = None) -> Any:
+        return await self.send(request, timeout_ms=timeout_ms)
+
+    def send_without_response(self, request: Any) -> None:
+        """Send a request the broker does not answer (Produce with acks=0)."""
+        if self._closed:
+            raise KafkaConnectionError(self.host, self.port, self._close_reason)
+        assert self._transport is not None
+        self._transport.write(encode_request(self._correlation_id(), self.client_id, request))
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is above its high-water mark."""
+        if self._write_paused and not self._closed:
+            waiter = self._loop.create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    def _correlation_id(self) -> int:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = 0 if correlation_id == _MAX_CORRELATION_ID else correlation_id + 1
+        return correlation_id
+
+    def _send(self, request: Any, response_class: type | None, timeout_ms: int) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = self._loop.create_future()
+        if self._closed:
+            future.set_exception(KafkaConnectionError(self.host, self.port, self._close_reason))
+            return future
+        assert self._transport is not None
+        correlation_id = self._correlation_id()
+        data = encode_request(correlation_id, self.client_id, request)
+        timer = self._loop.call_later(timeout_ms / 1000, self._on_timeout, correlation_id, timeout_ms)
+        self._pending[correlation_id] = (future, response_class, timer, type(request).__name__)
+        self._transport.write(data)
+        return future
+
+    def _on_timeout(self, correlation_id: int, timeout_ms: int) -> None:
+        entry = self._pending.pop(correlation_id, None)
+        if entry is None:
+            return
+        future, _cls, _timer, name = entry
+        api = name.removesuffix("Request")
+        if not future.done():
+            future.set_exception(RequestTimedOut(api, self.host, self.port, timeout_ms))
+        log.warning("%s request to %s:%d timed out after %d ms; closing the connection", api, self.host, self.port, timeout_ms)
+        self.close(f"a {api} request timed out after {timeout_ms} ms")
+
+    def _fail_pending(self, reason: str) -> None:
+        pending, self._pending = self._pending, {}
+        for future, _cls, timer, _name in pending.values():
+            if timer is not None:
+                timer.cancel()
+            if not future.done():
+                future.set_exception(KafkaConnectionError(self.host, self.port, reason))
+
+    # --- called by the protocol ------------------------------------------------------------
+
+    def _data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        if len(buffer) < self._needed_bytes:
+            return
+        position = 0
+        end = len(buffer)
+        frames = []
+        with memoryview(buffer) as view:
+            while end - position >= 4:
+                (size,) = _INT32.unpack_from(view, position)
+                if end - position - 4 < size:
+                    break
+                frames.append(bytes(view[position + 4 : position + 4 + size]))
+                position += 4 + size
+        del buffer[:position]
+        self._needed_bytes = 4 if len(buffer) < 4 else 4 + _INT32.unpack_from(buffer, 0)[0]
+        for frame in frames:
+            self._on_frame(frame)
+
+    def _on_frame(self, frame: bytes) -> None:
+        if len(frame) < 4:
+            self._violation(f"response frame of {len(frame)} bytes has no correlation id")
+            return
+        (correlation_id,) = _INT32.unpack_from(frame, 0)
+        entry = self._pending.pop(correlation_id, None)
+        if entry is None:
+            self._violation(f"response with correlation id {correlation_id} matches no request in flight")
+            return
+        future, response_class, timer, _name = entry
+        if timer is not None:
+            timer.cancel()
+        if future.done():  # the caller gave up on it
+            return
+        if response_class is None:
+            future.set_result(frame)
+            return
+        try:
+            _cid, body = parse_response(frame, response_class)
+        except Exception as exc:
+            future.set_exception(ProtocolViolation(self.host, self.port, str(exc)))
+            return
+        future.set_result(body)
+
+    def _violation(self, reason: str) -> None:
+        log.warning("closing connection to %s:%d: %s", self.host, self.port, reason)
+        self.close(f"protocol error: {reason}")
+
+    def _connection_lost(self, exc: Exception | None) -> None:
+        if not self._closed:
+            reason = "connection closed by the broker" if exc is None else f"connection lost: {exc}"
+            self.close(reason)
+
+    def _set_write_paused(self, paused: bool) -> None:
+        self._write_paused = paused
+        if not paused:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+
+class _Protocol(asyncio.Protocol):
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        self._connection._transport = transport
+        if self._connection._closed:
+            transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        self._connection._data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connection._connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._connection._set_write_paused(True)
+
+    def resume_writing(self) -> None:
+        self._connection._set_write_paused(False)

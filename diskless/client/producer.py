@@ -1,0 +1,330 @@
+"""The producer: `send()` puts a record in the accumulator; the sender ships it.
+
+    async with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5) as producer:
+        delivery = await producer.send("orders", b"value", key=b"user-1")
+        metadata = await delivery          # RecordMetadata(topic, partition, offset, timestamp)
+        await producer.send_and_wait("orders", b"another")
+
+`send()` returns as soon as the record is in its batch; it waits only while the topic's
+metadata is unknown or the buffer (`buffer_memory`) is full, for at most `max_block_ms`.
+`flush()` sends everything buffered at once and waits for the answers; `close()` flushes, then
+stops. Settings follow the Java producer's names and defaults (see config.py); idempotence is
+on by default (acks=all) and turned off with a warning when the broker lacks InitProducerId.
+
+Used from one event loop; `send()` may be called from many tasks of that loop at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Generator, Iterable
+from typing import Any
+
+from . import protocol
+from .accumulator import Accumulator, AccumulatorParams, ProducerBatch
+from .builder import record_size_bytes
+from .cluster import Cluster, now_ms
+from .config import ProducerConfig
+from .errors import ClientClosedError, KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
+from .partitioner import StickyPartitioner, partition_for_key
+from .sender import Sender
+from .structs import RecordMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+Headers = Iterable[tuple[str, bytes | None]]
+
+
+class DeliveryFuture:
+    """The outcome of one `send()`: await it for a `RecordMetadata`, or its error.
+
+    One asyncio future per batch is shared by the batch's records; this object adds the
+    record's place in the batch.
+    """
+
+    __slots__ = ("_batch", "_index", "_timestamp")
+
+    def __init__(self, batch: ProducerBatch, index: int, timestamp: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._timestamp = timestamp
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        yield from self._batch.future.__await__()
+        return self.result()
+
+    def done(self) -> bool:
+        return self._batch.future.done()
+
+    def result(self) -> RecordMetadata:
+        base_offset, log_append_time = self._batch.future.result()
+        tp = self._batch.tp
+        return RecordMetadata(
+            tp.topic,
+            tp.partition,
+            base_offset + self._index if base_offset >= 0 else -1,
+            log_append_time if log_append_time >= 0 else self._timestamp,
+        )
+
+    def exception(self) -> BaseException | None:
+        return self._batch.future.exception()
+
+    def add_done_callback(self, callback: Callable[[DeliveryFuture], None]) -> None:
+        self._batch.future.add_done_callback(lambda _f: callback(self))
+
+
+class Producer:
+    def __init__(self, bootstrap_servers: str = "127.0.0.1:9092", **settings: Any) -> None:
+        self.config = ProducerConfig.from_kwargs(bootstrap_servers=bootstrap_servers, **settings)
+        self._cluster: Cluster | None = None
+        self._accumulator: Accumulator | None = None
+        self._sender: Sender | None = None
+        self._partitioner = StickyPartitioner(self.config.batch_size)
+        self._incomplete: set[ProducerBatch] = set()
+        self._buffer_waiters: list[asyncio.Future[None]] = []
+        self._started = False
+        self._starting: asyncio.Future[None] | None = None
+        self._closed = False
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, learn the cluster and (with idempotence) check the broker supports it."""
+        if self._closed:
+            raise ClientClosedError("producer")
+        if self._started:
+            return
+        if self._starting is not None:
+            return await asyncio.shield(self._starting)
+        self._starting = asyncio.get_running_loop().create_future()
+        try:
+            await self._start()
+        except BaseException as exc:
+            self._starting.set_exception(exc)
+            self._starting.exception()
+            self._starting = None
+            raise
+        self._starting.set_result(None)
+
+    async def _start(self) -> None:
+        config = self.config
+        cluster = Cluster(
+            config.bootstrap_servers,
+            client_id=config.client_id,
+            request_timeout_ms=config.request_timeout_ms,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+        )
+        await cluster.start()
+        idempotent = config.enable_idempotence
+        if idempotent:
+            connection = await cluster.any_connection()
+            if not connection.supports(protocol.INIT_PRODUCER_ID):
+                log.warning(
+                    "broker %s:%d does not support InitProducerId: producing without idempotence",
+                    connection.host, connection.port,
+                )  # fmt: skip
+                idempotent = False
+                self.config = dataclasses.replace(config, enable_idempotence=False)
+        self._accumulator = Accumulator(
+            AccumulatorParams(
+                batch_size=config.batch_size,
+                linger_ms=config.linger_ms,
+                max_request_size=config.max_request_size,
+                compression=config.compression_type,
+                idempotent=idempotent,
+                max_in_flight=config.max_in_flight_requests_per_connection,
+            )
+        )
+        self._cluster = cluster
+        self._sender = Sender(self.config, self._accumulator, cluster, self._batch_done)
+        self._sender.start()
+        self._started = True
+
+    async def close(self, timeout_ms: int | None = None) -> None:
+        """Send what is buffered (waiting up to `timeout_ms`, default: no limit), then stop.
+
+        Records still unsent when the time is up fail with `ClientClosedError`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if not self._started:
+            return
+        try:
+            await self._flush(timeout_ms)
+        finally:
+            assert self._sender is not None and self._accumulator is not None and self._cluster is not None
+            await self._sender.stop()
+            for batch in self._accumulator.abort_all() + [b for b in self._incomplete if b.in_flight]:
+                if not batch.future.done():
+                    batch.future.set_exception(ClientClosedError("producer"))
+                self._batch_done(batch)
+            await self._cluster.close()
+            for waiter in self._buffer_waiters:
+                if not waiter.done():
+                    waiter.set_exception(ClientClosedError("producer"))
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- sending ---------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Headers | None = None,
+    ) -> DeliveryFuture:
+        """Add a record to its batch; returns an awaitable of its `RecordMetadata`.
+
+        Raises `ClientClosedError` after close, `KafkaTimeoutError` when the topic's metadata
+        or buffer space did not come within `max_block_ms`, `MessageSizeTooLargeError` for a
+        record larger than `max_request_size`, ValueError for a partition out of range.
+        """
+        if self._closed:
+            raise ClientClosedError("producer")
+        if not self._started:
+            await self.start()
+        cluster = self._cluster
+        accumulator = self._accumulator
+        assert cluster is not None and accumulator is not None
+        num_partitions = cluster.metadata.partition_count(topic)
+        if num_partitions is None:
+            num_partitions = await cluster.wait_for_topic(topic, self.config.max_block_ms)
+        header_tuple = tuple(headers) if headers else ()
+        sticky = False
+        if partition is None:
+            if key is not None:
+                partition = partition_for_key(key, num_partitions)
+            else:
+                sticky = True
+                partition = self._partitioner.partition(topic, num_partitions, cluster.metadata.available_partitions(topic))
+        elif not 0 <= partition < num_partitions:
+            raise ValueError(f"partition {partition} is not in the range [0, {num_partitions}) of topic {topic!r}")
+        size = record_size_bytes(key, value, header_tuple)
+        if size > self.config.max_request_size:
+            raise MessageSizeTooLargeError(
+                f"the record is {size} bytes, more than max_request_size={self.config.max_request_size}", topic=topic
+            )
+        if accumulator.buffered_bytes + size > self.config.buffer_memory and accumulator.buffered_bytes:
+            await self._wait_for_buffer(size)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        batch, index, created = accumulator.append(
+            TopicPartition(topic, partition), timestamp_ms, key, value, header_tuple, now_ms()
+        )
+        if created:
+            batch.future = asyncio.get_running_loop().create_future()
+            self._incomplete.add(batch)
+        if sticky:
+            self._partitioner.record_appended(topic, partition, size, num_partitions, cluster.metadata.available_partitions(topic))
+        if batch.full or (created and self.config.linger_ms == 0):
+            assert self._sender is not None
+            self._sender.wake()
+            if batch.full:
+                await asyncio.sleep(0)  # let the sender ship the full batch while we go on
+        elif created:
+            assert self._sender is not None
+            self._sender.wake()  # to start the linger timer
+        return DeliveryFuture(batch, index, timestamp_ms)
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Headers | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait until the broker acknowledged it (or it failed)."""
+        delivery = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        if not delivery.done():
+            await self.flush_partition(delivery._batch)
+        return await delivery
+
+    async def flush_partition(self, batch: ProducerBatch) -> None:
+        """Send `batch` without waiting out its linger (send_and_wait's shortcut)."""
+        assert self._accumulator is not None and self._sender is not None
+        self._accumulator.flushing += 1
+        self._sender.wake()
+        try:
+            await asyncio.wait([batch.future])
+        finally:
+            self._accumulator.flushing -= 1
+
+    async def flush(self, timeout_ms: int | None = None) -> None:
+        """Send every buffered record now and wait until each is acknowledged or failed.
+
+        Raises `KafkaTimeoutError` if that takes longer than `timeout_ms`.
+        """
+        if self._closed:
+            raise ClientClosedError("producer")
+        await self._flush(timeout_ms)
+
+    async def _flush(self, timeout_ms: int | None) -> None:
+        if not self._started or not self._incomplete:
+            return
+        assert self._accumulator is not None and self._sender is not None
+        pending = [batch.future for batch in self._incomplete]
+        self._accumulator.flushing += 1
+        self._sender.wake()
+        try:
+            _done, not_done = await asyncio.wait(pending, timeout=None if timeout_ms is None else timeout_ms / 1000)
+        finally:
+            self._accumulator.flushing -= 1
+        if not_done:
+            raise KafkaTimeoutError("flushing the producer", timeout_ms or 0)
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The partition numbers of `topic`."""
+        if not self._started:
+            await self.start()
+        assert self._cluster is not None
+        return list(range(await self._cluster.wait_for_topic(topic, self.config.max_block_ms)))
+
+    # --- buffer ----------------------------------------------------------------------------
+
+    async def _wait_for_buffer(self, size: int) -> None:
+        assert self._accumulator is not None and self._sender is not None
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        loop = asyncio.get_running_loop()
+        while self._accumulator.buffered_bytes and self._accumulator.buffered_bytes + size > self.config.buffer_memory:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"waiting for buffer space ({self._accumulator.buffered_bytes} of buffer_memory="
+                    f"{self.config.buffer_memory} bytes in use)",
+                    self.config.max_block_ms,
+                )
+            waiter = loop.create_future()
+            self._buffer_waiters.append(waiter)
+            self._sender.wake()
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except asyncio.TimeoutError:
+                pass
+            if self._closed:
+                raise ClientClosedError("producer")
+
+    def _batch_done(self, batch: ProducerBatch) -> None:
+        self._incomplete.discard(batch)
+        if self._buffer_waiters:
+            waiters, self._buffer_waiters = self._buffer_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+
+__all__ = ["DeliveryFuture", "Producer"]

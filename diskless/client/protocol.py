@@ -1,0 +1,132 @@
+"""The API versions this client speaks, and small helpers to build kio entities of any version.
+
+kio has one generated class per API version, with the fields of that version only. The client
+builds requests with `build(cls, **fields)`, which drops the fields a version does not have,
+so one call site serves every version in `CLIENT_VERSIONS`; fields whose meaning changed
+between versions (topic ids, batched group keys) are handled where the request is built.
+Responses are read by attribute name, with `getattr(..., default)` for fields that only
+later versions carry.
+
+Pure: no I/O. Version negotiation is `pick_version(api_key, broker_range)`: the highest version
+both sides speak, as Kafka's NetworkClient does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from functools import cache, lru_cache
+from types import MappingProxyType
+from typing import Any
+
+from diskless.wire import request_type, response_type
+
+from .errors import UnsupportedByBroker
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DELETE_RECORDS = 21
+INIT_PRODUCER_ID = 22
+DESCRIBE_CONFIGS = 32
+CREATE_PARTITIONS = 37
+DELETE_GROUPS = 42
+INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CLUSTER = 60
+
+# api_key: (name, min_version, max_version) that this client's code handles. The maxima stop
+# before versions that name topics by id only (Fetch 13, Produce 13, DeleteTopics 6 is fine:
+# it takes names too) or that belong to the new consumer-group protocol (OffsetFetch 9).
+CLIENT_VERSIONS = MappingProxyType(
+    {
+        PRODUCE: ("Produce", 3, 11),
+        FETCH: ("Fetch", 4, 12),
+        LIST_OFFSETS: ("ListOffsets", 1, 8),
+        METADATA: ("Metadata", 1, 12),
+        OFFSET_COMMIT: ("OffsetCommit", 2, 8),
+        OFFSET_FETCH: ("OffsetFetch", 1, 7),
+        FIND_COORDINATOR: ("FindCoordinator", 0, 3),
+        JOIN_GROUP: ("JoinGroup", 0, 9),
+        HEARTBEAT: ("Heartbeat", 0, 4),
+        LEAVE_GROUP: ("LeaveGroup", 0, 5),
+        SYNC_GROUP: ("SyncGroup", 0, 5),
+        DESCRIBE_GROUPS: ("DescribeGroups", 0, 5),
+        LIST_GROUPS: ("ListGroups", 0, 4),
+        API_VERSIONS: ("ApiVersions", 0, 3),
+        CREATE_TOPICS: ("CreateTopics", 2, 7),
+        DELETE_TOPICS: ("DeleteTopics", 1, 6),
+        DELETE_RECORDS: ("DeleteRecords", 0, 2),
+        INIT_PRODUCER_ID: ("InitProducerId", 0, 4),
+        DESCRIBE_CONFIGS: ("DescribeConfigs", 1, 4),
+        CREATE_PARTITIONS: ("CreatePartitions", 0, 3),
+        DELETE_GROUPS: ("DeleteGroups", 0, 2),
+        INCREMENTAL_ALTER_CONFIGS: ("IncrementalAlterConfigs", 0, 1),
+        DESCRIBE_CLUSTER: ("DescribeCluster", 0, 1),
+    }
+)
+
+
+def api_name(api_key: int) -> str:
+    entry = CLIENT_VERSIONS.get(api_key)
+    return entry[0] if entry is not None else f"api {api_key}"
+
+
+def pick_version(api_key: int, broker_range: tuple[int, int] | None) -> int:
+    """The highest version of `api_key` both this client and the broker speak.
+
+    Raises `UnsupportedByBroker` when the ranges do not overlap or the broker lacks the API.
+    """
+    name, client_min, client_max = CLIENT_VERSIONS[api_key]
+    if broker_range is not None:
+        version = min(client_max, broker_range[1])
+        if version >= max(client_min, broker_range[0]):
+            return version
+    raise UnsupportedByBroker(name, (client_min, client_max), broker_range)
+
+
+@cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(name for name in cls.__dataclass_fields__ if not name.startswith("__"))
+
+
+def build(cls: type, **fields: Any) -> Any:
+    """An entity of `cls` from the given fields that this version of it has; the rest are dropped."""
+    names = _field_names(cls)
+    return cls(**{name: value for name, value in fields.items() if name in names})
+
+
+def has_field(cls: type, name: str) -> bool:
+    return name in _field_names(cls)
+
+
+@cache
+def nested(cls: type, name: str) -> type:
+    """The class `name` generated next to `cls` (the nested entities of the same version)."""
+    return getattr(sys.modules[cls.__module__], name)
+
+
+def request_class(api_key: int, version: int) -> type:
+    return request_type(api_key, version)
+
+
+def response_class(api_key: int, version: int) -> type:
+    return response_type(api_key, version)
+
+
+@lru_cache(maxsize=1024)
+def ms(milliseconds: int) -> datetime.timedelta:
+    """kio's `timedelta_i32` fields take a timedelta."""
+    return datetime.timedelta(milliseconds=milliseconds)
