@@ -16,10 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from diskless.wire import Request
 from hot_tier import AppendInfo
 from metadata import MetadataStore, TopicMetadata, open_metadata_store
 
 from .config import BrokerConfig
+from .group import GroupConfig
+from .groups import Groups
+from .handlers import HANDLERS
 from .partition import Partition
 from .partitions import Partitions, now_ms
 from .server import KafkaServer
@@ -30,6 +34,7 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # offsets.retention.check.interval.ms
 
 
 class Broker:
@@ -38,6 +43,7 @@ class Broker:
         self.clock = clock
         self.store: MetadataStore | None = None
         self.partitions: Partitions
+        self.groups: Groups
         self.cluster_id = ""
         self.server = KafkaServer(self, config.listen_host, config.listen_port, config.socket_request_max_bytes)
         self._tasks: list[asyncio.Task[None]] = []
@@ -50,8 +56,17 @@ class Broker:
         self.store = await open_metadata_store(self.config.resolved_metadata_url)
         self.partitions = Partitions(self.config, self.store, self.clock)
         await self.partitions.load()
+        c = self.config
+        group_config = GroupConfig(
+            group_min_session_timeout_ms=c.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=c.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+        )
+        self.groups = Groups(group_config, self.store, self.clock, c.offsets_retention_minutes * 60_000)
+        self.groups.start()
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
+        self._tasks.append(asyncio.create_task(self._offsets_expiry_loop(), name="offsets-expiry"))
         host, port = self.advertised_address
         log.info(
             "diskless broker %d ready on %s:%d (advertised %s:%d), cluster %s, data in %s",
@@ -64,6 +79,8 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.store is not None:
+            await self.groups.stop()
         await self.server.stop()
         if self.store is not None:
             self.partitions.close()
@@ -82,6 +99,10 @@ class Broker:
         return (self.config.advertised_host or self.config.listen_host, self.config.advertised_port or self.server.port)
 
     # --- operations handlers call ----------------------------------------------------------
+
+    async def handle(self, request: Request) -> Any:
+        """The response to one request (None when Kafka sends none)."""
+        return await HANDLERS[request.header.api_key](self, request)
 
     async def append(self, partition: Partition, records: bytes, now: int) -> AppendInfo:
         return partition.append(records, now)
@@ -126,6 +147,15 @@ class Broker:
                 await self.partitions.enforce_retention()
             except Exception:
                 log.exception("retention pass failed; will retry")
+
+
+    async def _offsets_expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(OFFSETS_RETENTION_CHECK_INTERVAL_MS / 1000)
+            try:
+                await self.groups.expire_offsets()
+            except Exception:
+                log.exception("expiring committed offsets failed; will retry")
 
 
 def _load_cluster_id(data_dir: Path, node_id: int) -> str:

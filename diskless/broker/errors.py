@@ -33,6 +33,27 @@ class InvalidRequest(Exception):
     pass
 
 
+class InvalidRecord(Exception):
+    pass
+
+
+class TransactionsUnsupported(Exception):
+    def __init__(self) -> None:
+        super().__init__("transactional produce is not supported by this broker")
+
+
+class OutOfOrderSequence(Exception):
+    def __init__(self, producer_id: int, base_sequence: int, last_sequence: int) -> None:
+        super().__init__(f"producer {producer_id}: sequence {base_sequence} does not follow {last_sequence}")
+        self.producer_id = producer_id
+
+
+class InvalidProducerEpoch(Exception):
+    def __init__(self, producer_id: int, producer_epoch: int, current_epoch: int) -> None:
+        super().__init__(f"producer {producer_id}: epoch {producer_epoch} is older than the current {current_epoch}")
+        self.producer_id = producer_id
+
+
 _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (OffsetOutOfRange, ErrorCode.offset_out_of_range),
     (CorruptBatch, ErrorCode.corrupt_message),
@@ -47,6 +68,10 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (InvalidConfig, ErrorCode.invalid_config),
     (InvalidReplicationFactor, ErrorCode.invalid_replication_factor),
     (InvalidRequest, ErrorCode.invalid_request),
+    (InvalidRecord, ErrorCode.invalid_record),
+    (TransactionsUnsupported, ErrorCode.invalid_txn_state),
+    (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
+    (InvalidProducerEpoch, ErrorCode.invalid_producer_epoch),
 ]
 
 

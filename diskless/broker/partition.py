@@ -1,4 +1,5 @@
-"""One partition this broker leads: its log, its append rules and its long-poll waiters.
+"""One partition this broker leads: its log, its append rules, its idempotent-producer state
+and the waiters of long-polling fetches.
 
 Only the event-loop task calls a Partition; the log underneath does synchronous file I/O,
 which lands in the page cache (appends) or is an fsync on roll (bounded by segment size).
@@ -7,13 +8,17 @@ which lands in the page cache (appends) or is an fsync on roll (bounded by segme
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hot_tier import AppendInfo, Log
-from hot_tier.records.header import iter_headers
+from hot_tier.records.header import BatchHeader, iter_headers
+from hot_tier.scan import scan_batches
 
-from .errors import RecordTooLarge
+from .errors import InvalidProducerEpoch, InvalidRecord, OutOfOrderSequence, RecordTooLarge, TransactionsUnsupported
+from .producer_state import Duplicate, InvalidProducerEpoch as EpochDecision, OutOfOrderSequence as SequenceDecision, ProducerStateManager
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,29 +37,54 @@ class AppendRules:
 
 
 class Partition:
-    def __init__(self, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: AppendRules) -> None:
+    def __init__(self, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: AppendRules, producer_id_expiration_ms: int) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.index = index
         self.log = log
         self.rules = rules
         self.leader_epoch = 0
+        # Rebuilt from the batch headers of the local log: the producers that matter for
+        # deduplication are the recent ones, and their batches are still local.
+        self.producers = ProducerStateManager(producer_id_expiration_ms)
+        self.producers.rebuild_from_batches(batch_headers(log))
         self._appended: asyncio.Future[None] | None = None
 
     def append(self, records: bytes, now_ms: int) -> AppendInfo:
-        """Validate and append the batches of one produce request; wake waiting fetches.
+        """Validate and append the one batch of a produce request; wake waiting fetches.
 
-        Raises CorruptBatch (bad framing, magic or CRC) or RecordTooLarge; nothing is written then.
+        A retried batch of an idempotent producer is not appended again: the answer is the
+        offsets it got the first time. Raises CorruptBatch, InvalidRecord, RecordTooLarge,
+        OutOfOrderSequence or InvalidProducerEpoch; nothing is written then.
         """
-        for header in iter_headers(records, check_crc=False):
-            if header.size_bytes > self.rules.max_message_bytes:
-                raise RecordTooLarge(header.size_bytes, self.rules.max_message_bytes)
+        headers = list(iter_headers(records, check_crc=False))
+        if len(headers) != 1:
+            raise InvalidRecord("produce requests v3+ carry exactly one record batch per partition")
+        header = headers[0]
+        if header.size_bytes > self.rules.max_message_bytes:
+            raise RecordTooLarge(header.size_bytes, self.rules.max_message_bytes)
+        if header.is_transactional:
+            raise TransactionsUnsupported()
+        if header.has_producer_id:
+            decision = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence, now_ms)
+            if isinstance(decision, Duplicate):
+                return AppendInfo(decision.first_offset, decision.last_offset, decision.timestamp_ms, -1, self.log.log_start_offset, 0)
+            if isinstance(decision, SequenceDecision):
+                raise OutOfOrderSequence(header.producer_id, header.base_sequence, decision.current_last_sequence)
+            if isinstance(decision, EpochDecision):
+                raise InvalidProducerEpoch(header.producer_id, header.producer_epoch, decision.current_epoch)
         info = self.log.append(bytearray(records), now_ms, log_append_time=self.rules.log_append_time)
+        if header.has_producer_id:
+            self.producers.record(
+                header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
+                info.first_offset, info.last_offset, info.max_timestamp,
+            )
+        self.producers.update_map_end_offset(self.log.log_end_offset)
         self.notify()
         return info
 
     def notify(self) -> None:
-        """Wake every fetch waiting on this partition (after an append or a truncation)."""
+        """Wake every fetch waiting on this partition (after an append or a deletion)."""
         if self._appended is not None:
             if not self._appended.done():
                 self._appended.set_result(None)
@@ -65,3 +95,13 @@ class Partition:
         if self._appended is None:
             self._appended = asyncio.get_running_loop().create_future()
         return self._appended
+
+
+def batch_headers(log: Log) -> Iterator[BatchHeader]:
+    """Every batch header of the local log, in offset order (reads headers only)."""
+    for segment in log.segments:
+        fd = os.open(segment.log_path, os.O_RDONLY)
+        try:
+            yield from scan_batches(fd, 0, segment.size_bytes)
+        finally:
+            os.close(fd)

@@ -158,6 +158,8 @@ class Partitions:
             log_ = partition.log
             before = log_.log_start_offset
             log_.maybe_roll(now)
+            log_.maybe_flush(now)
+            partition.producers.expire(now)
             deleted = log_.delete_retention_segments(now)
             if deleted:
                 log.info(
@@ -185,7 +187,9 @@ class Partitions:
         path = self.config.logs_dir / self._dir_name(topic.name, index)
         _claim_dir(path, topic.topic_id)
         log_ = Log.open(path, LogConfig.from_topic_configs(configs), self.clock(), log_start_offset=log_start_offset)
-        self._partitions[(topic.name, index)] = Partition(topic.name, topic.topic_id, index, log_, AppendRules.from_configs(configs))
+        self._partitions[(topic.name, index)] = Partition(
+            topic.name, topic.topic_id, index, log_, AppendRules.from_configs(configs), self.config.producer_id_expiration_ms
+        )
 
 
 def _claim_dir(path: Path, topic_id: uuid.UUID) -> None:

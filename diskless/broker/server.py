@@ -11,18 +11,21 @@ with a log line; nothing it sent can affect another connection.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import socket
 from typing import TYPE_CHECKING, Any
 
 from diskless.wire import ProtocolError, encode_response, frame_size, parse_request
 
-from .handlers import HANDLERS
 
 if TYPE_CHECKING:
     from .app import Broker
 
 log = logging.getLogger(__name__)
+
+# The peer's host, for handlers that report it (JoinGroup's client_host); set per connection task.
+PEER_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", default="")
 
 
 class KafkaServer:
@@ -53,6 +56,7 @@ class KafkaServer:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        PEER_HOST.set(f"/{peer[0]}" if peer else "")
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -77,7 +81,7 @@ class KafkaServer:
             prefix = await reader.readexactly(4)
             frame = await reader.readexactly(frame_size(prefix, self.max_request_bytes))
             request = parse_request(frame)
-            response = await HANDLERS[request.header.api_key](broker, request)
+            response = await broker.handle(request)
             if response is not None:
                 await self._send(writer, encode_response(request.header.correlation_id, response))
 

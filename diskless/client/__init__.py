@@ -10,6 +10,8 @@ and the record format through `hot_tier.records`. Nothing else of Diskless is im
 """
 
 from .admin import Admin
+from .consumer import Consumer
+from .group import RebalanceListener
 from .producer import DeliveryFuture, Producer
 from .errors import (
     BrokerResponseError,
@@ -36,6 +38,8 @@ __all__ = [
     "BrokerResponseError",
     "ClientClosedError",
     "ConfigEntry",
+    "Consumer",
+    "RebalanceListener",
     "ConsumerRecord",
     "KafkaConnectionError",
     "KafkaError",

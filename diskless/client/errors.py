@@ -105,6 +105,15 @@ class CorruptRecordError(KafkaError):
         self.reason = reason
 
 
+class NoOffsetForPartitionError(KafkaError):
+    """A partition has no committed offset and auto_offset_reset is "none": seek first."""
+
+    def __init__(self, partitions: list[Any]) -> None:
+        names = ", ".join(f"{tp[0]}-{tp[1]}" for tp in partitions)
+        super().__init__(f"no committed offset for {names} and auto_offset_reset is 'none'")
+        self.partitions = partitions
+
+
 class IllegalStateError(KafkaError):
     """The call is not valid in the client's current state (e.g. seek on an unassigned partition)."""
 

@@ -6,19 +6,31 @@ None when Kafka sends no response (Produce with acks=0).
 
 from __future__ import annotations
 
-from . import cluster, configs, fetch, offsets, produce, topics
+from . import cluster, commits, configs, fetch, groups, offsets, produce, topics
 
 HANDLERS = {
     0: produce.handle_produce,
     1: fetch.handle_fetch,
     2: offsets.handle_list_offsets,
     3: cluster.handle_metadata,
+    8: commits.handle_offset_commit,
+    9: commits.handle_offset_fetch,
+    10: groups.handle_find_coordinator,
+    11: groups.handle_join_group,
+    12: groups.handle_heartbeat,
+    13: groups.handle_leave_group,
+    14: groups.handle_sync_group,
+    15: groups.handle_describe_groups,
+    16: groups.handle_list_groups,
     18: cluster.handle_api_versions,
     19: topics.handle_create_topics,
     20: topics.handle_delete_topics,
     21: offsets.handle_delete_records,
+    22: produce.handle_init_producer_id,
     32: configs.handle_describe_configs,
     37: topics.handle_create_partitions,
+    42: groups.handle_delete_groups,
     44: configs.handle_incremental_alter_configs,
+    47: commits.handle_offset_delete,
     60: cluster.handle_describe_cluster,
 }

@@ -61,3 +61,15 @@ async def handle_produce(broker: Broker, request: Request) -> Any:
     if body.acks == 0:
         return None
     return make(mod.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+
+async def handle_init_producer_id(broker: Broker, request: Request) -> Any:
+    """InitProducerId for idempotent producers: a fresh producer id at epoch 0, as Kafka gives
+    producers without a transactional id. Transactions are not supported."""
+    body = request.body
+    mod = response_module(22, request.header.api_version)
+    if body.transactional_id is not None:
+        log.warning("refusing InitProducerId with transactional.id %r: transactions are not supported", body.transactional_id)
+        return make(mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1)
+    producer_id = await broker.store.allocate_producer_id()
+    return make(mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=0)

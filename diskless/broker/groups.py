@@ -1,0 +1,195 @@
+"""The async shell around the sans-IO group coordinator, and committed offsets.
+
+The coordinator parks JoinGroup and SyncGroup requests as tickets; this shell keeps a future
+per ticket, resolves futures from every completion the coordinator hands back, and runs one
+timer task that calls `tick` at the coordinator's next deadline (session timeouts, rebalance
+timeouts, the initial rebalance delay). Committed offsets live in the metadata store.
+
+Only the event-loop task calls this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kio.schema.errors import ErrorCode as KafkaError
+
+from metadata import CommittedOffset, MetadataStore
+
+from .group import Completion, ErrorCode, GroupConfig, GroupCoordinator, GroupState, JoinGroupResponse, Outcome, SyncGroupResponse
+
+log = logging.getLogger(__name__)
+
+OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes
+
+
+class Groups:
+    def __init__(self, config: GroupConfig, store: MetadataStore, clock: Callable[[], int], offsets_retention_ms: int) -> None:
+        self.coordinator = GroupCoordinator(config)
+        self.store = store
+        self.clock = clock
+        self.offsets_retention_ms = offsets_retention_ms
+        self._waiters: dict[Any, asyncio.Future[Any]] = {}
+        self._timer_changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run_timers(), name="group-timers")
+
+    async def stop(self) -> None:
+        self._deliver(self.coordinator.unload(self.clock()))
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    # --- membership ----------------------------------------------------------------------
+
+    async def join_group(self, **request: Any) -> JoinGroupResponse:
+        outcome = self.coordinator.join_group(**request, now_ms=self.clock())
+        response = await self._settle(outcome)
+        return response or JoinGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID, member_id=request["member_id"])
+
+    async def sync_group(self, **request: Any) -> SyncGroupResponse:
+        outcome = self.coordinator.sync_group(**request, now_ms=self.clock())
+        response = await self._settle(outcome)
+        return response or SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID)
+
+    def heartbeat(self, **request: Any) -> ErrorCode:
+        error = self.coordinator.heartbeat(**request, now_ms=self.clock())
+        self._timer_changed.set()
+        return error
+
+    async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> Any:
+        return await self._settle(self.coordinator.leave_group(group_id, members, now_ms=self.clock()))
+
+    async def _settle(self, outcome: Outcome[Any]) -> Any:
+        """Deliver what the call completed for others; return its own answer, waiting if parked."""
+        self._deliver(outcome.completions)
+        self._timer_changed.set()
+        if outcome.ticket is None:
+            return outcome.response
+        future = asyncio.get_running_loop().create_future()
+        self._waiters[outcome.ticket] = future
+        try:
+            return await future
+        finally:
+            self._waiters.pop(outcome.ticket, None)
+
+    def _deliver(self, completions: Iterable[Completion]) -> None:
+        for completion in completions:
+            future = self._waiters.pop(completion.ticket, None)
+            if future is not None and not future.done():
+                # None: Kafka would never answer. One request at a time per connection means
+                # silence would stall the connection, so the caller answers with an error.
+                future.set_result(completion.response)
+
+    async def _run_timers(self) -> None:
+        while True:
+            deadline = self.coordinator.next_deadline_ms()
+            self._timer_changed.clear()
+            timeout = None if deadline is None else max(0.0, (deadline - self.clock()) / 1000)
+            try:
+                await asyncio.wait_for(self._timer_changed.wait(), timeout)
+                continue
+            except TimeoutError:
+                pass
+            now = self.clock()
+            while (deadline := self.coordinator.next_deadline_ms()) is not None and deadline <= now:
+                self._deliver(self.coordinator.tick(now))
+
+    # --- offsets -------------------------------------------------------------------------
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        api_version: int,
+        offsets: list[tuple[str, int, int, int | None, str | None]],
+        known: Callable[[str, int], bool],
+    ) -> list[KafkaError]:
+        """OffsetCommit: one error per (topic, partition, offset, leader_epoch, metadata) given."""
+        now = self.clock()
+        error = self.coordinator.validate_offset_commit(
+            group_id, generation_id, member_id, group_instance_id, now, api_version=api_version
+        )
+        if error != ErrorCode.NONE:
+            return [KafkaError(int(error))] * len(offsets)
+        errors, accepted = [], []
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            if not known(topic, partition):
+                errors.append(KafkaError.unknown_topic_or_partition)
+            elif metadata is not None and len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                errors.append(KafkaError.offset_metadata_too_large)
+            else:
+                errors.append(KafkaError.none)
+                accepted.append(CommittedOffset(topic, partition, offset, leader_epoch, metadata or "", now))
+        if accepted:
+            await self.store.commit_offsets(group_id, accepted)
+        return errors
+
+    async def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> list[CommittedOffset]:
+        return await self.store.fetch_offsets(group_id, partitions)
+
+    async def delete_group(self, group_id: str) -> KafkaError:
+        error = self.coordinator.delete_group(group_id, self.clock())
+        if error == ErrorCode.GROUP_ID_NOT_FOUND and group_id in await self.store.list_groups_with_offsets():
+            error = ErrorCode.NONE  # known only by its offsets (e.g. after a restart)
+        if error == ErrorCode.NONE:
+            await self.store.delete_group(group_id)
+            log.info("deleted group %s", group_id)
+        return KafkaError(int(error))
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[KafkaError, dict[tuple[str, int], KafkaError]]:
+        """OffsetDelete: refused per partition while members of the group consume its topic."""
+        overview = self.coordinator.group_overview(group_id)
+        if overview is None and group_id not in await self.store.list_groups_with_offsets():
+            return KafkaError.group_id_not_found, {}
+        subscribed: set[str] = set()
+        if overview is not None and overview.state not in (GroupState.EMPTY, GroupState.DEAD):
+            description = self.coordinator.describe_group(group_id)
+            if description.protocol_type == "consumer":
+                for member in description.members:
+                    subscribed |= consumer_subscription(member.member_metadata)
+        errors = {tp: KafkaError.group_subscribed_to_topic if tp[0] in subscribed else KafkaError.none for tp in partitions}
+        deletable = [tp for tp, error in errors.items() if error is KafkaError.none]
+        if deletable:
+            await self.store.delete_offsets(group_id, deletable)
+        return KafkaError.none, errors
+
+    async def expire_offsets(self) -> int:
+        """Drop offsets of groups without members once older than offsets.retention.minutes."""
+        cutoff = self.clock() - self.offsets_retention_ms
+        removed = 0
+        for group_id in await self.store.list_groups_with_offsets():
+            overview = self.coordinator.group_overview(group_id)
+            if overview is not None and overview.state not in (GroupState.EMPTY, GroupState.DEAD):
+                continue
+            stale = [(o.topic, o.partition) for o in await self.store.fetch_offsets(group_id, None) if o.commit_timestamp_ms < cutoff]
+            if stale:
+                removed += await self.store.delete_offsets(group_id, stale)
+        if removed:
+            log.info("expired %d committed offsets older than offsets.retention.minutes", removed)
+        return removed
+
+
+def consumer_subscription(metadata: bytes) -> set[str]:
+    """Topics of a ConsumerProtocolSubscription (int16 version, then an array of int16 strings)."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        position, topics = 6, set()
+        for _ in range(count):
+            (length,) = struct.unpack_from(">h", metadata, position)
+            topics.add(metadata[position + 2 : position + 2 + length].decode())
+            position += 2 + length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()
