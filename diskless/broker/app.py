@@ -18,6 +18,7 @@ from typing import Any
 
 from diskless.wire import Request
 from hot_tier import AppendInfo
+from hot_tier import OffsetOutOfRange
 from metadata import MetadataStore, TopicMetadata, open_metadata_store
 
 from .config import BrokerConfig
@@ -108,7 +109,10 @@ class Broker:
         return partition.append(records, now)
 
     async def read(self, partition: Partition, offset: int, max_bytes: int, *, min_one_batch: bool) -> Any:
+        """Record bytes from `offset`: a FileSlice of the hot tier, bytes from the bucket, or None."""
         log_ = partition.log
+        if not partition.log_start_offset <= offset <= log_.high_watermark:
+            raise OffsetOutOfRange(offset, partition.log_start_offset, log_.log_end_offset)
         return log_.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=log_.high_watermark)
 
     async def list_offset(self, partition: Partition, timestamp: int) -> tuple[int, int] | None:
@@ -116,12 +120,21 @@ class Broker:
         log_ = partition.log
         if timestamp == LATEST:
             return (-1, log_.high_watermark)
-        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        if timestamp == EARLIEST:
+            return (-1, partition.log_start_offset)
+        if timestamp == EARLIEST_LOCAL:
             return (-1, log_.log_start_offset)
         if timestamp == MAX_TIMESTAMP:
             found = log_.max_timestamp_offset()
-        else:
-            found = log_.offset_for_timestamp(timestamp)
+            remote_max = max(partition.remote, key=lambda s: s.max_timestamp, default=None)
+            if remote_max is not None and (found is None or remote_max.max_timestamp > found.timestamp):
+                return await self.tiering.offset_for_timestamp(partition, remote_max.max_timestamp)
+            return None if found is None else (found.timestamp, found.offset)
+        if partition.remote and partition.remote[-1].max_timestamp >= timestamp:
+            remote = await self.tiering.offset_for_timestamp(partition, timestamp)
+            if remote is not None:
+                return remote
+        found = log_.offset_for_timestamp(timestamp)
         return None if found is None else (found.timestamp, found.offset)
 
     async def delete_records(self, partition: Partition, offset: int) -> int:

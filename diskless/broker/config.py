@@ -30,6 +30,9 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1800000
     offsets_retention_minutes: int = 10080
     producer_id_expiration_ms: int = 86400000
+    upload_concurrency: int = 4  # segment uploads in flight across partitions
+    local_disk_limit_bytes: int = 10 * 2**30  # segments waiting for the bucket; past it produce fails (-1: no limit)
+    object_store_env: Mapping[str, str] = field(default_factory=dict)  # AWS_* settings the CLI read
     # Broker-wide defaults for topic configs (Kafka names, e.g. {"retention.ms": "3600000"}).
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
 

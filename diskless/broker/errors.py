@@ -33,6 +33,16 @@ class InvalidRequest(Exception):
     pass
 
 
+class LocalDiskFull(Exception):
+    def __init__(self, waiting_bytes: int, limit_bytes: int) -> None:
+        super().__init__(
+            f"{waiting_bytes} bytes of segments are waiting for the object store, over the local disk limit of "
+            f"{limit_bytes} bytes; is the bucket reachable?"
+        )
+        self.waiting_bytes = waiting_bytes
+        self.limit_bytes = limit_bytes
+
+
 class InvalidRecord(Exception):
     pass
 
@@ -69,6 +79,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (InvalidReplicationFactor, ErrorCode.invalid_replication_factor),
     (InvalidRequest, ErrorCode.invalid_request),
     (InvalidRecord, ErrorCode.invalid_record),
+    (LocalDiskFull, ErrorCode.kafka_storage_error),
     (TransactionsUnsupported, ErrorCode.invalid_txn_state),
     (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
     (InvalidProducerEpoch, ErrorCode.invalid_producer_epoch),

@@ -11,9 +11,10 @@ import asyncio
 import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from hot_tier import AppendInfo, Log
+from cold_tier.layout import CommittedSegment
+from hot_tier import AppendInfo, Log, LogConfig
 from hot_tier.records.header import BatchHeader, iter_headers
 from hot_tier.scan import scan_batches
 
@@ -22,33 +23,69 @@ from .producer_state import Duplicate, InvalidProducerEpoch as EpochDecision, Ou
 
 
 @dataclass(frozen=True, slots=True)
-class AppendRules:
-    """The topic configs a produce to this partition is checked against."""
+class PartitionRules:
+    """The topic configs the broker applies to a partition above its local log."""
 
     max_message_bytes: int
     log_append_time: bool
+    tiered: bool  # remote.storage.enable
+    retention: tuple[int, int]  # retention.ms, retention.bytes
+    local_retention: tuple[int, int]  # local.retention.ms, local.retention.bytes (-2 resolved)
 
     @classmethod
-    def from_configs(cls, configs: dict[str, str]) -> AppendRules:
+    def from_configs(cls, configs: dict[str, str]) -> PartitionRules:
+        retention = (int(configs["retention.ms"]), int(configs["retention.bytes"]))
+        local_ms, local_bytes = int(configs["local.retention.ms"]), int(configs["local.retention.bytes"])
         return cls(
             max_message_bytes=int(configs["max.message.bytes"]),
             log_append_time=configs["message.timestamp.type"] == "LogAppendTime",
+            tiered=configs["remote.storage.enable"] == "true",
+            retention=retention,
+            local_retention=(retention[0] if local_ms == -2 else local_ms, retention[1] if local_bytes == -2 else local_bytes),
         )
+
+    def log_config(self, configs: dict[str, str]) -> LogConfig:
+        """The local log's config: for tiered topics, tiering decides what leaves the disk."""
+        config = LogConfig.from_topic_configs(configs)
+        return replace(config, retention_ms=-1, retention_bytes=-1) if self.tiered else config
 
 
 class Partition:
-    def __init__(self, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: AppendRules, producer_id_expiration_ms: int) -> None:
+    def __init__(
+        self, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: PartitionRules,
+        producer_id_expiration_ms: int, *, leader_epoch: int = 0, deleted_below: int = 0,
+    ) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.index = index
         self.log = log
         self.rules = rules
-        self.leader_epoch = 0
+        self.leader_epoch = leader_epoch
+        self.remote: list[CommittedSegment] = []  # the committed catalogue in the bucket, in order
+        self.deleted_below = deleted_below  # DeleteRecords and remote retention: nothing below is served
         # Rebuilt from the batch headers of the local log: the producers that matter for
         # deduplication are the recent ones, and their batches are still local.
         self.producers = ProducerStateManager(producer_id_expiration_ms)
         self.producers.rebuild_from_batches(batch_headers(log))
         self._appended: asyncio.Future[None] | None = None
+
+    @property
+    def tiered(self) -> bool:
+        return self.rules.tiered
+
+    @property
+    def retention(self) -> tuple[int, int]:
+        return self.rules.retention
+
+    @property
+    def local_retention(self) -> tuple[int, int]:
+        return self.rules.local_retention
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset served, from the bucket or the local log (Kafka's logStartOffset)."""
+        first = self.remote[0].base_offset if self.remote else self.log.log_start_offset
+        return max(first, self.deleted_below)
 
     def append(self, records: bytes, now_ms: int) -> AppendInfo:
         """Validate and append the one batch of a produce request; wake waiting fetches.
@@ -68,7 +105,7 @@ class Partition:
         if header.has_producer_id:
             decision = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence, now_ms)
             if isinstance(decision, Duplicate):
-                return AppendInfo(decision.first_offset, decision.last_offset, decision.timestamp_ms, -1, self.log.log_start_offset, 0)
+                return AppendInfo(decision.first_offset, decision.last_offset, decision.timestamp_ms, -1, self.log_start_offset, 0)
             if isinstance(decision, SequenceDecision):
                 raise OutOfOrderSequence(header.producer_id, header.base_sequence, decision.current_last_sequence)
             if isinstance(decision, EpochDecision):
@@ -81,7 +118,7 @@ class Partition:
             )
         self.producers.update_map_end_offset(self.log.log_end_offset)
         self.notify()
-        return info
+        return replace(info, log_start_offset=self.log_start_offset)
 
     def notify(self) -> None:
         """Wake every fetch waiting on this partition (after an append or a deletion)."""

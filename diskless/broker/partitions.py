@@ -19,14 +19,18 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hot_tier import Log, LogConfig
+from hot_tier import Log
 from metadata import MetadataStore, TopicMetadata
 from metadata.errors import InvalidPartitions, InvalidTopicName, UnknownTopic
 
 from . import topic_configs
 from .config import BrokerConfig
-from .partition import AppendRules, Partition
+
+if TYPE_CHECKING:
+    from .tiering import Tiering
+from .partition import Partition, PartitionRules
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,7 @@ class Partitions:
         self.topics: dict[str, TopicMetadata] = {}
         self.topics_by_id: dict[uuid.UUID, TopicMetadata] = {}
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self.tiering: Tiering | None = None  # set by the broker before load()
 
     # --- start-up and shut-down ----------------------------------------------------------
 
@@ -60,7 +65,7 @@ class Partitions:
         wanted: dict[str, uuid.UUID] = {}
         for topic in topics:
             start_offsets = await self.store.get_log_start_offsets(topic.name)
-            self._add_topic(topic, start_offsets)
+            await self._add_topic(topic, start_offsets)
             for index in range(topic.num_partitions):
                 wanted[self._dir_name(topic.name, index)] = topic.topic_id
         for path in self.config.logs_dir.iterdir():
@@ -92,8 +97,10 @@ class Partitions:
         if num_partitions < 1:
             raise InvalidPartitions(name, num_partitions, "a topic needs at least one partition")
         checked = topic_configs.validate(configs)
+        if self.tiering is not None:
+            await self.tiering.delete_topic_objects(name)  # whatever an older topic of this name left
         topic = await self.store.create_topic(name, num_partitions, checked, uuid.uuid4())
-        self._add_topic(topic, {})
+        await self._add_topic(topic, {})
         log.info("created topic %s with %d partitions, configs %s", name, num_partitions, checked or "{}")
         return topic
 
@@ -110,6 +117,8 @@ class Partitions:
                 partition.log.close()
                 partition.notify()
                 await asyncio.to_thread(shutil.rmtree, partition.log.dir, True)
+        if self.tiering is not None:
+            await self.tiering.delete_topic_objects(name)
         log.info("deleted topic %s", name)
         return deleted
 
@@ -123,7 +132,7 @@ class Partitions:
         self._set_topic(updated)
         configs = self.topic_configs(updated)
         for index in range(topic.num_partitions, count):
-            self._open_partition(updated, index, configs, None)
+            await self._open_partition(updated, index, configs, None)
         log.info("topic %s now has %d partitions", name, count)
         return updated
 
@@ -136,27 +145,36 @@ class Partitions:
         updated = await self.store.alter_topic_configs(name, checked, removed)
         self._set_topic(updated)
         effective = self.topic_configs(updated)
-        log_config = LogConfig.from_topic_configs(effective)
-        rules = AppendRules.from_configs(effective)
+        rules = PartitionRules.from_configs(effective)
+        log_config = rules.log_config(effective)
         for index in range(updated.num_partitions):
             partition = self._partitions[(name, index)]
             partition.log.update_config(log_config)
             partition.rules = rules
+        if self.tiering is not None:
+            self.tiering.wake()
         log.info("topic %s configs are now %s", name, checked or "{}")
         return updated
 
     async def delete_records(self, partition: Partition, offset: int) -> int:
-        """DeleteRecords: raise the log start offset to `offset`; returns the new low watermark."""
-        partition.log.advance_log_start_offset(offset)
-        await self.store.set_log_start_offset(partition.topic, partition.index, partition.log.log_start_offset)
-        return partition.log.log_start_offset
+        """DeleteRecords: raise the log start offset to `offset`; returns the new low watermark.
+
+        Local segments below it go now; remote ones at the next tiering pass.
+        """
+        if offset > partition.log.log_start_offset:
+            partition.log.advance_log_start_offset(offset)
+        partition.deleted_below = max(partition.deleted_below, offset)
+        await self.store.set_log_start_offset(partition.topic, partition.index, partition.log_start_offset)
+        if self.tiering is not None:
+            self.tiering.wake()
+        return partition.log_start_offset
 
     async def enforce_retention(self) -> None:
         """One pass of time- and size-based retention, time-based rolls and flush.ms over every log."""
         now = self.clock()
         for partition in list(self._partitions.values()):
             log_ = partition.log
-            before = log_.log_start_offset
+            before = partition.log_start_offset
             log_.maybe_roll(now)
             log_.maybe_flush(now)
             partition.producers.expire(now)
@@ -164,9 +182,9 @@ class Partitions:
             if deleted:
                 log.info(
                     "retention deleted %d segment(s) of %s-%d; log start offset %d -> %d",
-                    len(deleted), partition.topic, partition.index, before, log_.log_start_offset,
+                    len(deleted), partition.topic, partition.index, before, partition.log_start_offset,
                 )
-                await self.store.set_log_start_offset(partition.topic, partition.index, log_.log_start_offset)
+                await self.store.set_log_start_offset(partition.topic, partition.index, partition.log_start_offset)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -177,19 +195,25 @@ class Partitions:
         self.topics[topic.name] = topic
         self.topics_by_id[topic.topic_id] = topic
 
-    def _add_topic(self, topic: TopicMetadata, start_offsets: Mapping[int, int]) -> None:
+    async def _add_topic(self, topic: TopicMetadata, start_offsets: Mapping[int, int]) -> None:
         self._set_topic(topic)
         configs = self.topic_configs(topic)
         for index in range(topic.num_partitions):
-            self._open_partition(topic, index, configs, start_offsets.get(index))
+            await self._open_partition(topic, index, configs, start_offsets.get(index))
 
-    def _open_partition(self, topic: TopicMetadata, index: int, configs: dict[str, str], log_start_offset: int | None) -> None:
+    async def _open_partition(self, topic: TopicMetadata, index: int, configs: dict[str, str], log_start_offset: int | None) -> None:
         path = self.config.logs_dir / self._dir_name(topic.name, index)
         _claim_dir(path, topic.topic_id)
-        log_ = Log.open(path, LogConfig.from_topic_configs(configs), self.clock(), log_start_offset=log_start_offset)
-        self._partitions[(topic.name, index)] = Partition(
-            topic.name, topic.topic_id, index, log_, AppendRules.from_configs(configs), self.config.producer_id_expiration_ms
+        rules = PartitionRules.from_configs(configs)
+        log_ = Log.open(path, rules.log_config(configs), self.clock(), log_start_offset=log_start_offset)
+        partition = Partition(
+            topic.name, topic.topic_id, index, log_, rules, self.config.producer_id_expiration_ms,
+            leader_epoch=await self.store.get_leader_epoch(topic.name, index),
+            deleted_below=log_start_offset or 0,
         )
+        if self.tiering is not None:
+            await self.tiering.load(partition)
+        self._partitions[(topic.name, index)] = partition
 
 
 def _claim_dir(path: Path, topic_id: uuid.UUID) -> None:

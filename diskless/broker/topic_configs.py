@@ -94,7 +94,7 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
         ConfigDef("segment.index.bytes", "10485760", ConfigType.INT, "Maximum size of a segment's offset index; a full index rolls the segment.", _int_at_least(8)),
         ConfigDef("retention.ms", "604800000", ConfigType.LONG, "Delete segments whose newest record is older than this (-1: keep forever).", _long_at_least(-1)),
         ConfigDef("retention.bytes", "-1", ConfigType.LONG, "Delete the oldest segments while a partition is larger than this (-1: no limit).", _long_at_least(-1)),
-        ConfigDef("local.retention.ms", "-2", ConfigType.LONG, "With tiering, how long segments stay on local disk after upload (-2: retention.ms).", _long_at_least(-2)),
+        ConfigDef("local.retention.ms", "0", ConfigType.LONG, "With tiering, how long segments stay on local disk once in the bucket (0: drop at once; -2: retention.ms).", _long_at_least(-2)),
         ConfigDef("local.retention.bytes", "-2", ConfigType.LONG, "With tiering, local bytes kept per partition after upload (-2: retention.bytes).", _long_at_least(-2)),
         ConfigDef("remote.storage.enable", "true", ConfigType.BOOLEAN, "Upload rolled segments to the object store.", _one_of("true", "false")),
         ConfigDef("cleanup.policy", "delete", ConfigType.LIST, "Only 'delete' (time and size retention) is supported.", _cleanup_policy),

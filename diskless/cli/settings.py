@@ -69,6 +69,9 @@ SETTINGS = [
     Setting("socket_request_max_bytes", int, 104857600, "socket.request.max.bytes: largest request frame accepted"),
     Setting("log_retention_check_interval_ms", int, 300000, "log.retention.check.interval.ms: how often retention runs"),
     Setting("group_initial_rebalance_delay_ms", int, 3000, "group.initial.rebalance.delay.ms: wait for more members before the first rebalance"),
+    Setting("upload_concurrency", int, 4, "segment uploads to the object store in flight at once, across partitions"),
+    Setting("local_disk_limit_bytes", int, 10 * 2**30, "bytes of rolled segments allowed to wait for the object store; past this, "
+            "produce to tiered topics fails with KAFKA_STORAGE_ERROR instead of filling the disk (-1: no limit)"),
     Setting("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 ]
 
@@ -140,6 +143,9 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         socket_request_max_bytes=values["socket_request_max_bytes"],
         log_retention_check_interval_ms=values["log_retention_check_interval_ms"],
         group_initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
+        upload_concurrency=values["upload_concurrency"],
+        local_disk_limit_bytes=values["local_disk_limit_bytes"],
+        object_store_env={k: v for k, v in env.items() if k.startswith("AWS_")},
         topic_defaults=topic_defaults,
     )
     return config, values["log_level"].upper()

@@ -398,13 +398,11 @@ class Admin:
     # --- offsets and records ---------------------------------------------------------------
 
     async def _partitions(self, topic: str, partitions: Iterable[int] | None) -> list[int]:
+        await self._cluster.fetch_metadata([topic])  # fresh: partitions may have been added
         count = self._cluster.metadata.partition_count(topic)
         if count is None:
-            await self._cluster.fetch_metadata([topic])
-            count = self._cluster.metadata.partition_count(topic)
-            if count is None:
-                code = self._cluster.metadata.topic_errors.get(topic, UnknownTopicOrPartitionError.errno)
-                raise error_for(code, None, topic=topic)
+            code = self._cluster.metadata.topic_errors.get(topic, UnknownTopicOrPartitionError.errno)
+            raise error_for(code, None, topic=topic)
         return list(range(count)) if partitions is None else list(partitions)
 
     async def _by_leader(

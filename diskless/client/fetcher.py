@@ -335,9 +335,9 @@ class Fetcher:
             if state is not None:
                 state.in_flight = False
                 expected[tp] = (epoch, fetch_offset)
+        error = None if future.cancelled() else future.exception()  # retrieved even when closed
         if self._closed:
             return
-        error = None if future.cancelled() else future.exception()
         if future.cancelled() or error is not None:
             if not self._closed:
                 log.debug("fetch from node %d failed: %s", node, error)

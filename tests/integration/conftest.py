@@ -28,6 +28,32 @@ def shared_broker(tmp_path_factory):
         process.close()
 
 
+# A group's first rebalance does not wait for more members (group.initial.rebalance.delay.ms=0):
+# for group tests where Kafka's 3 s default delay is not what is under test.
+NO_REBALANCE_DELAY = ("--group-initial-rebalance-delay-ms", "0")
+
+
+@pytest.fixture
+def group_broker(tmp_path):
+    """A fresh `diskless serve` without initial rebalance delay, for tests that restart or kill it."""
+    process = BrokerProcess(tmp_path / "data", *NO_REBALANCE_DELAY).start()
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+@pytest.fixture(scope="module")
+def shared_group_broker(tmp_path_factory):
+    """One `diskless serve` without initial rebalance delay for a whole module (tests that
+    neither stop nor kill it use topics and groups of their own)."""
+    process = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", *NO_REBALANCE_DELAY).start()
+    try:
+        yield process
+    finally:
+        process.close()
+
+
 @pytest.fixture
 def topic_name():
     return f"t-{uuid.uuid4().hex[:12]}"
@@ -47,3 +73,68 @@ def create_topic():
         return name
 
     return create
+
+
+class WireClient:
+    """A raw Kafka connection for tests that hand-make requests: kio bodies through
+    diskless.wire, one request at a time, blocking with a timeout."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = 10.0) -> None:
+        import socket
+
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        self.timeout_s = timeout_s
+        self._correlation_id = 0
+
+    def send(self, body) -> int:
+        from diskless.wire import encode_request
+
+        self._correlation_id += 1
+        self.sock.sendall(encode_request(self._correlation_id, "wire-test", body))
+        return self._correlation_id
+
+    def recv_frame(self, timeout_s: float | None = None) -> bytes:
+        self.sock.settimeout(self.timeout_s if timeout_s is None else timeout_s)
+        size = int.from_bytes(self._recv_exactly(4), "big", signed=True)
+        return self._recv_exactly(size)
+
+    def recv(self, request_body, timeout_s: float | None = None):
+        """The response to `request_body` (sent before with `send`), as a kio entity."""
+        from diskless.wire import parse_response, response_type
+
+        body_type = response_type(type(request_body).__api_key__, type(request_body).__version__)
+        correlation_id, response = parse_response(self.recv_frame(timeout_s), body_type)
+        assert correlation_id == self._correlation_id
+        return response
+
+    def request(self, body, timeout_s: float | None = None):
+        self.send(body)
+        return self.recv(body, timeout_s)
+
+    def _recv_exactly(self, size: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < size:
+            chunk = self.sock.recv(size - len(chunks))
+            if not chunk:
+                raise ConnectionError(f"connection closed after {len(chunks)} of {size} bytes")
+            chunks += chunk
+        return bytes(chunks)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def wire():
+    """wire(bootstrap) -> a WireClient, closed after the test."""
+    clients: list[WireClient] = []
+
+    def connect(bootstrap: str, timeout_s: float = 10.0) -> WireClient:
+        client = WireClient(bootstrap, timeout_s)
+        clients.append(client)
+        return client
+
+    yield connect
+    for client in clients:
+        client.close()
