@@ -398,7 +398,7 @@ class Log:
             self._bases.pop()
         self._segments[-1].truncate_to(offset)
         log_end_offset = self.log_end_offset
-        pass
+        self._log_start_offset = min(self._log_start_offset, log_end_offset)
         self._high_watermark = min(self._high_watermark, log_end_offset)
         self._recovery_point = min(self._recovery_point, log_end_offset)
         return True

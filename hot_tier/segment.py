@@ -298,7 +298,7 @@ class LogSegment:
         position = self.offset_index.lookup(max(indexed.offset, starting_offset)).position
         while position < self._size:
             header = header_at(fd, position, self._size, self.log_path)
-            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
+            if header.max_timestamp > timestamp and header.last_offset >= starting_offset:
                 for record in self._decode(header).records:
                     if record.timestamp >= timestamp and record.offset >= starting_offset:
                         return TimestampOffset(record.timestamp, record.offset)

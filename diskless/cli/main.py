@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from . import settings
+from . import settings, tools
 
 DESCRIPTION = """\
 Diskless: a Kafka-compatible broker whose local disk is only a cache.
@@ -26,12 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         "environment variable and from the --config TOML file (flag > env > file > default).",
     )
     settings.add_arguments(serve)
-    try:
-        from . import tools
-    except ImportError:  # the client-side commands need diskless.client
-        tools = None
-    if tools is not None:
-        tools.add_commands(commands)
+    tools.add_commands(commands)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)

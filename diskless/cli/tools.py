@@ -1,0 +1,174 @@
+"""`diskless topics ...`, `diskless produce` and `diskless consume`: Kafka tools for people at a
+terminal, speaking to any Kafka-compatible broker through `diskless.client`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Any
+
+from diskless.client import Admin, Consumer, KafkaError, Producer, TopicPartition
+
+BOOTSTRAP_HELP = "broker address HOST:PORT (default 127.0.0.1:9092; env DISKLESS_BOOTSTRAP_SERVERS)"
+
+
+def add_commands(commands: Any) -> None:
+    topics = commands.add_parser("topics", help="create, list, describe, alter and delete topics")
+    actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    create = actions.add_parser("create", help="create a topic")
+    create.add_argument("topic")
+    create.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
+    create.add_argument("--config", action="append", default=[], metavar="NAME=VALUE", help="topic config, e.g. retention.ms=3600000 (repeatable)")
+    actions.add_parser("list", help="list topics")
+    describe = actions.add_parser("describe", help="partitions, offsets and configs of a topic")
+    describe.add_argument("topic")
+    delete = actions.add_parser("delete", help="delete a topic and its data")
+    delete.add_argument("topic")
+    alter = actions.add_parser("alter", help="change topic configs or add partitions")
+    alter.add_argument("topic")
+    alter.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="set a config (repeatable)")
+    alter.add_argument("--delete", action="append", default=[], metavar="NAME", help="reset a config to its default (repeatable)")
+    alter.add_argument("--partitions", type=int, help="grow the topic to this many partitions")
+
+    produce = commands.add_parser("produce", help="produce lines from standard input, one record each")
+    produce.add_argument("topic")
+    produce.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE")
+    produce.add_argument("--partition", type=int, help="produce to this partition (default: by key)")
+    produce.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    produce.add_argument("--acks", default="all", choices=["0", "1", "all"])
+
+    consume = commands.add_parser("consume", help="print records, one per line")
+    consume.add_argument("topic")
+    consume.add_argument("--group", help="consume as a member of this group (commits offsets)")
+    consume.add_argument("--from-beginning", action="store_true", help="start at the earliest offset (default: latest)")
+    consume.add_argument("--max-messages", type=int, help="stop after this many records")
+    consume.add_argument("--timeout-ms", type=int, help="stop when no record arrives for this long")
+    consume.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE")
+    consume.add_argument("--print-offset", action="store_true", help="print PARTITION:OFFSET<TAB> first")
+
+    for parser in (create, actions.choices["list"], describe, delete, alter, produce, consume):
+        parser.add_argument("--bootstrap-server", "-b", default=None, help=BOOTSTRAP_HELP)
+
+
+def run(args: argparse.Namespace) -> int:
+    bootstrap = args.bootstrap_server or os.environ.get("DISKLESS_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+    command = {"topics": _topics, "produce": _produce, "consume": _consume}[args.command]
+    try:
+        return asyncio.run(command(args, bootstrap))
+    except KafkaError as exc:
+        print(f"diskless {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except ValueError as exc:
+        print(f"diskless {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"expected NAME=VALUE, got {item!r}")
+        pairs[name.strip()] = value.strip()
+    return pairs
+
+
+async def _topics(args: argparse.Namespace, bootstrap: str) -> int:
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        if args.action == "create":
+            await admin.create_topics(args.topic, args.partitions, _pairs(args.config))
+            print(f"created topic {args.topic} with {args.partitions} partition(s)")
+        elif args.action == "list":
+            for name in sorted(await admin.list_topics()):
+                print(name)
+        elif args.action == "delete":
+            await admin.delete_topics(args.topic)
+            print(f"deleted topic {args.topic}")
+        elif args.action == "alter":
+            changes: dict[str, str | None] = {**_pairs(args.set), **{name: None for name in args.delete}}
+            if changes:
+                await admin.alter_configs(args.topic, changes)
+                print(f"updated configs of {args.topic}: {', '.join(sorted(changes))}")
+            if args.partitions is not None:
+                await admin.create_partitions(args.topic, args.partitions)
+                print(f"topic {args.topic} now has {args.partitions} partitions")
+        else:
+            await _describe(admin, args.topic)
+    return 0
+
+
+async def _describe(admin: Admin, topic: str) -> None:
+    description = (await admin.describe_topics(topic))[topic]
+    earliest = await admin.list_offsets(topic, "earliest")
+    latest = await admin.list_offsets(topic, "latest")
+    configs = await admin.describe_configs(topic)
+    print(f"topic {topic}  id {description.topic_id}  partitions {len(description.partitions)}")
+    print(f"{'partition':>9}  {'leader':>6}  {'log start':>12}  {'high watermark':>14}  {'records':>10}")
+    for p in sorted(description.partitions, key=lambda p: p.partition):
+        start = earliest[p.partition].offset if earliest[p.partition] else 0
+        end = latest[p.partition].offset if latest[p.partition] else 0
+        print(f"{p.partition:>9}  {p.leader:>6}  {start:>12}  {end:>14}  {end - start:>10}")
+    print("configs (* = set on the topic):")
+    for name in sorted(configs):
+        entry = configs[name]
+        print(f"  {'*' if not entry.is_default else ' '} {name} = {entry.value}")
+
+
+async def _produce(args: argparse.Namespace, bootstrap: str) -> int:
+    acks = -1 if args.acks == "all" else int(args.acks)
+    count = 0
+    async with Producer(bootstrap_servers=bootstrap, acks=acks, compression_type=args.compression) as producer:
+        loop = asyncio.get_running_loop()
+        pending = []
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.buffer.readline)
+            if not line:
+                break
+            line = line.rstrip(b"\r\n")
+            key = None
+            if args.key_separator is not None:
+                key, _sep, line = line.partition(args.key_separator.encode())
+            pending.append(await producer.send(args.topic, line, key=key, partition=args.partition))
+            count += 1
+        for delivery in pending:
+            await delivery
+    print(f"produced {count} record(s) to {args.topic}", file=sys.stderr)
+    return 0
+
+
+async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
+    settings: dict[str, Any] = {"auto_offset_reset": "earliest" if args.from_beginning else "latest"}
+    if args.group:
+        settings["group_id"] = args.group
+    count = 0
+    async with Consumer(bootstrap_servers=bootstrap, **settings) as consumer:
+        if args.group:
+            consumer.subscribe([args.topic])
+        else:
+            partitions = await consumer.partitions_for_topic(args.topic)
+            if not partitions:
+                raise ValueError(f"unknown topic {args.topic}")
+            consumer.assign([TopicPartition(args.topic, p) for p in sorted(partitions)])
+        while args.max_messages is None or count < args.max_messages:
+            timeout_ms = args.timeout_ms if args.timeout_ms is not None else 1000
+            batches = await consumer.getmany(timeout_ms=timeout_ms)
+            records = [r for batch in batches.values() for r in batch]
+            if not records and args.timeout_ms is not None:
+                break
+            for record in records:
+                parts = []
+                if args.print_offset:
+                    parts.append(f"{record.partition}:{record.offset}")
+                if args.print_key:
+                    parts.append((record.key or b"").decode(errors="replace"))
+                parts.append((record.value or b"").decode(errors="replace"))
+                print("\t".join(parts), flush=True)
+                count += 1
+                if args.max_messages is not None and count >= args.max_messages:
+                    break
+    return 0
