@@ -18,6 +18,7 @@ from typing import Any
 
 from diskless.wire import Request
 from hot_tier import AppendInfo
+from cold_tier.url import open_object_store
 from hot_tier import OffsetOutOfRange
 from metadata import MetadataStore, TopicMetadata, open_metadata_store
 
@@ -28,6 +29,7 @@ from .handlers import HANDLERS
 from .partition import Partition
 from .partitions import Partitions, now_ms
 from .server import KafkaServer
+from .tiering import Tiering
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ class Broker:
         self.store: MetadataStore | None = None
         self.partitions: Partitions
         self.groups: Groups
+        self.tiering: Tiering
         self.cluster_id = ""
         self.server = KafkaServer(self, config.listen_host, config.listen_port, config.socket_request_max_bytes)
         self._tasks: list[asyncio.Task[None]] = []
@@ -55,8 +58,15 @@ class Broker:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = _load_cluster_id(self.config.data_dir, self.config.node_id)
         self.store = await open_metadata_store(self.config.resolved_metadata_url)
+        self.bucket = open_object_store(self.config.resolved_object_store_url, env=self.config.object_store_env)
         self.partitions = Partitions(self.config, self.store, self.clock)
+        self.tiering = Tiering(
+            self.bucket, self.store, self.partitions.all, self.clock,
+            upload_concurrency=self.config.upload_concurrency, local_disk_limit_bytes=self.config.local_disk_limit_bytes,
+        )
+        self.partitions.tiering = self.tiering
         await self.partitions.load()
+        self.tiering.start()
         c = self.config
         group_config = GroupConfig(
             group_min_session_timeout_ms=c.group_min_session_timeout_ms,
@@ -84,7 +94,9 @@ class Broker:
             await self.groups.stop()
         await self.server.stop()
         if self.store is not None:
+            await self.tiering.stop()
             self.partitions.close()
+            await self.bucket.close()
             await self.store.close()
         log.info("diskless broker %d stopped", self.config.node_id)
 
@@ -106,13 +118,22 @@ class Broker:
         return await HANDLERS[request.header.api_key](self, request)
 
     async def append(self, partition: Partition, records: bytes, now: int) -> AppendInfo:
-        return partition.append(records, now)
+        if not partition.tiered:
+            return partition.append(records, now)
+        self.tiering.check_disk(partition)
+        segments_before = len(partition.log.segments)
+        info = partition.append(records, now)
+        if len(partition.log.segments) != segments_before:
+            self.tiering.wake()  # a segment rolled: upload it
+        return info
 
     async def read(self, partition: Partition, offset: int, max_bytes: int, *, min_one_batch: bool) -> Any:
         """Record bytes from `offset`: a FileSlice of the hot tier, bytes from the bucket, or None."""
         log_ = partition.log
         if not partition.log_start_offset <= offset <= log_.high_watermark:
             raise OffsetOutOfRange(offset, partition.log_start_offset, log_.log_end_offset)
+        if offset < log_.log_start_offset:
+            return await self.tiering.read(partition, offset, max_bytes, min_one_batch=min_one_batch)
         return log_.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=log_.high_watermark)
 
     async def list_offset(self, partition: Partition, timestamp: int) -> tuple[int, int] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cold_tier.errors import StoreUnavailable
+from cold_tier.remote_errors import CorruptSegmentObject, RemoteOffsetOutOfRange, RemoteSegmentMissing
 from hot_tier.errors import OffsetOutOfRange
 from hot_tier.records.errors import CorruptBatch, RecordsError
 from kio.schema.errors import ErrorCode
@@ -66,6 +68,10 @@ class InvalidProducerEpoch(Exception):
 
 _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (OffsetOutOfRange, ErrorCode.offset_out_of_range),
+    (RemoteOffsetOutOfRange, ErrorCode.offset_out_of_range),
+    (RemoteSegmentMissing, ErrorCode.offset_out_of_range),
+    (CorruptSegmentObject, ErrorCode.kafka_storage_error),
+    (StoreUnavailable, ErrorCode.kafka_storage_error),
     (CorruptBatch, ErrorCode.corrupt_message),
     (RecordsError, ErrorCode.corrupt_message),
     (RecordTooLarge, ErrorCode.message_too_large),
