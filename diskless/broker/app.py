@@ -22,6 +22,7 @@ from cold_tier.url import open_object_store
 from hot_tier import OffsetOutOfRange
 from metadata import MetadataStore, TopicMetadata, open_metadata_store
 
+from .admin_http import AdminHttp
 from .config import BrokerConfig
 from .group import GroupConfig
 from .groups import Groups
@@ -51,6 +52,7 @@ class Broker:
         self.cluster_id = ""
         self.server = KafkaServer(self, config.listen_host, config.listen_port, config.socket_request_max_bytes)
         self._tasks: list[asyncio.Task[None]] = []
+        self.http: AdminHttp | None = None
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -76,6 +78,10 @@ class Broker:
         self.groups = Groups(group_config, self.store, self.clock, c.offsets_retention_minutes * 60_000)
         self.groups.start()
         await self.server.start()
+        if self.config.http_host is not None:
+            self.http = AdminHttp(self, self.config.http_host, self.config.http_port or 0)
+            await self.http.start()
+            log.info("admin HTTP on http://%s:%d", self.config.http_host, self.http.port)
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         self._tasks.append(asyncio.create_task(self._offsets_expiry_loop(), name="offsets-expiry"))
         host, port = self.advertised_address
@@ -90,6 +96,8 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.http is not None:
+            await self.http.stop()
         if self.store is not None:
             await self.groups.stop()
         await self.server.stop()

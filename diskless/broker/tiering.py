@@ -140,19 +140,19 @@ class Tiering:
             if not partition.tiered:
                 continue
             key = (partition.topic, partition.index)
-            if self._pending(partition) and (key not in self._uploaders or self._uploaders[key].done()):
+            if self.pending(partition) and (key not in self._uploaders or self._uploaders[key].done()):
                 self._uploaders[key] = asyncio.create_task(self._upload_all(partition), name=f"upload-{key[0]}-{key[1]}")
             self._delete_local(partition, now)
             await self._delete_remote(partition, now)
         self._log_lag(now)
 
-    def _pending(self, partition: Partition) -> list[SegmentInfo]:
+    def pending(self, partition: Partition) -> list[SegmentInfo]:
         end = partition.remote[-1].next_offset if partition.remote else 0
         return [s for s in partition.log.segments if not s.is_active and s.base_offset >= end and s.size_bytes > 0]
 
     def lag(self) -> tuple[int, int]:
         """(segments, bytes) rolled but not yet in the bucket, over all tiered partitions."""
-        waiting = [s for p in self.partitions() if p.tiered for s in self._pending(p)]
+        waiting = [s for p in self.partitions() if p.tiered for s in self.pending(p)]
         return len(waiting), sum(s.size_bytes for s in waiting)
 
     def check_disk(self, partition: Partition) -> None:
@@ -176,7 +176,7 @@ class Tiering:
     async def _upload_all(self, partition: Partition) -> None:
         backoff = UPLOAD_BACKOFF_MS
         while partition.tiered and not partition.log.closed:
-            pending = self._pending(partition)
+            pending = self.pending(partition)
             if not pending:
                 return
             try:
@@ -251,7 +251,7 @@ class Tiering:
     async def _delete_remote(self, partition: Partition, now: int) -> None:
         """retention.ms / retention.bytes over the whole log, oldest remote segments first."""
         retention_ms, retention_bytes = partition.retention
-        total = sum(s.size_bytes for s in partition.remote) + sum(s.size_bytes for s in self._pending(partition))
+        total = sum(s.size_bytes for s in partition.remote) + sum(s.size_bytes for s in self.pending(partition))
         total += sum(s.size_bytes for s in partition.log.segments if s.is_active)
         doomed = []
         for segment in partition.remote:

@@ -23,8 +23,10 @@ def add_commands(commands: Any) -> None:
     create.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
     create.add_argument("--config", action="append", default=[], metavar="NAME=VALUE", help="topic config, e.g. retention.ms=3600000 (repeatable)")
     actions.add_parser("list", help="list topics")
-    describe = actions.add_parser("describe", help="partitions, offsets and configs of a topic")
+    describe = actions.add_parser("describe", help="partitions, offsets and configs of a topic (and tiering, with --http)")
     describe.add_argument("topic")
+    describe.add_argument("--http", metavar="HOST:PORT", default=None,
+                          help="the broker's admin HTTP address, to show local/bucket segments and upload lag; env DISKLESS_HTTP")
     delete = actions.add_parser("delete", help="delete a topic and its data")
     delete.add_argument("topic")
     alter = actions.add_parser("alter", help="change topic configs or add partitions")
@@ -99,7 +101,25 @@ async def _topics(args: argparse.Namespace, bootstrap: str) -> int:
                 print(f"topic {args.topic} now has {args.partitions} partitions")
         else:
             await _describe(admin, args.topic)
+            http = args.http or os.environ.get("DISKLESS_HTTP")
+            if http:
+                await _describe_tiering(http, args.topic)
     return 0
+
+
+async def _describe_tiering(http: str, topic: str) -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.get(f"http://{http}/v1/topics/{topic}") as response:
+        state = await response.json()
+    if response.status != 200:
+        raise ValueError(state.get("error", f"admin HTTP answered {response.status}"))
+    print("tiering:")
+    print(f"{'partition':>9}  {'local start':>11}  {'local segs':>10}  {'local bytes':>11}  {'bucket segs':>11}  {'bucket bytes':>12}  {'upload lag':>18}")
+    for p in state["partitions"]:
+        lag = f"{p['upload_lag_segments']} segs/{p['upload_lag_bytes']} B"
+        print(f"{p['partition']:>9}  {p['local_log_start_offset']:>11}  {p['local_segments']:>10}  {p['local_bytes']:>11}  "
+              f"{p['remote_segments']:>11}  {p['remote_bytes']:>12}  {lag:>18}")
 
 
 async def _describe(admin: Admin, topic: str) -> None:
