@@ -31,13 +31,21 @@ from pathlib import Path
 from .config import LogConfig
 from .errors import LogClosed, OffsetOutOfRange
 from .files import FileSlice, fsync_dir
-from .index import TimestampOffset
+from .index import NO_TIMESTAMP, TimestampOffset
 from .info import AppendInfo, DeletedSegment, DeleteReason, SegmentInfo
 from .policy import RetentionView, roll_reason, select_retention, should_flush
 from .records.errors import CorruptBatch, TruncatedBatch
-from .records.header import HEADER_BYTES, BatchHeader, read_header, set_base_offset, set_log_append_time
+from .records.header import (
+    HEADER_BYTES,
+    LOG_OVERHEAD,
+    BatchHeader,
+    read_header,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
 from .recovery import CLEAN_SHUTDOWN_FILE, load_log
-from .segment import LogSegment
+from .segment import AppendedBatch, LogSegment
 
 
 class Log:
@@ -135,15 +143,24 @@ class Log:
 
     # -- append ----------------------------------------------------------------------------
 
-    def append(self, records: bytearray | memoryview, now_ms: int, *, log_append_time: bool = False) -> AppendInfo:
+    def append(
+        self,
+        records: bytearray | memoryview,
+        now_ms: int,
+        *,
+        log_append_time: bool = False,
+        leader_epoch: int | None = None,
+    ) -> AppendInfo:
         """Append the whole batches in `records`, as a producer sent them.
 
         Every batch is validated (length, magic, CRC, record count) before anything changes;
         an invalid one raises CorruptBatch and nothing is written. Then base offsets (and, with
-        `log_append_time`, the LogAppendTime timestamp and CRC) are written into `records` in
-        place, the active segment is rolled if it must be, and the bytes go to it in one write.
+        `log_append_time`, the LogAppendTime timestamp and CRC; with `leader_epoch`, the
+        partition leader epoch, outside the CRC) are written into `records` in place, the
+        active segment is rolled if it must be, and the bytes go to it in one write.
         """
-        self._check_open()
+        if self._closed:
+            raise LogClosed(self._dir)
         buf = memoryview(records)
         if buf.readonly:
             raise TypeError("records must be writable (a bytearray): offsets are assigned in place")
@@ -160,18 +177,27 @@ class Log:
                     f"records count {header.records_count} does not match last offset delta {header.last_offset_delta}",
                 )
             headers.append(header)
-            position += header.size_bytes
-
-        offset = self.log_end_offset
-        assigned: list[BatchHeader] = []
-        for header in headers:
-            set_base_offset(buf, header.position, offset)
-            if log_append_time:
-                set_log_append_time(buf, header, now_ms)
-            assigned.append(read_header(buf, header.position, check_crc=False))
-            offset += header.last_offset_delta + 1
+            position += header.batch_length + LOG_OVERHEAD
 
         active = self._segments[-1]
+        first_offset = offset = active.next_offset
+        max_timestamp = NO_TIMESTAMP
+        batches: list[AppendedBatch] = []
+        for header in headers:
+            set_base_offset(buf, header.position, offset)
+            if leader_epoch is not None:
+                set_partition_leader_epoch(buf, header.position, leader_epoch)
+            if log_append_time:
+                set_log_append_time(buf, header, now_ms)
+                timestamp = now_ms
+            else:
+                timestamp = header.max_timestamp
+            last_offset = offset + header.last_offset_delta
+            batches.append(AppendedBatch(header.position, offset, last_offset, timestamp))
+            offset = last_offset + 1
+            if timestamp > max_timestamp:
+                max_timestamp = timestamp
+
         config = self._config
         reason = roll_reason(
             size_bytes=active.size_bytes,
@@ -181,21 +207,17 @@ class Log:
             now_ms=now_ms,
             segment_ms=config.segment_ms,
             index_room=active.index_room(),
-            index_entries_needed=active.index_entries_needed(assigned),
-            relative_last_offset=assigned[-1].last_offset - active.base_offset,
+            index_entries_needed=active.index_entries_needed(batches),
+            relative_last_offset=offset - 1 - active.base_offset,
         )
         if reason is not None:
             active = self._roll(now_ms)
-        active.append(buf, assigned, now_ms)
-        self._high_watermark = self.log_end_offset
-        self.maybe_flush(now_ms)
+        active.append(buf, batches, now_ms)
+        self._high_watermark = offset
+        if offset - self._recovery_point >= config.flush_messages or now_ms - self._last_flush_ms >= config.flush_ms:
+            self.maybe_flush(now_ms)
         return AppendInfo(
-            first_offset=assigned[0].base_offset,
-            last_offset=assigned[-1].last_offset,
-            max_timestamp=max(header.max_timestamp for header in assigned),
-            log_append_time_ms=now_ms if log_append_time else -1,
-            log_start_offset=self._log_start_offset,
-            size_bytes=total,
+            first_offset, offset - 1, max_timestamp, now_ms if log_append_time else -1, self._log_start_offset, total
         )
 
     # -- reads -----------------------------------------------------------------------------
@@ -406,11 +428,12 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at `offset` (log start = end = offset)."""
         self._check_open()
+        created_ms = self._segments[-1].created_ms  # no clock here; created_ms is informational
         for segment in reversed(self._segments):
             segment.delete()
         segment = LogSegment.create(
             self._dir, offset, index_interval_bytes=self._config.index_interval_bytes,
-            segment_index_bytes=self._config.segment_index_bytes, now_ms=self._segments[-1].created_ms,
+            segment_index_bytes=self._config.segment_index_bytes, now_ms=created_ms,
         )  # fmt: skip
         fsync_dir(self._dir)
         self._segments = [segment]

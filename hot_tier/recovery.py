@@ -125,7 +125,7 @@ def load_log(
         deleted += len(segments)
         segments = [_new_segment(dir, log_start_offset, config, now_ms)]
     start = segments[0].base_offset if log_start_offset is None else max(log_start_offset, segments[0].base_offset)
-    if not clean:
-        segments[-1].flush()  # what recovery kept may be only in the page cache
+    if not clean or truncated:
+        segments[-1].flush()  # what recovery kept or cut may be only in the page cache
     fsync_dir(dir)  # the marker's removal, the cuts and the deletions above
     return LoadedLog(segments, start, truncated, deleted, clean)

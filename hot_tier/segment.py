@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from .errors import CorruptIndex, CorruptLog, LogClosed
 from .files import FileSlice, SegmentFile, open_segment_file, pread_exact, write_all
@@ -43,13 +44,29 @@ from .scan import header_at, scan_batches, size_at
 TRUST_ALL = 2**63  # recover(trusted_below=TRUST_ALL): every indexed batch is durable
 
 
+class AppendedBatch(NamedTuple):
+    """What a segment needs of one batch it appends, read from the batch's header after the
+    Log assigned its offsets (and stamped LogAppendTime). `position` is in the appended buffer."""
+
+    position: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+    @classmethod
+    def of(cls, header: BatchHeader) -> AppendedBatch:
+        return cls(header.position, header.base_offset, header.last_offset, header.max_timestamp)
+
+
 def segment_paths(dir: Path, base_offset: int) -> tuple[Path, Path, Path]:
     stem = f"{base_offset:020d}"
     return dir / f"{stem}.log", dir / f"{stem}.index", dir / f"{stem}.timeindex"
 
 
 class LogSegment:
-    """A segment's files and the state derived from them (next offset, max timestamp, ...)."""
+    """A segment's three files and what they imply: next offset, size, max timestamp and the
+    offset holding it, when it was created and rolled. Byte layout, crash behaviour and the
+    one task allowed to call it: see the module header. Built by `create` or `load`."""
 
     def __init__(
         self,
@@ -152,12 +169,12 @@ class LogSegment:
         """How many more entry pairs the indexes take before one of them is full."""
         return min(self.offset_index.room, self.time_index.room)
 
-    def index_entries_needed(self, headers: Sequence[BatchHeader]) -> int:
-        """How many entry pairs appending `headers` (positions relative to their buffer) adds."""
+    def index_entries_needed(self, batches: Sequence[AppendedBatch]) -> int:
+        """How many entry pairs appending `batches` adds."""
         needed = 0
         last = self._last_index_position
-        for header in headers:
-            position = self._size + header.position
+        for batch in batches:
+            position = self._size + batch.position
             if position - last > self.index_interval_bytes:
                 needed += 1
                 last = position
@@ -165,13 +182,13 @@ class LogSegment:
 
     # -- append ----------------------------------------------------------------------------
 
-    def append(self, buf: bytes | bytearray | memoryview, headers: Sequence[BatchHeader], now_ms: int) -> None:
-        """Append `buf`, which holds exactly the batches `headers` describe, offsets assigned.
+    def append(self, buf: bytes | bytearray | memoryview, batches: Sequence[AppendedBatch], now_ms: int) -> None:
+        """Append `buf`, which holds exactly the whole batches `batches` describe.
 
         One write call for the batches (no per-record work), then one for each index's new
         entries. If the write fails the file is cut back so no partial batch stays behind.
         """
-        first, last = headers[0], headers[-1]
+        first, last = batches[0], batches[-1]
         if first.base_offset != self._next_offset or last.last_offset - self.base_offset > INT32_MAX:
             raise ValueError(
                 f"batches [{first.base_offset}, {last.last_offset}] do not continue segment"
@@ -185,10 +202,10 @@ class LogSegment:
             os.ftruncate(fd, start)
             raise
         track = self._track
-        for header in headers:
-            track(start + header.position, header.last_offset, header.max_timestamp)
+        for batch in batches:
+            track(start + batch.position, batch.last_offset, batch.max_timestamp)
         self._size = start + len(buf)
-        self._next_offset = last.next_offset
+        self._next_offset = last.last_offset + 1
         if self.roll_base_ms is None:
             self.roll_base_ms = now_ms
         self._write_pending_index()
@@ -219,9 +236,14 @@ class LogSegment:
 
     def append_final_time_entry(self) -> None:
         """The segment's max timestamp into the time index's reserved last slot (roll, close)."""
-        entry = self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        entry = self._final_time_entry()
         if entry is not None:
             write_all(self._timeindex_file.fileno(), entry)
+
+    def _final_time_entry(self) -> bytes | None:
+        if len(self.time_index) >= self.time_index.max_entries:  # segment.index.bytes < 12, or used
+            return None
+        return self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
 
     def mark_rolled(self, now_ms: int) -> None:
         self.append_final_time_entry()
@@ -298,7 +320,7 @@ class LogSegment:
         position = self.offset_index.lookup(max(indexed.offset, starting_offset)).position
         while position < self._size:
             header = header_at(fd, position, self._size, self.log_path)
-            if header.max_timestamp > timestamp and header.last_offset >= starting_offset:
+            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
                 for record in self._decode(header).records:
                     if record.timestamp >= timestamp and record.offset >= starting_offset:
                         return TimestampOffset(record.timestamp, record.offset)
@@ -352,8 +374,7 @@ class LogSegment:
         if valid_end < file_size:
             os.ftruncate(self.file.fileno(), valid_end)
         self._size = valid_end
-        # Kafka's recover() ends with the roll/close entry too; it goes to the file below.
-        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        self._final_time_entry()  # Kafka's recover() ends with it too; written with the rest below
         self._rewrite_index_files(old_index, old_timeindex)
         self.index_trusted = True
         return file_size - valid_end

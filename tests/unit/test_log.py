@@ -88,6 +88,15 @@ def test_log_append_time_stamps_each_batch(tmp_path: Path) -> None:
     assert log.offset_for_timestamp(12_000) == TimestampOffset(12_345, 0)
 
 
+def test_append_stamps_the_leader_epoch_when_given(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    first, second = batch(1), batch(2)
+    log.append(first, now_ms=0)
+    log.append(second, now_ms=0, leader_epoch=7)
+    assert read_header(first, check_crc=True).partition_leader_epoch == -1  # as the producer sent it
+    assert read_header(second, check_crc=True).partition_leader_epoch == 7
+
+
 def test_an_invalid_batch_means_nothing_is_written(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append(batch(1), now_ms=0)
@@ -164,6 +173,22 @@ def test_roll_when_an_index_is_full(tmp_path: Path, step_ms: int, per_segment: i
     assert [s.base_offset for s in log.segments] == [0, per_segment]
 
 
+@pytest.mark.parametrize("segment_index_bytes", [4, 12, 36])
+def test_tiny_indexes_roll_and_reopen(tmp_path: Path, segment_index_bytes: int) -> None:
+    log = open_log(tmp_path, segment_index_bytes=segment_index_bytes, index_interval_bytes=0)
+    for i in range(6):
+        log.append(batch(1000 + i), now_ms=0)
+        if i % 2:
+            log.close()
+            log = open_log(tmp_path, segment_index_bytes=segment_index_bytes, index_interval_bytes=0)
+    assert log.log_end_offset == 6
+    assert log.offset_for_timestamp(1003) == TimestampOffset(1003, 3)
+    for segment in log.segments:
+        assert len(segment.timeindex_path.read_bytes()) <= segment_index_bytes // 12 * 12
+        assert len(segment.index_path.read_bytes()) <= segment_index_bytes // 8 * 8
+    log.close()
+
+
 def test_explicit_roll(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     assert log.roll(now_ms=5).base_offset == 0  # empty active segment: nothing to roll
@@ -181,6 +206,10 @@ def test_read_positions_kip74_and_max_offset(tmp_path: Path) -> None:
     piece = log.read(3, 250)
     assert piece is not None and (piece.position, piece.size_bytes) == (300, 200)
     assert piece.read_bytes() == data[300:500]
+    piece = log.read(3, 300)
+    assert piece is not None and (piece.position, piece.size_bytes) == (300, 300)
+    piece = log.read(3, 299)
+    assert piece is not None and (piece.position, piece.size_bytes) == (300, 200)
     piece = log.read(3, 50)
     assert piece is not None and (piece.position, piece.size_bytes) == (300, 100)  # KIP-74
     assert log.read(3, 50, min_one_batch=False) is None

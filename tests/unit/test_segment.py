@@ -10,7 +10,7 @@ import pytest
 
 from hot_tier.index import IndexEntry, TimestampOffset
 from hot_tier.records import Record, encode_batch, iter_headers
-from hot_tier.segment import TRUST_ALL, LogSegment
+from hot_tier.segment import TRUST_ALL, AppendedBatch, LogSegment
 
 BASE = 1000
 # Two records per batch, 30-byte values, timestamps within +-63 of each other: 135 bytes each.
@@ -25,7 +25,7 @@ def batch(base_offset: int, timestamps: tuple[int, ...]) -> bytes:
 
 def append(segment: LogSegment, *batches: bytes, now_ms: int = 0) -> None:
     buf = b"".join(batches)
-    segment.append(buf, list(iter_headers(buf)), now_ms)
+    segment.append(buf, [AppendedBatch.of(header) for header in iter_headers(buf)], now_ms)
 
 
 def new_segment(dir: Path, *, index_interval_bytes: int = 200, segment_index_bytes: int = 1024) -> LogSegment:
