@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cold_tier.errors import StoreUnavailable
-from cold_tier.remote_errors import CorruptSegmentObject, RemoteOffsetOutOfRange, RemoteSegmentMissing
+from cold_tier.remote_errors import CorruptSegmentObject, ReaderClosed, RemoteOffsetOutOfRange, RemoteSegmentMissing
 from hot_tier.errors import OffsetOutOfRange
 from hot_tier.records.errors import CorruptBatch, RecordsError
 from kio.schema.errors import ErrorCode
@@ -72,6 +72,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (RemoteSegmentMissing, ErrorCode.offset_out_of_range),
     (CorruptSegmentObject, ErrorCode.kafka_storage_error),
     (StoreUnavailable, ErrorCode.kafka_storage_error),
+    (ReaderClosed, ErrorCode.kafka_storage_error),
     (CorruptBatch, ErrorCode.corrupt_message),
     (RecordsError, ErrorCode.corrupt_message),
     (RecordTooLarge, ErrorCode.message_too_large),
