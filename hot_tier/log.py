@@ -120,6 +120,11 @@ class Log:
         return self._closed
 
     @property
+    def active_base_offset(self) -> int:
+        """Base offset of the active segment: it changes exactly when the log rolls."""
+        return self._segments[-1].base_offset
+
+    @property
     def segments(self) -> tuple[SegmentInfo, ...]:
         active = self._segments[-1]
         return tuple(

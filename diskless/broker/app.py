@@ -129,9 +129,10 @@ class Broker:
         if not partition.tiered:
             return partition.append(records, now)
         self.tiering.check_disk(partition)
-        segments_before = len(partition.log.segments)
+        active_before = partition.log.active_base_offset
         info = partition.append(records, now)
-        if len(partition.log.segments) != segments_before:
+        if partition.log.active_base_offset != active_before:
+            self.tiering.refresh_lag()
             self.tiering.wake()  # a segment rolled: upload it
         return info
 
@@ -159,7 +160,8 @@ class Broker:
             if remote_max is not None and (found is None or remote_max.max_timestamp > found.timestamp):
                 return await self.tiering.offset_for_timestamp(partition, remote_max.max_timestamp)
             return None if found is None else (found.timestamp, found.offset)
-        if partition.remote and partition.remote[-1].max_timestamp >= timestamp:
+        # CreateTime timestamps need not grow with offsets: any segment may hold the target.
+        if any(segment.max_timestamp >= timestamp for segment in partition.remote):
             remote = await self.tiering.offset_for_timestamp(partition, timestamp)
             if remote is not None:
                 return remote

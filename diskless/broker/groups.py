@@ -149,16 +149,18 @@ class Groups:
         return KafkaError(int(error))
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[KafkaError, dict[tuple[str, int], KafkaError]]:
-        """OffsetDelete: refused per partition while members of the group consume its topic."""
+        """OffsetDelete: refused per partition while members of the group consume its topic,
+        and for the whole group while members of a non-consumer group (e.g. Connect) exist."""
         overview = self.coordinator.group_overview(group_id)
         if overview is None and group_id not in await self.store.list_groups_with_offsets():
             return KafkaError.group_id_not_found, {}
         subscribed: set[str] = set()
         if overview is not None and overview.state not in (GroupState.EMPTY, GroupState.DEAD):
-            description = self.coordinator.describe_group(group_id)
-            if description.protocol_type == "consumer":
-                for member in description.members:
-                    subscribed |= consumer_subscription(member.member_metadata)
+            if overview.protocol_type != "consumer":
+                return KafkaError.non_empty_group, {}
+            # Every member's subscription, also mid-rebalance, when DescribeGroups shows none.
+            for metadata in self.coordinator.member_protocol_metadata(group_id):
+                subscribed |= consumer_subscription(metadata)
         errors = {tp: KafkaError.group_subscribed_to_topic if tp[0] in subscribed else KafkaError.none for tp in partitions}
         deletable = [tp for tp, error in errors.items() if error is KafkaError.none]
         if deletable:

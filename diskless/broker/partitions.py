@@ -95,7 +95,7 @@ class Partitions:
     async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicMetadata:
         check_topic_name(name)
         if num_partitions < 1:
-            raise InvalidPartitions(name, num_partitions, "a topic needs at least one partition")
+            raise InvalidPartitions(name, None, num_partitions, "a topic needs at least one partition")
         checked = topic_configs.validate(configs)
         if self.tiering is not None:
             await self.tiering.delete_topic_objects(name)  # whatever an older topic of this name left
@@ -127,7 +127,7 @@ class Partitions:
         if topic is None:
             raise UnknownTopic(name)
         if count <= topic.num_partitions:
-            raise InvalidPartitions(name, count, f"topic has {topic.num_partitions} partitions; the count can only grow")
+            raise InvalidPartitions(name, topic.num_partitions, count, "the partition count can only grow")
         updated = await self.store.create_partitions(name, count)
         self._set_topic(updated)
         configs = self.topic_configs(updated)
@@ -175,7 +175,10 @@ class Partitions:
         for partition in list(self._partitions.values()):
             log_ = partition.log
             before = partition.log_start_offset
-            log_.maybe_roll(now)
+            if log_.maybe_roll(now):
+                partition.maybe_snapshot_producers()
+                if self.tiering is not None:
+                    self.tiering.wake()
             log_.maybe_flush(now)
             partition.producers.expire(now)
             deleted = log_.delete_retention_segments(now)

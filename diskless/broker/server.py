@@ -69,6 +69,11 @@ class KafkaServer:
             log.warning("closing connection from %s: %s", peer, exc)
         except (ConnectionError, asyncio.CancelledError):
             pass
+        except RuntimeError as exc:
+            if writer.is_closing():  # the peer left while sendfile was running
+                log.debug("connection from %s closed while sending: %s", peer, exc)
+            else:
+                log.exception("closing connection from %s after an internal error", peer)
         except Exception:
             log.exception("closing connection from %s after an internal error", peer)
         finally:

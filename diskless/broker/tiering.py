@@ -18,8 +18,10 @@ then the data, then the row; the log start offset moves with it.
 
 Uploads run as one task per partition (segments in order), at most `upload_concurrency` at a
 time across partitions; produce never waits for them. If the bucket is unreachable, uploads
-retry with backoff; past `local_disk_limit_bytes` of segments waiting, produce to tiered
-topics fails with KAFKA_STORAGE_ERROR instead of filling the disk.
+retry with backoff, each retry continuing the same upload (same upload id, same catalogue
+row), so failed tries leave neither rows nor objects behind; past `local_disk_limit_bytes`
+of segments waiting, produce to tiered topics fails with KAFKA_STORAGE_ERROR instead of
+filling the disk.
 
 Only the event-loop task calls this class.
 """
@@ -31,6 +33,7 @@ import logging
 import os
 import random
 import struct
+import uuid
 from collections.abc import Callable
 
 from cold_tier.layout import CommittedSegment, new_upload_id, parse_commit_key
@@ -69,9 +72,14 @@ class Tiering:
         self.local_disk_limit_bytes = local_disk_limit_bytes
         self._slots = asyncio.Semaphore(upload_concurrency)
         self._uploaders: dict[tuple[str, int], asyncio.Task[None]] = {}
+        # The upload each partition has catalogued as `uploading` and not yet committed: a
+        # retry continues it (same upload id, same row) instead of leaving a row and partial
+        # objects behind per failed try, and a commit object that landed is not duplicated.
+        self._attempts: dict[tuple[uuid.UUID, int], CommittedSegment] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last_lag_log_ms = 0
+        self._waiting_bytes = 0
 
     # --- start-up ------------------------------------------------------------------------
 
@@ -142,8 +150,13 @@ class Tiering:
             key = (partition.topic, partition.index)
             if self.pending(partition) and (key not in self._uploaders or self._uploaders[key].done()):
                 self._uploaders[key] = asyncio.create_task(self._upload_all(partition), name=f"upload-{key[0]}-{key[1]}")
-            self._delete_local(partition, now)
-            await self._delete_remote(partition, now)
+            try:
+                self._delete_local(partition, now)
+                await self._delete_remote(partition, now)
+            except Exception as exc:
+                # One partition's failing deletion must not stop the partitions after it.
+                log.warning("%s-%d: retention failed (%r); will retry", partition.topic, partition.index, exc)
+        self.refresh_lag()
         self._log_lag(now)
 
     def pending(self, partition: Partition) -> list[SegmentInfo]:
@@ -155,13 +168,14 @@ class Tiering:
         waiting = [s for p in self.partitions() if p.tiered for s in self.pending(p)]
         return len(waiting), sum(s.size_bytes for s in waiting)
 
+    def refresh_lag(self) -> None:
+        """Recount what waits for the bucket; lag changes only on a roll or an upload."""
+        self._waiting_bytes = self.lag()[1]
+
     def check_disk(self, partition: Partition) -> None:
         """Refuse a produce to a tiered partition once too much waits for the bucket."""
-        if self.local_disk_limit_bytes < 0 or not partition.tiered:
-            return
-        _segments, waiting_bytes = self.lag()
-        if waiting_bytes > self.local_disk_limit_bytes:
-            raise LocalDiskFull(waiting_bytes, self.local_disk_limit_bytes)
+        if self.local_disk_limit_bytes >= 0 and partition.tiered and self._waiting_bytes > self.local_disk_limit_bytes:
+            raise LocalDiskFull(self._waiting_bytes, self.local_disk_limit_bytes)
 
     def _log_lag(self, now: int) -> None:
         if now - self._last_lag_log_ms < LAG_LOG_INTERVAL_MS:
@@ -182,6 +196,7 @@ class Tiering:
             try:
                 async with self._slots:
                     await self._upload(partition, pending[0])
+                self.refresh_lag()
                 backoff = UPLOAD_BACKOFF_MS
             except asyncio.CancelledError:
                 raise
@@ -193,32 +208,36 @@ class Tiering:
         self._wakeup.set()
 
     async def _upload(self, partition: Partition, segment: SegmentInfo) -> None:
-        base_timestamp = await asyncio.to_thread(_first_base_timestamp, segment)
-        committed = CommittedSegment(
-            topic=partition.topic,
-            partition=partition.index,
-            base_offset=segment.base_offset,
-            last_offset=segment.next_offset - 1,
-            base_timestamp=base_timestamp,
-            max_timestamp=segment.max_timestamp,
-            size_bytes=segment.size_bytes,
-            leader_epoch=partition.leader_epoch,
-            upload_id=new_upload_id(),
-        )
-        row = RemoteSegment(
-            topic=committed.topic, partition=committed.partition, base_offset=committed.base_offset,
-            last_offset=committed.last_offset, base_timestamp=base_timestamp, max_timestamp=committed.max_timestamp,
-            size_bytes=committed.size_bytes, leader_epoch=committed.leader_epoch, object_key=committed.commit_key,
-        )
-        await self.store.add_remote_segment(row)
+        key = (partition.topic_id, partition.index)  # not the name: a topic may be re-created
+        committed = self._attempts.get(key)
+        if committed is None or (committed.base_offset, committed.size_bytes) != (segment.base_offset, segment.size_bytes):
+            base_timestamp = await asyncio.to_thread(_first_base_timestamp, segment)
+            committed = CommittedSegment(
+                topic=partition.topic,
+                partition=partition.index,
+                base_offset=segment.base_offset,
+                last_offset=segment.next_offset - 1,
+                base_timestamp=base_timestamp,
+                max_timestamp=segment.max_timestamp,
+                size_bytes=segment.size_bytes,
+                leader_epoch=partition.leader_epoch,
+                upload_id=new_upload_id(),
+            )
+            await self.store.add_remote_segment(RemoteSegment(
+                topic=committed.topic, partition=committed.partition, base_offset=committed.base_offset,
+                last_offset=committed.last_offset, base_timestamp=base_timestamp, max_timestamp=committed.max_timestamp,
+                size_bytes=committed.size_bytes, leader_epoch=committed.leader_epoch, object_key=committed.commit_key,
+            ))  # fmt: skip
+            self._attempts[key] = committed
         await upload_segment(
             self.bucket, topic=committed.topic, partition=committed.partition,
             log_path=segment.log_path, index_path=segment.index_path, timeindex_path=segment.timeindex_path,
-            base_offset=committed.base_offset, last_offset=committed.last_offset, base_timestamp=base_timestamp,
+            base_offset=committed.base_offset, last_offset=committed.last_offset, base_timestamp=committed.base_timestamp,
             max_timestamp=committed.max_timestamp, size_bytes=committed.size_bytes, leader_epoch=committed.leader_epoch,
             upload_id=committed.upload_id,
         )
-        await self.store.commit_remote_segment(partition.topic, partition.index, row.base_offset, row.object_key, leader_epoch=partition.leader_epoch)
+        await self.store.commit_remote_segment(partition.topic, partition.index, committed.base_offset, committed.commit_key, leader_epoch=partition.leader_epoch)
+        del self._attempts[key]
         partition.remote.append(committed)
         log.info("%s-%d: segment %d-%d (%d bytes) is in the bucket", partition.topic, partition.index,
                  committed.base_offset, committed.last_offset, committed.size_bytes)
@@ -278,7 +297,18 @@ class Tiering:
                  topic, index, segment.base_offset, segment.last_offset, partition.log_start_offset)
 
     async def delete_topic_objects(self, topic: str) -> None:
-        """Remove a deleted topic's objects (commits first, so readers stop seeing it at once)."""
+        """Remove a deleted topic's objects (commits first, so readers stop seeing it at once).
+
+        The topic's uploads are cancelled and awaited first: one left running would PUT its
+        commit object after the LIST below, a commit whose data objects were just deleted.
+        """
+        uploads = [key for key in self._uploaders if key[0] == topic]
+        tasks = [self._uploaders.pop(key) for key in uploads]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for key in [key for key, attempt in self._attempts.items() if attempt.topic == topic]:
+            del self._attempts[key]
         try:
             await delete_topic_objects(self.bucket, topic)
         except Exception as exc:
@@ -290,7 +320,7 @@ class Tiering:
         return await self.reader.read(list(partition.remote), offset, max_bytes, min_one_batch=min_one_batch)
 
     async def offset_for_timestamp(self, partition: Partition, timestamp: int) -> tuple[int, int] | None:
-        return await self.reader.offset_for_timestamp(list(partition.remote), timestamp)
+        return await self.reader.offset_for_timestamp(list(partition.remote), timestamp, log_start_offset=partition.log_start_offset)
 
 
 _BASE_TIMESTAMP = struct.Struct(">q")

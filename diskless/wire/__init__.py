@@ -1,6 +1,6 @@
 """The Kafka wire protocol: framing, headers and kio types. Pure, no I/O."""
 
-from .apis import SUPPORTED, supported_range
+from .apis import SUPPORTED, advertised_range, supported_range
 from .errors import ErrorCode, FrameTooLarge, InvalidFrame, ProtocolError, UnknownApi, UnsupportedVersion
 from .framing import (
     FileRecords,
@@ -18,6 +18,7 @@ from .framing import (
 
 __all__ = [
     "SUPPORTED",
+    "advertised_range",
     "supported_range",
     "ErrorCode",
     "FrameTooLarge",

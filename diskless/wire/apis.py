@@ -1,7 +1,11 @@
 """The Kafka APIs this broker implements, with the version ranges it speaks.
 
-ApiVersions advertises exactly this table, so an entry is added here only together with its
-handler in the broker (a unit test checks that the two agree).
+ApiVersions advertises this table, so an entry is added here only together with its handler
+in the broker (a unit test checks that the two agree). One exception, copied from Kafka 4
+(KAFKA-18659): Produce is advertised from v0 although v0-v2 are refused, because older
+librdkafka (2.0.2, which Debian's kcat is built on) sends gzip, snappy and lz4 batches
+uncompressed unless the broker lists Produce v0. Clients use the highest version both sides
+list, so none sends v0-v2 to a broker that speaks v3.
 """
 
 from __future__ import annotations
@@ -41,6 +45,16 @@ SUPPORTED = MappingProxyType(
 )
 
 
+# api_key: min_version advertised in ApiVersions when it differs from SUPPORTED's.
+ADVERTISED_MIN_VERSION = MappingProxyType({0: 0})
+
+
 def supported_range(api_key: int) -> tuple[int, int] | None:
     entry = SUPPORTED.get(api_key)
     return None if entry is None else (entry[1], entry[2])
+
+
+def advertised_range(api_key: int) -> tuple[int, int] | None:
+    """The range ApiVersions lists for `api_key` (see the module header)."""
+    entry = SUPPORTED.get(api_key)
+    return None if entry is None else (ADVERTISED_MIN_VERSION.get(api_key, entry[1]), entry[2])

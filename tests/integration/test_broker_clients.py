@@ -195,8 +195,8 @@ def aiokafka_consume(bootstrap: str, topic: str, count: int, partitions: int = P
 
 
 def kafka_python_produce(bootstrap: str, topic: str, records: list[Rec], codec: str | None = None) -> list[tuple[int, int]]:
-    # Idempotence off: the broker does not serve InitProducerId yet (see test_kafka_python_default_producer).
-    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, acks="all", linger_ms=5, enable_idempotence=False)
+    # kafka-python 3 is idempotent by default (InitProducerId, producer ids and sequences in batches).
+    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, acks="all", linger_ms=5)
     try:
         futures = [
             producer.send(topic, key=rec.key, value=rec.value, headers=list(rec.headers), timestamp_ms=rec.timestamp_ms)
@@ -266,10 +266,11 @@ def _check_round_trip(produced: list[Rec], reports: list[tuple[int, int]], consu
     assert consumed == expected
 
 
-def test_confluent_round_trip(shared_broker, create_topic) -> None:
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_confluent_round_trip(shared_broker, create_topic, idempotent: bool) -> None:
     topic = create_topic(shared_broker.bootstrap)
     produced = make_records(60)
-    reports = confluent_produce(shared_broker.bootstrap, topic, produced)
+    reports = confluent_produce(shared_broker.bootstrap, topic, produced, **{"enable.idempotence": idempotent})
     _check_round_trip(produced, reports, confluent_consume(shared_broker.bootstrap, topic, len(produced)))
 
 
@@ -282,7 +283,7 @@ def test_aiokafka_round_trip(shared_broker, create_topic) -> None:
 
 def test_kafka_python_round_trip(shared_broker, create_topic) -> None:
     topic = create_topic(shared_broker.bootstrap)
-    produced = make_records(60)
+    produced = make_records(60, with_null_header=False)  # kafka-python refuses None header values
     reports = kafka_python_produce(shared_broker.bootstrap, topic, produced)
     _check_round_trip(produced, reports, kafka_python_consume(shared_broker.bootstrap, topic, len(produced)))
 
@@ -303,17 +304,6 @@ def test_kcat_round_trip(shared_broker, create_topic) -> None:
     ]
     assert all(before_ms <= r.timestamp_ms <= after_ms for r in consumed)
     assert confluent_consume(shared_broker.bootstrap, topic, len(produced)) == consumed
-
-
-@pytest.mark.xfail(strict=True, reason="InitProducerId (api 22) is not served yet; kafka-python 3 enables idempotence by default")
-def test_kafka_python_default_producer(shared_broker, create_topic) -> None:
-    topic = create_topic(shared_broker.bootstrap)
-    producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap)
-    try:
-        metadata = producer.send(topic, key=b"k", value=b"v", partition=0).get(timeout=DEADLINE_S)
-    finally:
-        producer.close(timeout=10)
-    assert (metadata.partition, metadata.offset) == (0, 0)
 
 
 # --- codecs, across clients --------------------------------------------------------------------
@@ -343,7 +333,7 @@ def test_codec_python_to_confluent(shared_broker, create_topic, codec: str) -> N
     """kafka-python produces; for snappy, which kafka-python can only do with python-snappy
     (not installed), aiokafka does."""
     topic = create_topic(shared_broker.bootstrap)
-    produced = make_records(40)
+    produced = make_records(40, with_null_header=False)
     if codec == "snappy":
         reports = aiokafka_produce(shared_broker.bootstrap, topic, produced, codec)
     else:

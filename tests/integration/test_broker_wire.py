@@ -256,3 +256,16 @@ def test_record_produced_during_long_poll_reaches_the_waiting_fetch(shared_broke
     assert answered - started < 4.0  # well before max_wait
     assert answered - acked < 0.5, answered - acked  # typically about a millisecond
     assert [b.records for b in decode_batches(result.records)] == [next(decode_batches(sent)).records]
+
+
+def test_acks_0_produce_gets_no_response_and_the_next_request_its_own(shared_broker, create_topic, wire) -> None:
+    topic = create_topic(shared_broker.bootstrap, partitions=1)
+    client = wire(shared_broker.bootstrap)
+    fire_and_forget = produce_v9.ProduceRequest(
+        acks=0, timeout=ms(5000),
+        topic_data=(produce_v9.TopicProduceData(name=topic, partition_data=(produce_v9.PartitionProduceData(index=0, records=batch(count=2)),)),),
+    )  # fmt: skip
+    client.send(fire_and_forget)
+    # The next response on the connection answers the next request (its correlation id).
+    result = fetch_result(client.request(fetch(topic, 0)))
+    assert (result.error_code, result.high_watermark) == (ErrorCode.none, 2)

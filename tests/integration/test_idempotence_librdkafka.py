@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from .broker_process import BrokerProcess
 from .conftest import NO_REBALANCE_DELAY
@@ -51,7 +51,10 @@ def cutting_plan(api_key: int, seen: int) -> CutRequest | CutResponse | None:
     return None
 
 
-def test_idempotent_producer_survives_cut_connections(proxied_broker, create_topic) -> None:
+@pytest.mark.parametrize("restart", [False, True], ids=["cuts", "cuts-and-broker-kill"])
+def test_idempotent_producer_survives_cut_connections(proxied_broker, create_topic, restart: bool) -> None:
+    """With `restart`, the broker is also killed (SIGKILL) and started again while produce
+    requests are in flight: its producer state comes back from the log and still dedups."""
     broker, proxy = proxied_broker
     topic = create_topic(proxy.address, partitions=PARTITIONS)
     proxy.set_plan(cutting_plan)
@@ -81,6 +84,13 @@ def test_idempotent_producer_survives_cut_connections(proxied_broker, create_top
     for i in range(COUNT):
         producer.produce(topic, value=str(i).encode(), partition=i % PARTITIONS, on_delivery=on_delivery)
         producer.poll(0)
+        if restart and i == COUNT // 2:
+            deadline = time.monotonic() + DEADLINE_S
+            while sum(map(len, delivered.values())) < COUNT // 4:
+                assert time.monotonic() < deadline, "deliveries stalled before the kill"
+                producer.poll(0.01)
+            broker.kill()
+            broker.start()
     assert producer.flush(DEADLINE_S) == 0
     assert failures == []
     assert proxy.cuts("request") >= 5, proxy.cuts("request")
@@ -107,7 +117,7 @@ def consume_all(bootstrap: str, topic: str) -> dict[int, list[int]]:
             if msg is None:
                 continue
             if msg.error():
-                assert msg.error().code() == msg.error()._PARTITION_EOF, msg.error()
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
                 at_end.add(msg.partition())
                 continue
             at_end.discard(msg.partition())

@@ -22,6 +22,9 @@ from kio.schema.produce.v9 import request as produce_v9
 
 from hot_tier.records import Record, decode_batches, encode_batch
 
+from .broker_process import BrokerProcess
+from .conftest import NO_REBALANCE_DELAY
+
 LATEST = -1
 
 
@@ -149,3 +152,79 @@ def test_epoch_fencing_survives_restart(group_broker, create_topic, wire) -> Non
     assert produced(client, topic, idempotent_batch(producer_id, 3, 0, [b"b"])) == (ErrorCode.none, 1)
     assert produced(client, topic, idempotent_batch(producer_id, 3, 1, [b"d"])) == (ErrorCode.none, 2)
     assert log_end_offset(client, topic) == 3
+
+
+def test_retried_batch_on_a_log_append_time_topic_gets_its_first_append_time(shared_group_broker, create_topic, wire) -> None:
+    topic = create_topic(shared_group_broker.bootstrap, partitions=1, configs={"message.timestamp.type": "LogAppendTime"})
+    client = wire(shared_group_broker.bootstrap)
+    producer_id = client.request(init_producer_id()).producer_id
+    batch = idempotent_batch(producer_id, 0, 0, [b"a", b"b"])
+
+    def answer():
+        (topic_response,) = client.request(produce(topic, batch)).responses
+        (partition,) = topic_response.partition_responses
+        return partition.error_code, partition.base_offset, partition.log_append_time
+
+    first = answer()
+    assert first[:2] == (ErrorCode.none, 0)
+    assert first[2] is not None and first[2].timestamp() > 0
+    assert answer() == first
+    assert log_end_offset(client, topic) == 2
+
+
+def local_segment_count(broker, topic: str) -> int:
+    return len(list((broker.data_dir / "logs" / f"{topic}-0").glob("*.log")))
+
+
+def test_dedup_survives_restart_after_the_producers_segments_left_the_local_disk(group_broker, create_topic, wire) -> None:
+    """Tiered topics drop local copies of rolled segments once they are in the bucket (the
+    default, local.retention.ms=0). A producer whose last batches are only in the bucket by
+    the time the broker restarts must still be known: its retries are duplicates."""
+    broker = group_broker
+    topic = create_topic(broker.bootstrap, partitions=1, configs={"segment.bytes": "200", "remote.storage.enable": "true", "local.retention.ms": "0"})
+    client = wire(broker.bootstrap)
+    quiet = client.request(init_producer_id()).producer_id
+    busy = client.request(init_producer_id()).producer_id
+    first = idempotent_batch(quiet, 0, 0, [b"q0"])
+    second = idempotent_batch(quiet, 0, 1, [b"q1"])
+    assert produced(client, topic, first) == (ErrorCode.none, 0)
+    assert produced(client, topic, second) == (ErrorCode.none, 1)
+    for sequence in range(8):  # another producer rolls segments past the quiet one's batches
+        assert produced(client, topic, idempotent_batch(busy, 0, sequence, [b"b" * 40])) == (ErrorCode.none, 2 + sequence)
+    deadline = time.monotonic() + 20
+    while local_segment_count(broker, topic) > 1:
+        assert time.monotonic() < deadline, "rolled segments were never uploaded and dropped locally"
+        time.sleep(0.05)  # polling the data directory: nothing to wait on instead
+    broker.restart()
+    client = wire(broker.bootstrap)
+    assert produced(client, topic, second) == (ErrorCode.none, 1)
+    assert produced(client, topic, first) == (ErrorCode.none, 0)
+    assert produced(client, topic, idempotent_batch(quiet, 0, 5, [b"gap"]))[0] is ErrorCode.out_of_order_sequence_number
+    assert log_end_offset(client, topic) == 10
+    assert produced(client, topic, idempotent_batch(quiet, 0, 2, [b"q2"])) == (ErrorCode.none, 10)
+
+
+def test_dedup_survives_restart_after_a_time_based_roll_tiered_the_producers_batches(tmp_path, create_topic, wire) -> None:
+    """segment.ms rolls an idle partition's segment in the background; tiering then drops its
+    local copy. The producer that wrote it must still be known after a restart."""
+    broker = BrokerProcess(tmp_path / "data", *NO_REBALANCE_DELAY, "--log-retention-check-interval-ms", "100").start()
+    try:
+        topic = create_topic(broker.bootstrap, partitions=1, configs={"segment.ms": "200", "remote.storage.enable": "true", "local.retention.ms": "0"})
+        client = wire(broker.bootstrap)
+        producer_id = client.request(init_producer_id()).producer_id
+        batch = idempotent_batch(producer_id, 0, 0, [b"only"])
+        assert produced(client, topic, batch) == (ErrorCode.none, 0)
+        deadline = time.monotonic() + 20
+        while not (local_segment_count(broker, topic) == 1 and local_segment_bases(broker, topic) == [1]):
+            assert time.monotonic() < deadline, "the idle segment was never rolled, uploaded and dropped locally"
+            time.sleep(0.05)  # polling the data directory: nothing to wait on instead
+        broker.restart()
+        client = wire(broker.bootstrap)
+        assert produced(client, topic, batch) == (ErrorCode.none, 0)
+        assert log_end_offset(client, topic) == 1
+    finally:
+        broker.close()
+
+
+def local_segment_bases(broker, topic: str) -> list[int]:
+    return sorted(int(path.stem) for path in (broker.data_dir / "logs" / f"{topic}-0").glob("*.log"))

@@ -470,6 +470,17 @@ class GroupCoordinator:
         group = self._rb.groups.get(group_id)
         return None if group is None else overview(group)
 
+    def member_protocol_metadata(self, group_id: str) -> tuple[bytes, ...]:
+        """The metadata of every protocol each member offers, in any state of the group.
+
+        OffsetDelete reads consumer subscriptions from it: DescribeGroups shows metadata only
+        once the group is Stable, but a rebalancing group still consumes its topics.
+        """
+        group = self._rb.groups.get(group_id)
+        if group is None:
+            return ()
+        return tuple(metadata for member in group.members.values() for _, metadata in member.protocols)
+
     # -- time and shutdown ---------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from diskless.wire import SUPPORTED, Request
+from diskless.wire import SUPPORTED, Request, advertised_range
 
 from ..partitions import check_topic_name
 from ..responses import NO_THROTTLE, make, response_module
@@ -27,7 +27,8 @@ async def handle_api_versions(broker: Broker, request: Request) -> Any:
     mod = response_module(18, version)
     api_keys = tuple(
         mod.ApiVersion(api_key=key, min_version=low, max_version=high)
-        for key, (_name, low, high) in sorted(SUPPORTED.items())
+        for key in sorted(SUPPORTED)
+        for low, high in [advertised_range(key)]
     )
     return make(mod.ApiVersionsResponse, error_code=error, api_keys=api_keys, throttle_time=NO_THROTTLE)
 

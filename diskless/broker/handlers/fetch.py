@@ -53,8 +53,8 @@ async def _read(broker: Broker, body: Any, mod: Any, max_bytes: int) -> tuple[li
             if partition is None:
                 error = ErrorCode.unknown_topic_or_partition
             else:
-                log = partition.log
-                high_watermark, log_start_offset = log.high_watermark, log.log_start_offset
+                # The whole log's start (bucket and DeleteRecords included), not the local one's.
+                high_watermark, log_start_offset = partition.log.high_watermark, partition.log_start_offset
                 error = _check_leader_epoch(getattr(fetch, "current_leader_epoch", -1), partition.leader_epoch)
                 if error is ErrorCode.none:
                     try:

@@ -178,10 +178,15 @@ async def handle_list_groups(broker: Broker, request: Request) -> Any:
     body = request.body
     mod = response_module(16, request.header.api_version)
     states = tuple(getattr(body, "states_filter", ()) or ())
-    listed = {g.group_id: (g.protocol_type, g.group_state) for g in broker.groups.coordinator.list_groups(states)}
-    if not states or "Empty" in states:
+    coordinator = broker.groups.coordinator
+    listed = {g.group_id: (g.protocol_type, g.group_state) for g in coordinator.list_groups(states)}
+    if not states or "empty" in {s.lower() for s in states}:
+        # Groups known only by their committed offsets are Empty; a group the coordinator
+        # knows in another state was filtered out above and must stay out.
+        known = {g.group_id for g in coordinator.list_groups()}
         for group_id in await broker.store.list_groups_with_offsets():
-            listed.setdefault(group_id, ("consumer", "Empty"))
+            if group_id not in known:
+                listed[group_id] = ("consumer", "Empty")
     groups = tuple(
         make(mod.ListedGroup, group_id=group_id, protocol_type=protocol_type, group_state=state)
         for group_id, (protocol_type, state) in sorted(listed.items())

@@ -52,7 +52,7 @@ async def handle_produce(broker: Broker, request: Request) -> Any:
                     error_code=error,
                     base_offset=info.first_offset if info else -1,
                     log_append_time=timestamp(info.log_append_time_ms) if info else None,
-                    log_start_offset=info.log_start_offset if info else -1,
+                    log_start_offset=partition.log_start_offset if info else -1,
                     record_errors=(),
                     error_message=message,
                 )

@@ -44,7 +44,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
                 if wanted.name in broker.partitions.topics:
                     raise TopicAlreadyExists(wanted.name)
                 if num_partitions < 1:
-                    raise InvalidPartitions(wanted.name, num_partitions, "a topic needs at least one partition")
+                    raise InvalidPartitions(wanted.name, None, num_partitions, "a topic needs at least one partition")
             else:
                 topic = await broker.partitions.create_topic(wanted.name, num_partitions, configs)
         except Exception as exc:
@@ -133,7 +133,7 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
             if topic is None:
                 raise UnknownTopic(wanted.name)
             if wanted.count <= topic.num_partitions:
-                raise InvalidPartitions(wanted.name, wanted.count, f"topic has {topic.num_partitions} partitions; the count can only grow")
+                raise InvalidPartitions(wanted.name, topic.num_partitions, wanted.count, "the partition count can only grow")
             if wanted.assignments:
                 for assignment in wanted.assignments:
                     if tuple(assignment.broker_ids) != (broker.config.node_id,):

@@ -1,0 +1,372 @@
+"""Admin APIs through confluent-kafka's AdminClient, LogAppendTime, retention and a clean restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as AioTopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+from hot_tier.records import Record, encode_batch
+
+DEADLINE_S = 20.0
+
+
+def admin_for(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def error_code(future) -> int:
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=DEADLINE_S)
+    return raised.value.args[0].code()
+
+
+def describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    return admin.describe_configs([resource], request_timeout=DEADLINE_S)[resource].result(timeout=DEADLINE_S)
+
+
+def topics(admin: AdminClient) -> dict:
+    return admin.list_topics(timeout=DEADLINE_S).topics
+
+
+def produce_values(bootstrap: str, topic: str, values: list[bytes], *, partition: int = 0, timestamp: int = 0, per_batch: bool = True) -> list[tuple[int, int]]:
+    """(partition, offset) of each value; one batch per record unless `per_batch` is false."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0 if per_batch else 50})
+    reports: list[tuple[int, int]] = []
+
+    def on_delivery(err, msg):
+        assert err is None, err
+        reports.append((msg.partition(), msg.offset()))
+
+    for value in values:
+        producer.produce(topic, value=value, partition=partition, timestamp=timestamp, on_delivery=on_delivery)
+        if per_batch:
+            assert producer.flush(DEADLINE_S) == 0
+    assert producer.flush(DEADLINE_S) == 0
+    return reports
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int = 1) -> dict[int, list]:
+    """Every record from each partition's log start to its high watermark, as Message objects."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "admin-test", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        ends = {}
+        starts = []
+        for p in range(partitions):
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S)
+            ends[p] = high
+            starts.append(TopicPartition(topic, p, low))
+        c.assign(starts)
+        got: dict[int, list] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + DEADLINE_S
+        while any((got[p][-1].offset() + 1 if got[p] else starts[p].offset) < ends[p] for p in got):
+            assert time.monotonic() < deadline
+            msg = c.poll(0.1)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got[msg.partition()].append(msg)
+        return got
+    finally:
+        c.close()
+
+
+def wait_for(condition, what: str, deadline_s: float = DEADLINE_S):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)  # retention runs on the broker's own timer; poll its effect
+
+
+def segment_files(broker, topic: str, partition: int = 0) -> list[Path]:
+    return sorted((broker.data_dir / "logs" / f"{topic}-{partition}").glob("*.log"))
+
+
+# --- CreateTopics, DescribeConfigs, IncrementalAlterConfigs ------------------------------------------
+
+
+def test_create_topics_with_configs_and_validate_only(shared_broker, topic_name) -> None:
+    admin = admin_for(shared_broker.bootstrap)
+    configs = {"retention.ms": "3600000", "max.message.bytes": "2048", "message.timestamp.type": "LogAppendTime"}
+
+    # validate_only: checked, answered, not created.
+    futures = admin.create_topics([NewTopic(topic_name, 2, 1, config=configs)], validate_only=True)
+    futures[topic_name].result(timeout=DEADLINE_S)
+    assert topic_name not in topics(admin)
+    bad = {
+        "bad-value": (NewTopic(topic_name, 2, 1, config={"retention.ms": "soon"}), KafkaError.INVALID_CONFIG),
+        "unknown-config": (NewTopic(topic_name, 2, 1, config={"no.such.config": "1"}), KafkaError.INVALID_CONFIG),
+        "compaction": (NewTopic(topic_name, 2, 1, config={"cleanup.policy": "compact"}), KafkaError.INVALID_CONFIG),
+        "replication": (NewTopic(topic_name, 2, 3), KafkaError.INVALID_REPLICATION_FACTOR),
+        "partitions": (NewTopic(topic_name, 0, 1), KafkaError.INVALID_PARTITIONS),
+        "name": (NewTopic("bad/name", 1, 1), KafkaError.TOPIC_EXCEPTION),
+    }
+    for case, (new_topic, expected) in bad.items():
+        for validate_only in (True, False):
+            futures = admin.create_topics([new_topic], validate_only=validate_only)
+            assert error_code(futures[new_topic.topic]) == expected, (case, validate_only)
+    assert topic_name not in topics(admin)
+
+    admin.create_topics([NewTopic(topic_name, 2, 1, config=configs)])[topic_name].result(timeout=DEADLINE_S)
+    assert sorted(topics(admin)[topic_name].partitions) == [0, 1]
+    described = describe(admin, topic_name)
+    for name, value in configs.items():
+        assert (described[name].value, described[name].source) == (value, ConfigSource.DYNAMIC_TOPIC_CONFIG.value), name
+    assert (described["segment.bytes"].value, described["segment.bytes"].source) == ("1073741824", ConfigSource.DEFAULT_CONFIG.value)
+    assert described["cleanup.policy"].value == "delete"
+    # Again: it exists now, with or without validate_only.
+    for validate_only in (True, False):
+        futures = admin.create_topics([NewTopic(topic_name, 2, 1)], validate_only=validate_only)
+        assert error_code(futures[topic_name]) == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def test_incremental_alter_configs_changes_what_the_broker_enforces(shared_broker, create_topic) -> None:
+    topic = create_topic(shared_broker.bootstrap, partitions=1, configs={"retention.ms": "3600000"})
+    admin = admin_for(shared_broker.bootstrap)
+
+    def alter(*entries: ConfigEntry, validate_only: bool = False):
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=list(entries))
+        return admin.incremental_alter_configs([resource], validate_only=validate_only, request_timeout=DEADLINE_S)[resource]
+
+    set_small = ConfigEntry("max.message.bytes", "1000", incremental_operation=AlterConfigOpType.SET)
+    delete_retention = ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)
+    alter(set_small, delete_retention, validate_only=True).result(timeout=DEADLINE_S)
+    assert describe(admin, topic)["retention.ms"].value == "3600000"
+    assert describe(admin, topic)["max.message.bytes"].value == "1048588"
+
+    alter(set_small, delete_retention).result(timeout=DEADLINE_S)
+    described = describe(admin, topic)
+    assert (described["max.message.bytes"].value, described["max.message.bytes"].source) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    assert (described["retention.ms"].value, described["retention.ms"].source) == ("604800000", ConfigSource.DEFAULT_CONFIG.value)
+
+    # An invalid change is refused whole: nothing of it applies.
+    bad = alter(ConfigEntry("retention.bytes", "1", incremental_operation=AlterConfigOpType.SET),
+                ConfigEntry("segment.bytes", "tiny", incremental_operation=AlterConfigOpType.SET))  # fmt: skip
+    assert error_code(bad) == KafkaError.INVALID_CONFIG
+    assert describe(admin, topic)["retention.bytes"].value == "-1"
+    unknown = ConfigResource(ResourceType.TOPIC, "no-such-topic-" + topic, incremental_configs=[set_small])
+    futures = admin.incremental_alter_configs([unknown], request_timeout=DEADLINE_S)
+    assert error_code(futures[unknown]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    # The new max.message.bytes is enforced by produce at once.
+    errors = []
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "acks": "all"})
+    producer.produce(topic, value=b"z" * 2000, partition=0, on_delivery=lambda err, msg: errors.append(err))
+    assert producer.flush(DEADLINE_S) == 0
+    assert [e.code() for e in errors] == [KafkaError.MSG_SIZE_TOO_LARGE]
+
+
+def test_describe_configs_of_the_broker_and_of_unknown_topics(shared_broker) -> None:
+    admin = admin_for(shared_broker.bootstrap)
+    resource = ConfigResource(ResourceType.BROKER, "1")
+    described = admin.describe_configs([resource], request_timeout=DEADLINE_S)[resource].result(timeout=DEADLINE_S)
+    assert described["node.id"].value == "1"
+    assert described["log.retention.check.interval.ms"].value == "500"
+    missing = ConfigResource(ResourceType.TOPIC, "no-such-topic-at-all")
+    assert error_code(admin.describe_configs([missing], request_timeout=DEADLINE_S)[missing]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+# --- CreatePartitions, DeleteTopics, DescribeCluster ---------------------------------------------------
+
+
+def test_create_partitions_then_delete_topic_and_recreate(shared_broker, create_topic) -> None:
+    admin = admin_for(shared_broker.bootstrap)
+    topic = create_topic(shared_broker.bootstrap, partitions=1)
+    assert produce_values(shared_broker.bootstrap, topic, [b"a", b"b"]) == [(0, 0), (0, 1)]
+
+    futures = admin.create_partitions([NewPartitions(topic, 3)], validate_only=True)
+    futures[topic].result(timeout=DEADLINE_S)
+    assert len(topics(admin)[topic].partitions) == 1
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=DEADLINE_S)
+    assert sorted(topics(admin)[topic].partitions) == [0, 1, 2]
+    assert produce_values(shared_broker.bootstrap, topic, [b"c"], partition=2) == [(2, 0)]
+    for count in (3, 2):
+        assert error_code(admin.create_partitions([NewPartitions(topic, count)])[topic]) == KafkaError.INVALID_PARTITIONS
+    missing = "no-such-topic-" + topic
+    assert error_code(admin.create_partitions([NewPartitions(missing, 2)])[missing]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    admin.delete_topics([topic], operation_timeout=DEADLINE_S)[topic].result(timeout=DEADLINE_S)
+    assert topic not in topics(admin)
+    assert error_code(admin.delete_topics([topic])[topic]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # A topic of the same name is a new, empty topic: nothing of the old one shows through.
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=DEADLINE_S)
+    c = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "admin-test"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S) == (0, 0)
+    finally:
+        c.close()
+    assert produce_values(shared_broker.bootstrap, topic, [b"new"]) == [(0, 0)]
+
+
+def test_describe_cluster(shared_broker) -> None:
+    admin = admin_for(shared_broker.bootstrap)
+    cluster = admin.describe_cluster(request_timeout=DEADLINE_S).result(timeout=DEADLINE_S)
+    metadata = admin.list_topics(timeout=DEADLINE_S)
+    assert cluster.cluster_id and cluster.cluster_id == metadata.cluster_id
+    assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(1, "127.0.0.1", shared_broker.port)]
+    assert cluster.controller.id == 1
+    # The cluster id is the one kept in meta.properties.
+    assert f"cluster.id={cluster.cluster_id}" in (shared_broker.data_dir / "meta.properties").read_text()
+
+
+# --- LogAppendTime -------------------------------------------------------------------------------
+
+
+def test_log_append_time_topic_carries_broker_timestamps(shared_broker, create_topic) -> None:
+    topic = create_topic(shared_broker.bootstrap, partitions=1, configs={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    produce_values(shared_broker.bootstrap, topic, [b"a", b"b", b"c"], timestamp=1_000, per_batch=False)
+    produce_values(shared_broker.bootstrap, topic, [b"d"], timestamp=2_000)
+    after = int(time.time() * 1000)
+    (records,) = consume_all(shared_broker.bootstrap, topic).values()
+    assert [m.value() for m in records] == [b"a", b"b", b"c", b"d"]
+    for m in records:
+        ts_type, ts = m.timestamp()
+        assert ts_type == 2  # TIMESTAMP_LOG_APPEND_TIME
+        assert before <= ts <= after
+    # Records of one batch share its append time.
+    assert len({m.timestamp()[1] for m in records[:3]}) == 1
+
+    async def with_aiokafka():
+        async with AIOKafkaConsumer(bootstrap_servers=shared_broker.bootstrap, enable_auto_commit=False) as c:
+            tp = AioTopicPartition(topic, 0)
+            c.assign([tp])
+            c.seek(tp, 0)
+            return [await asyncio.wait_for(c.getone(), DEADLINE_S) for _ in range(4)]
+
+    seen = asyncio.run(with_aiokafka())
+    assert [(m.timestamp_type, m.timestamp) for m in seen] == [(1, m.timestamp()[1]) for m in records]
+
+
+# --- retention ---------------------------------------------------------------------------------
+
+SEGMENT_BYTES = 1024
+# retention.* applies to the whole log, with tiering (the default) and without.
+REMOTE_STORAGE = [pytest.param("false", id="local"), pytest.param("true", id="tiered")]
+
+
+def segment_bases(batch_sizes: list[int], segment_bytes: int = SEGMENT_BYTES) -> list[int]:
+    """Base offsets of the segments one-record batches of these sizes fill: Kafka rolls before an
+    append that would take a non-empty segment past segment.bytes."""
+    bases, size = [0], 0
+    for offset, batch_bytes in enumerate(batch_sizes):
+        if size and size + batch_bytes > segment_bytes:
+            bases.append(offset)
+            size = 0
+        size += batch_bytes
+    return bases
+
+
+def batch_bytes(value: bytes) -> int:
+    """Size of a one-record batch without key or headers, as librdkafka and the broker store it."""
+    return len(encode_batch([Record(0, int(time.time() * 1000), None, value)]))
+
+
+def wait_for_log_start(bootstrap: str, topic: str, expected: int) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "admin-test"})
+    try:
+        wait_for(lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S)[0] == expected, f"log start offset {expected}")
+    finally:
+        c.close()
+
+
+def check_log_from(broker, topic: str, log_start: int, values: list[bytes], bases: list[int], tiered: bool) -> None:
+    got = consume_all(broker.bootstrap, topic)[0]
+    assert [(m.offset(), m.value()) for m in got] == list(enumerate(values))[log_start:]
+    # Below the log start offset is out of range.
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "admin-test", "auto.offset.reset": "error"})
+    try:
+        c.assign([TopicPartition(topic, 0, log_start - 1)])
+        deadline = time.monotonic() + DEADLINE_S
+        while (msg := c.poll(0.1)) is None:
+            assert time.monotonic() < deadline
+        assert msg.error() is not None and msg.error().code() == KafkaError._AUTO_OFFSET_RESET
+    finally:
+        c.close()
+    if not tiered:
+        # Without tiering the local log is the whole log: exactly the kept segments remain.
+        assert [int(f.stem) for f in segment_files(broker, topic)] == [b for b in bases if b >= log_start]
+
+
+@pytest.mark.parametrize("remote_storage", REMOTE_STORAGE)
+def test_retention_bytes_deletes_old_segments_and_moves_log_start(shared_broker, create_topic, remote_storage: str) -> None:
+    retention_bytes = 2048
+    topic = create_topic(shared_broker.bootstrap, partitions=1, configs={
+        "segment.bytes": str(SEGMENT_BYTES), "retention.bytes": str(retention_bytes), "remote.storage.enable": remote_storage,
+    })  # fmt: skip
+    values = [f"record-{i:03d}-".encode() + b"x" * 100 for i in range(60)]
+    produce_values(shared_broker.bootstrap, topic, values)  # one batch each
+    sizes = [batch_bytes(v) for v in values]
+    bases = segment_bases(sizes)
+    # Kafka's rule: the oldest segment goes while the rest still hold >= retention.bytes.
+    remaining, log_start = sum(sizes), 0
+    for base, next_base in zip(bases, bases[1:]):
+        segment = sum(sizes[base:next_base])
+        if remaining - segment < retention_bytes:
+            break
+        remaining, log_start = remaining - segment, next_base
+    assert log_start > 0
+    wait_for_log_start(shared_broker.bootstrap, topic, log_start)
+    check_log_from(shared_broker, topic, log_start, values, bases, remote_storage == "true")
+
+
+@pytest.mark.parametrize("remote_storage", REMOTE_STORAGE)
+def test_retention_ms_deletes_segments_older_than_it(shared_broker, create_topic, remote_storage: str) -> None:
+    topic = create_topic(shared_broker.bootstrap, partitions=1, configs={
+        "segment.bytes": str(SEGMENT_BYTES), "retention.ms": "600000", "remote.storage.enable": remote_storage,
+    })  # fmt: skip
+    old = [f"old-{i:03d}-".encode() + b"x" * 100 for i in range(30)]
+    produce_values(shared_broker.bootstrap, topic, old, timestamp=int(time.time() * 1000) - 3_600_000)
+    fresh = [f"fresh-{i}".encode() for i in range(3)]
+    produce_values(shared_broker.bootstrap, topic, fresh)
+    bases = segment_bases([batch_bytes(v) for v in old + fresh])
+    # Every segment whose newest record is an hour old goes: the log starts with the segment
+    # holding the first fresh record (offset 30).
+    log_start = max(b for b in bases if b <= len(old))
+    assert log_start > 0
+    wait_for_log_start(shared_broker.bootstrap, topic, log_start)
+    check_log_from(shared_broker, topic, log_start, old + fresh, bases, remote_storage == "true")
+
+
+# --- clean restart -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("remote_storage", REMOTE_STORAGE)
+def test_data_configs_and_offsets_survive_a_clean_restart(broker, create_topic, remote_storage: str) -> None:
+    topic = create_topic(broker.bootstrap, partitions=3, configs={"segment.bytes": "2048", "retention.ms": "86400000", "remote.storage.enable": remote_storage})
+    written = {p: [f"p{p}-{i}-".encode() + b"y" * 50 for i in range(40)] for p in range(3)}
+    for p, values in written.items():
+        produce_values(broker.bootstrap, topic, values[:20], partition=p)
+        produce_values(broker.bootstrap, topic, values[20:], partition=p, per_batch=False)
+    if remote_storage == "false":
+        assert len(segment_files(broker, topic)) > 1  # several segments, so the restart reopens rolled ones
+    before = {p: [(m.offset(), m.value(), m.timestamp()) for m in ms] for p, ms in consume_all(broker.bootstrap, topic, 3).items()}
+    assert {p: [v for _, v, _ in rs] for p, rs in before.items()} == written
+
+    assert broker.stop() == 0  # SIGTERM: a clean shutdown
+    broker.start()
+
+    after = {p: [(m.offset(), m.value(), m.timestamp()) for m in ms] for p, ms in consume_all(broker.bootstrap, topic, 3).items()}
+    assert after == before
+    assert describe(admin_for(broker.bootstrap), topic)["segment.bytes"].value == "2048"
+    # Appends continue from the old log end.
+    assert produce_values(broker.bootstrap, topic, [b"after"], partition=1) == [(1, 40)]
