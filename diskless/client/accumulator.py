@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from hot_tier.records import HEADER_BYTES
+
 from .builder import BatchBuilder, record_size_bytes
 from .structs import TopicPartition
 
@@ -77,10 +79,11 @@ class AccumulatorParams:
 
 
 class _PartitionState:
-    __slots__ = ("queue", "in_flight", "next_sequence")
+    __slots__ = ("queue", "open", "in_flight", "next_sequence")
 
     def __init__(self) -> None:
         self.queue: deque[ProducerBatch] = deque()
+        self.open: ProducerBatch | None = None  # the batch appends go to, until it is full
         self.in_flight = 0
         self.next_sequence = 0
 
@@ -88,6 +91,7 @@ class _PartitionState:
 class Accumulator:
     def __init__(self, params: AccumulatorParams) -> None:
         self.params = params
+        self._body_limit = params.batch_size - HEADER_BYTES  # records section of a full batch
         self.partitions: dict[TopicPartition, _PartitionState] = {}
         self.buffered_bytes = 0
         self.flushing = 0
@@ -98,35 +102,43 @@ class Accumulator:
 
     def append(
         self,
-        tp: TopicPartition,
+        tp: tuple[str, int],
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
         headers: tuple[tuple[str, bytes | None], ...],
         now: int,
-    ) -> tuple[ProducerBatch, int, bool]:
-        """Add a record; returns (its batch, its index in the batch, whether the batch is new)."""
+        size: int | None = None,
+    ) -> tuple[ProducerBatch, int, bool, bool]:
+        """Add a record; returns (its batch, its index in the batch, whether that batch is new,
+        whether a batch became full: then there is something for the sender to ship).
+
+        `tp` may be a plain (topic, partition) tuple (it hashes as a TopicPartition); `size` is
+        `record_size_bytes` of the record, when the caller has it already.
+        """
         state = self.partitions.get(tp)
         if state is None:
+            tp = TopicPartition(*tp)
             state = self.partitions[tp] = _PartitionState()
-        size = record_size_bytes(key, value, headers)
-        queue = state.queue
-        created = False
-        batch = queue[-1] if queue else None
-        if batch is None or batch.full or batch.data is not None or (
-            batch.builder.count and batch.builder.size_bytes + size > self.params.batch_size
-        ):
-            if batch is not None:
-                batch.full = True
-            batch = ProducerBatch(tp, now)
-            queue.append(batch)
+        if size is None:
+            size = record_size_bytes(key, value, headers)
+        batch = state.open
+        filled = False
+        if batch is None or batch.full or len(batch.builder.body) + size > self._body_limit:
+            if batch is not None and not batch.full:
+                batch.full = filled = True
+            batch = state.open = ProducerBatch(TopicPartition(*tp), now)
+            state.queue.append(batch)
             created = True
-        index = batch.builder.append(timestamp, key, value, headers)
+        else:
+            created = False
+        builder = batch.builder
+        index = builder.append(timestamp, key, value, headers)
         batch.buffered_bytes += size
         self.buffered_bytes += size
-        if batch.builder.size_bytes >= self.params.batch_size:
-            batch.full = True
-        return batch, index, created
+        if len(builder.body) >= self._body_limit:
+            batch.full = filled = True
+        return batch, index, created, filled
 
     # --- sending ---------------------------------------------------------------------------
 
@@ -192,6 +204,8 @@ class Accumulator:
                 continue
             sizes[node] += len(data)
             state.queue.popleft()
+            if state.open is batch:
+                state.open = None
             state.in_flight += 1
             batch.in_flight = True
             batch.full = True
@@ -257,6 +271,9 @@ class Accumulator:
         return aborted
 
     def _release(self, batch: ProducerBatch) -> None:
+        state = self.partitions.get(batch.tp)
+        if state is not None and state.open is batch:
+            state.open = None  # an expired or aborted batch takes no more records
         if not batch.done:
             batch.done = True
             self.buffered_bytes -= batch.buffered_bytes

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from . import protocol
 from .cluster import NO_LEADER, Cluster
-from .consumer_protocol import decode_assignment
+from .admin_groups import GroupAdmin
 from .errors import (
     ClientClosedError,
     KafkaError,
@@ -38,15 +38,10 @@ from .structs import (
     BrokerInfo,
     ClusterDescription,
     ConfigEntry,
-    GroupDescription,
-    GroupListing,
-    MemberDescription,
     NewTopic,
-    OffsetAndMetadata,
     OffsetAndTimestamp,
     PartitionDescription,
     TopicDescription,
-    TopicPartition,
 )
 
 T = TypeVar("T")
@@ -59,10 +54,11 @@ EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
 _ZERO_UUID = uuid.UUID(int=0)
+_TOPIC_ANSWERS = frozenset({UnknownTopicOrPartitionError.errno})  # final answers about a named topic
 _SPECS = {"earliest": EARLIEST, "latest": LATEST, "max_timestamp": MAX_TIMESTAMP}
 
 
-class Admin:
+class Admin(GroupAdmin):
     def __init__(
         self,
         bootstrap_servers: str = "127.0.0.1:9092",
@@ -108,8 +104,12 @@ class Admin:
         if self._closed:
             raise ClientClosedError("admin client")
 
-    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """Run `attempt` until it succeeds, fails for good, or the API timeout passes."""
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]], final: frozenset[int] = frozenset()) -> T:
+        """Run `attempt` until it succeeds, fails for good, or the API timeout passes.
+
+        Error codes in `final` are not retried even if Kafka calls them retriable (a topic that
+        does not exist, asked about by name, is an answer, not a transient state).
+        """
         self._check_open()
         if not self._started:
             await self.start()
@@ -119,7 +119,9 @@ class Admin:
             try:
                 return await attempt()
             except KafkaError as exc:
-                if not exc.retriable or time.monotonic() + backoff > deadline or self._closed:
+                if getattr(exc, "errno", None) in final or not exc.retriable:
+                    raise
+                if time.monotonic() + backoff > deadline or self._closed:
                     raise
                 if exc.invalid_metadata:
                     try:
@@ -222,7 +224,7 @@ class Admin:
             if failures:
                 raise failures[0]
 
-        await self._retrying(attempt)
+        await self._retrying(attempt, _TOPIC_ANSWERS)
 
     async def delete_topics(self, topics: str | Iterable[str], *, timeout_ms: int | None = None) -> None:
         """Delete topics; raises `UnknownTopicOrPartitionError` for a topic that does not exist."""
@@ -293,7 +295,7 @@ class Admin:
                     raise UnknownTopicOrPartitionError(None, topic=name)
             return found
 
-        return await self._retrying(attempt)
+        return await self._retrying(attempt, _TOPIC_ANSWERS)
 
     async def create_partitions(
         self, topic: str, total_count: int, *, validate_only: bool = False, timeout_ms: int | None = None
@@ -505,160 +507,6 @@ class Admin:
 
         await self._partitions(topic, None)
         return await self._by_leader(topic, list(before_offsets), protocol.DELETE_RECORDS, make, read)
-
-    # --- consumer groups -------------------------------------------------------------------
-
-    async def _group_request(self, group_id: str, api_key: int, make: Callable[[int], Any]) -> Any:
-        node = await self._cluster.coordinator(group_id)
-        try:
-            return await self._cluster.request_node(node, api_key, make)
-        except KafkaError:
-            self._cluster.forget_coordinator(group_id)
-            raise
-
-    def _check_group_error(self, group_id: str, code: int, message: str | None = None) -> None:
-        if code:
-            if code in (14, 15, 16):  # loading, not available, not coordinator: ask again
-                self._cluster.forget_coordinator(group_id)
-            raise error_for(code, message, group=group_id)
-
-    async def list_groups(self) -> list[GroupListing]:
-        """Every group on every broker, sorted by id."""
-
-        async def attempt() -> list[GroupListing]:
-            await self._cluster.fetch_metadata(())
-            nodes = list(self._cluster.metadata.brokers)
-
-            def make(version: int) -> Any:
-                return protocol.build(protocol.request_class(protocol.LIST_GROUPS, version), states_filter=())
-
-            responses = await asyncio.gather(*(self._cluster.request_node(n, protocol.LIST_GROUPS, make) for n in nodes))
-            groups = []
-            for response in responses:
-                if response.error_code:
-                    raise error_for(response.error_code)
-                groups += [GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", None)) for g in response.groups]
-            return sorted(groups, key=lambda g: g.group_id)
-
-        return await self._retrying(attempt)
-
-    async def describe_groups(self, group_ids: str | Iterable[str]) -> dict[str, GroupDescription]:
-        ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
-
-        async def describe(group_id: str) -> GroupDescription:
-            async def attempt() -> GroupDescription:
-                def make(version: int) -> Any:
-                    cls = protocol.request_class(protocol.DESCRIBE_GROUPS, version)
-                    return protocol.build(cls, groups=(group_id,), include_authorized_operations=False)
-
-                response = await self._group_request(group_id, protocol.DESCRIBE_GROUPS, make)
-                group = response.groups[0]
-                self._check_group_error(group_id, group.error_code)
-                members = []
-                for m in group.members:
-                    assignment: tuple[TopicPartition, ...] = ()
-                    if group.protocol_type == "consumer" and m.member_assignment:
-                        try:
-                            assignment = decode_assignment(m.member_assignment).partitions
-                        except Exception:
-                            assignment = ()
-                    members.append(
-                        MemberDescription(m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host, assignment)
-                    )
-                return GroupDescription(group.group_id, group.group_state, group.protocol_type, group.protocol_data, tuple(members))
-
-            return await self._retrying(attempt)
-
-        described = await asyncio.gather(*(describe(g) for g in ids))
-        return dict(zip(ids, described, strict=True))
-
-    async def delete_groups(self, group_ids: str | Iterable[str]) -> None:
-        """Delete empty groups and their committed offsets (NON_EMPTY_GROUP while members remain)."""
-        ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
-
-        async def delete(group_id: str) -> None:
-            async def attempt() -> None:
-                def make(version: int) -> Any:
-                    return protocol.request_class(protocol.DELETE_GROUPS, version)(groups_names=(group_id,))
-
-                response = await self._group_request(group_id, protocol.DELETE_GROUPS, make)
-                self._check_group_error(group_id, response.results[0].error_code)
-
-            await self._retrying(attempt)
-
-        await asyncio.gather(*(delete(g) for g in ids))
-
-    async def list_group_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The committed offsets of a group (all of them, or of `partitions`); uncommitted are left out."""
-        wanted = None if partitions is None else sorted(set(partitions))
-
-        def make(version: int) -> Any:
-            cls = protocol.request_class(protocol.OFFSET_FETCH, version)
-            topic_cls = protocol.nested(cls, "OffsetFetchRequestTopic")
-            topics = None
-            if wanted is not None:
-                by_topic: dict[str, list[int]] = defaultdict(list)
-                for tp in wanted:
-                    by_topic[tp.topic].append(tp.partition)
-                topics = tuple(topic_cls(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())
-            return protocol.build(cls, group_id=group_id, topics=topics, require_stable=False)
-
-        async def attempt() -> dict[TopicPartition, OffsetAndMetadata]:
-            response = await self._group_request(group_id, protocol.OFFSET_FETCH, make)
-            self._check_group_error(group_id, getattr(response, "error_code", 0))
-            found = {}
-            for t in response.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_for(p.error_code, None, group=group_id, topic=t.name, partition=p.partition_index)
-                    if p.committed_offset >= 0:
-                        found[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1)
-                        )
-            return found
-
-        return await self._retrying(attempt)
-
-    async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
-        """Commit offsets for a group that has no active members (as kafka-consumer-groups --reset-offsets)."""
-
-        def make(version: int) -> Any:
-            cls = protocol.request_class(protocol.OFFSET_COMMIT, version)
-            topic_cls = protocol.nested(cls, "OffsetCommitRequestTopic")
-            partition_cls = protocol.nested(cls, "OffsetCommitRequestPartition")
-            by_topic: dict[str, list[Any]] = defaultdict(list)
-            for tp, value in offsets.items():
-                meta = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
-                by_topic[tp.topic].append(
-                    protocol.build(
-                        partition_cls,
-                        partition_index=tp.partition,
-                        committed_offset=meta.offset,
-                        committed_leader_epoch=meta.leader_epoch,
-                        committed_metadata=meta.metadata,
-                        commit_timestamp=-1,
-                    )
-                )
-            return protocol.build(
-                cls,
-                group_id=group_id,
-                generation_id_or_member_epoch=-1,
-                member_id="",
-                group_instance_id=None,
-                retention_time=-1,
-                topics=tuple(topic_cls(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-            )
-
-        async def attempt() -> None:
-            response = await self._group_request(group_id, protocol.OFFSET_COMMIT, make)
-            for t in response.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        self._check_group_error(group_id, p.error_code)
-
-        await self._retrying(attempt)
 
     # --- brokers ---------------------------------------------------------------------------
 

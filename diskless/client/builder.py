@@ -87,35 +87,29 @@ class BatchBuilder:
         elif timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
         delta = timestamp - self.base_timestamp
-        timestamp_delta = _SMALL[delta] if 0 <= delta < _SMALL_LIMIT else encode_varint(delta)
-        offset_delta = _SMALL[index] if index < _SMALL_LIMIT else encode_varint(index)
+        small = _SMALL
         if key is None:
-            key_length = _NULL
-            key = b""
+            key_length, key = _NULL, b""
         else:
             n = len(key)
-            key_length = _SMALL[n] if n < _SMALL_LIMIT else encode_varint(n)
+            key_length = small[n] if n < _SMALL_LIMIT else encode_varint(n)
         if value is None:
-            value_length = _NULL
-            value = b""
+            value_length, value = _NULL, b""
         else:
             n = len(value)
-            value_length = _SMALL[n] if n < _SMALL_LIMIT else encode_varint(n)
-        tail = _encode_headers(headers) if headers else b"\x00"
-        length = (
-            1 + len(timestamp_delta) + len(offset_delta) + len(key_length) + len(key)
-            + len(value_length) + len(value) + len(tail)
-        )  # fmt: skip
+            value_length = small[n] if n < _SMALL_LIMIT else encode_varint(n)
+        # One join and one len(): cheaper than adding up the parts' lengths.
+        record = b"".join((
+            b"\x00",  # attributes
+            small[delta] if 0 <= delta < _SMALL_LIMIT else encode_varint(delta),
+            small[index] if index < _SMALL_LIMIT else encode_varint(index),
+            key_length, key, value_length, value,
+            _encode_headers(headers) if headers else b"\x00",
+        ))  # fmt: skip
+        n = len(record)
         body = self.body
-        body += _SMALL[length] if length < _SMALL_LIMIT else encode_varint(length)
-        body += b"\x00"
-        body += timestamp_delta
-        body += offset_delta
-        body += key_length
-        body += key
-        body += value_length
-        body += value
-        body += tail
+        body += small[n] if n < _SMALL_LIMIT else encode_varint(n)
+        body += record
         self.count = index + 1
         return index
 

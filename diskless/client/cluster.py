@@ -211,12 +211,29 @@ class Cluster:
     def connection_nowait(self, node_id: int) -> Connection | None:
         """The open connection to `node_id`, or None (then `connection()` opens one)."""
         connection = self._connections.get(node_id)
-        return connection if connection is not None and not connection.closed else None
+        if connection is not None and not connection.closed:
+            return connection
+        return self._alias(node_id)
+
+    def _alias(self, node_id: int) -> Connection | None:
+        """An open connection to the address of `node_id` (typically the bootstrap connection
+        to that very broker), registered under `node_id` too: no second connection, and no
+        second ApiVersions round trip."""
+        try:
+            address = self._address(node_id)
+        except KafkaConnectionError:
+            return None
+        for existing in list(self._connections.values()):
+            if not existing.closed and (existing.host, existing.port) == address:
+                self._connections[node_id] = existing
+                existing.on_close(lambda c, node=node_id: self._forget(node, c))
+                return existing
+        return None
 
     async def connection(self, node_id: int) -> Connection:
         """The open connection to `node_id`, connecting if needed."""
-        connection = self._connections.get(node_id)
-        if connection is not None and not connection.closed:
+        connection = self.connection_nowait(node_id)
+        if connection is not None:
             return connection
         pending = self._connecting.get(node_id)
         if pending is None:
@@ -226,13 +243,20 @@ class Cluster:
         return await asyncio.shield(pending)
 
     async def _connect(self, node_id: int) -> Connection:
+        existing = self._alias(node_id)
+        if existing is not None:
+            return existing
         host, port = self._address(node_id)
         connection = await Connection.open(
             host, port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms, node_id=node_id
         )
         self._connections[node_id] = connection
-        connection.on_close(lambda c: self._connections.pop(c.node_id, None) if self._connections.get(c.node_id) is c else None)
+        connection.on_close(lambda c, node=node_id: self._forget(node, c))
         return connection
+
+    def _forget(self, node_id: int, connection: Connection) -> None:
+        if self._connections.get(node_id) is connection:
+            del self._connections[node_id]
 
     async def any_connection(self) -> Connection:
         """A connection to some broker: an open one with the fewest requests in flight, else a new one."""

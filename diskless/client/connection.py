@@ -176,13 +176,6 @@ class Connection:
     async def request(self, request: Any, *, timeout_ms: int | None = None) -> Any:
         return await self.send(request, timeout_ms=timeout_ms)
 
-    def send_without_response(self, request: Any) -> None:
-        """Send a request the broker does not answer (Produce with acks=0)."""
-        if self._closed:
-            raise KafkaConnectionError(self.host, self.port, self._close_reason)
-        assert self._transport is not None
-        self._transport.write(encode_request(self._correlation_id(), self.client_id, request))
-
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""
         if self._write_paused and not self._closed:
@@ -195,16 +188,39 @@ class Connection:
         self._next_correlation_id = 0 if correlation_id == _MAX_CORRELATION_ID else correlation_id + 1
         return correlation_id
 
-    def _send(self, request: Any, response_class: type | None, timeout_ms: int) -> asyncio.Future[Any]:
+    def send_frame(
+        self, frame: bytearray, response_class: type | None, name: str, *, timeout_ms: int | None = None
+    ) -> asyncio.Future[Any]:
+        """Send a request encoded already (see protocol.encode_produce_request): its
+        correlation id is written in here. With `response_class` None, nothing is awaited:
+        the future is done once written (Produce with acks=0)."""
+        if response_class is None:
+            future: asyncio.Future[Any] = self._loop.create_future()
+            if self._closed:
+                future.set_exception(KafkaConnectionError(self.host, self.port, self._close_reason))
+            else:
+                assert self._transport is not None
+                _INT32.pack_into(frame, protocol.CORRELATION_ID_AT, self._correlation_id())
+                self._transport.write(frame)
+                future.set_result(None)
+            return future
+        return self._send(frame, response_class, self.request_timeout_ms if timeout_ms is None else timeout_ms, name)
+
+    def _send(self, request: Any, response_class: type | None, timeout_ms: int, name: str | None = None) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = self._loop.create_future()
         if self._closed:
             future.set_exception(KafkaConnectionError(self.host, self.port, self._close_reason))
             return future
         assert self._transport is not None
         correlation_id = self._correlation_id()
-        data = encode_request(correlation_id, self.client_id, request)
+        if type(request) is bytearray:
+            _INT32.pack_into(request, protocol.CORRELATION_ID_AT, correlation_id)
+            data = request
+        else:
+            data = encode_request(correlation_id, self.client_id, request)
+            name = type(request).__name__
         timer = self._loop.call_later(timeout_ms / 1000, self._on_timeout, correlation_id, timeout_ms)
-        self._pending[correlation_id] = (future, response_class, timer, type(request).__name__)
+        self._pending[correlation_id] = (future, response_class, timer, name or "")
         self._transport.write(data)
         return future
 

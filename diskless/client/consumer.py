@@ -11,6 +11,11 @@ application. "Consumed" means handed to the application: `commit()` and auto-com
 per partition, the offset after the last record returned by `getmany` or yielded by
 `async for` (records drained for iteration but not yet yielded do not count).
 
+Group membership (heartbeats, rebalances, auto-commit) runs in background tasks, so a slow
+application never misses a heartbeat while the event loop is free; `max_poll_interval_ms` is
+the rebalance timeout sent in JoinGroup, but the consumer does not leave the group on its own
+when the application stops calling `getmany` (the Java consumer does).
+
 Used from one event loop; do not call `getmany` from two tasks at once.
 """
 
@@ -45,6 +50,7 @@ class Consumer:
         self._subscription = SubscriptionState()
         self._listener = listener
         self._initial = (topics, pattern)
+        self._initial_assignment: list[TopicPartition] | None = None
         self._cluster: Cluster | None = None
         self._fetcher: Fetcher | None = None
         self._group: GroupMember | None = None
@@ -75,6 +81,8 @@ class Consumer:
         topics, pattern = self._initial
         if topics or pattern:
             self.subscribe(topics, pattern=pattern, listener=self._listener)
+        elif self._initial_assignment is not None:
+            self.assign(self._initial_assignment)
 
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group, close connections."""
@@ -112,12 +120,21 @@ class Consumer:
         pattern: str | re.Pattern[str] | None = None,
         listener: RebalanceListener | None = None,
     ) -> None:
-        """Join the group (`group_id`) for these topics, or every topic matching `pattern`."""
+        """Join the group (`group_id`) for these topics, or every topic matching `pattern`.
+
+        May be called before `start()`; the consumer then subscribes as it starts.
+        """
+        if isinstance(topics, str):
+            topics = [topics]
+        if not self._started and not self._closed:
+            if self.config.group_id is None:
+                raise IllegalStateError("subscribe() needs a group_id; use assign() to read without a group")
+            self._initial = (tuple(topics), pattern)
+            self._listener = listener or self._listener
+            return
         self._check()
         if self._group is None:
             raise IllegalStateError("subscribe() needs a group_id; use assign() to read without a group")
-        if isinstance(topics, str):
-            topics = [topics]
         self._subscription.subscribe(topics, pattern)
         assert self._cluster is not None
         if pattern is not None:
@@ -129,8 +146,11 @@ class Consumer:
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions, without a group (offsets may still be committed
         when a group_id is set)."""
-        self._check()
         partitions = [TopicPartition(*tp) for tp in partitions]
+        if not self._started and not self._closed:
+            self._initial_assignment = partitions
+            return
+        self._check()
         self._subscription.assign(partitions)
         assert self._cluster is not None and self._fetcher is not None
         self._cluster.add_topics({tp.topic for tp in partitions})

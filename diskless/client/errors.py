@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
+from diskless.wire import ErrorCode
 
 # --- errors of the client itself ----------------------------------------------------------
 
@@ -174,7 +174,7 @@ class RequestTimedOutError(BrokerResponseError):
 
 
 class BrokerNotAvailableError(BrokerResponseError):
-    errno, name, retriable, invalid_metadata = 8, "BROKER_NOT_AVAILABLE", True, True
+    errno, name, invalid_metadata = 8, "BROKER_NOT_AVAILABLE", True
 
 
 class MessageSizeTooLargeError(BrokerResponseError):

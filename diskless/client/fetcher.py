@@ -27,13 +27,14 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from hot_tier.records import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, CorruptBatch, RecordsError, decode_batch
+from hot_tier.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, RecordsError, read_header
 
 from . import protocol
 from .cluster import NO_LEADER, Cluster, now_ms
 from .config import ConsumerConfig
 from .errors import CorruptRecordError, KafkaError, NoOffsetForPartitionError, OffsetOutOfRangeError, error_for
 from .offsets import EARLIEST, LATEST, list_offsets
+from .records import decode_records
 from .structs import ConsumerRecord, TopicPartition
 from .subscription import PartitionState, SubscriptionState
 
@@ -46,16 +47,12 @@ _PRODUCER_ID = struct.Struct(">q")
 _HEADER_BYTES = 61
 _OFFSET_OUT_OF_RANGE = 1
 
-_new_record = object.__new__
-_slot_setters = tuple(getattr(ConsumerRecord, name).__set__ for name in ConsumerRecord.__slots__)
 
 
 class CompletedFetch:
     """The record bytes of one partition from one Fetch answer, consumed batch by batch."""
 
-    __slots__ = (
-        "tp", "epoch", "data", "position", "end", "records", "index", "timestamp_type", "aborted", "error", "batch_next_offset",
-    )  # fmt: skip
+    __slots__ = ("tp", "epoch", "data", "position", "end", "records", "index", "aborted", "error", "batch_next_offset")
 
     def __init__(self, tp: TopicPartition, epoch: int, data: bytes, end: int, aborted: dict[int, int] | None) -> None:
         self.tp = tp
@@ -63,9 +60,8 @@ class CompletedFetch:
         self.data = data
         self.position = 0  # byte position of the next batch to decode
         self.end = end  # the whole batches end here; a partial batch may follow
-        self.records: list[Any] = []  # hot_tier Records of the decoded batch
+        self.records: list[ConsumerRecord] = []  # of the decoded batch, from the position on
         self.index = 0
-        self.timestamp_type = 0
         self.aborted = aborted  # producer id -> first offset of its aborted transaction
         self.error: Exception | None = None
         self.batch_next_offset = -1
@@ -77,35 +73,16 @@ class CompletedFetch:
     def take(self, limit: int, state: PartitionState, check_crc: bool) -> list[ConsumerRecord]:
         """Up to `limit` records at or after the position; advances `state.position`."""
         out: list[ConsumerRecord] = []
-        topic, partition = self.tp
-        s_topic, s_partition, s_offset, s_timestamp, s_type, s_key, s_value, s_headers = _slot_setters
-        new = _new_record
         while len(out) < limit:
             if self.index >= len(self.records):
                 if self.position >= self.end or not self._next_batch(state, check_crc):
                     break
                 continue
-            position = state.position
-            assert position is not None
             stop = min(len(self.records), self.index + limit - len(out))
-            timestamp_type = self.timestamp_type
-            for record in self.records[self.index : stop]:
-                offset = record.offset
-                if offset < position:
-                    continue
-                cr = new(ConsumerRecord)
-                s_topic(cr, topic)
-                s_partition(cr, partition)
-                s_offset(cr, offset)
-                s_timestamp(cr, record.timestamp)
-                s_type(cr, timestamp_type)
-                s_key(cr, record.key)
-                s_value(cr, record.value)
-                s_headers(cr, record.headers)
-                out.append(cr)
+            out += self.records[self.index : stop]
             self.index = stop
             if out:
-                state.position = max(position, out[-1].offset + 1)
+                state.position = max(state.position or 0, out[-1].offset + 1)
             if stop >= len(self.records):
                 # The batch is done; compaction may have removed its last records.
                 state.position = max(state.position or 0, self.batch_next_offset)
@@ -139,14 +116,13 @@ class CompletedFetch:
                 state.position = max(state.position, next_offset)
                 return True
         try:
-            batch = decode_batch(data, at, check_crc=check_crc)
-        except (CorruptBatch, RecordsError) as exc:
+            header = read_header(data, at, check_crc=check_crc)
+            self.records = decode_records(data, header, self.tp.topic, self.tp.partition, state.position)
+        except RecordsError as exc:
             self.error = CorruptRecordError(self.tp.topic, self.tp.partition, base_offset, str(exc))
             self.position = self.end
             return False
-        self.position = at + batch.header.size_bytes
-        self.records = batch.records
-        self.timestamp_type = 1 if attributes & ATTR_TIMESTAMP_TYPE else 0
+        self.position = at + header.size_bytes
         if not self.records:
             state.position = max(state.position, next_offset)
         return True
@@ -212,7 +188,7 @@ class Fetcher:
             state = assignment.get(fetch.tp)
             if state is None or state.epoch != fetch.epoch or state.position is None:
                 continue  # unassigned or moved since it was fetched (seek resets `buffered`)
-            if state.paused or (partitions is not None and fetch.tp not in partitions):
+            if state.paused or state.revoking or (partitions is not None and fetch.tp not in partitions):
                 skipped.append(fetch)
                 continue
             records = fetch.take(remaining, state, check_crc)
@@ -446,6 +422,7 @@ class Fetcher:
                 self._notify()
         finally:
             if not self._closed:
+                self._notify()  # position() may be waiting for these
                 self._send_fetches()
 
     async def _resolve(self, missing: list[TopicPartition]) -> None:

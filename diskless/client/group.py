@@ -44,6 +44,7 @@ from .consumer_protocol import (
     encode_subscription,
 )
 from .errors import KafkaError, RebalanceInProgressError, error_for
+from .offsets import committed_offsets, offset_fetch_request
 from .structs import OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
 
@@ -203,33 +204,10 @@ class GroupMember:
             return {}
 
         def make(version: int) -> Any:
-            cls = protocol.request_class(protocol.OFFSET_FETCH, version)
-            topic_cls = protocol.nested(cls, "OffsetFetchRequestTopic")
-            by_topic: dict[str, list[int]] = defaultdict(list)
-            for tp in wanted:
-                by_topic[tp.topic].append(tp.partition)
-            return protocol.build(
-                cls,
-                group_id=self.group_id,
-                topics=tuple(topic_cls(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()),
-                require_stable=True,
-            )
+            return offset_fetch_request(version, self.group_id, wanted, require_stable=True)
 
         async def attempt() -> dict[TopicPartition, OffsetAndMetadata]:
-            response = await self._coordinator_request(protocol.OFFSET_FETCH, make)
-            code = getattr(response, "error_code", 0)
-            if code:
-                raise error_for(code, None, group=self.group_id)
-            found = {}
-            for t in response.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_for(p.error_code, None, group=self.group_id, topic=t.name, partition=p.partition_index)
-                    if p.committed_offset >= 0:
-                        found[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1)
-                        )
-            return found
+            return committed_offsets(await self._coordinator_request(protocol.OFFSET_FETCH, make), self.group_id)
 
         return await self._with_retries(attempt)
 
@@ -381,15 +359,13 @@ class GroupMember:
         assigned = await self._sync(assignments)
         assigned = {tp for tp in assigned if self.subscription.matches(tp.topic)}
         if self.cooperative:
+            self.state = STABLE  # the new generation is valid: revoked partitions commit with it
             revoked = owned - assigned
             if revoked:
-                self.subscription.set_group_assignment(sorted(owned - revoked))
-                self._on_assignment()
                 await self._revoke(revoked)
                 self._rejoin.set()  # so that the revoked partitions can move on
             self.subscription.set_group_assignment(sorted(assigned))
             self._on_assignment()
-            self.state = STABLE
             await _call(self.listener.on_partitions_assigned, assigned - owned)
         else:
             self.subscription.set_group_assignment(sorted(assigned))
@@ -399,6 +375,10 @@ class GroupMember:
         log.info("group %s generation %d: member %s has %d partitions", self.group_id, self.generation_id, self.member_id, len(assigned))
 
     async def _revoke(self, revoked: set[TopicPartition]) -> None:
+        for tp in revoked:  # from now on the application gets no more of their records
+            state = self.subscription.assignment.get(tp)
+            if state is not None:
+                state.revoking = True
         if self.config.enable_auto_commit and self.state == STABLE:
             offsets = {tp: OffsetAndMetadata(o) for tp, o in self._consumed_offsets().items() if tp in revoked}
             try:

@@ -1,4 +1,4 @@
-"""ListOffsets routed to partition leaders, shared by the consumer's resets and lookups.
+"""Offsets from brokers: ListOffsets routed to partition leaders, and OffsetFetch of a group.
 
 `list_offsets(cluster, {tp: timestamp})` sends one request per leader, with the special
 timestamps -1 (latest: the high watermark), -2 (earliest: the log start offset) and -3 (the
@@ -18,7 +18,7 @@ from typing import Any
 from . import protocol
 from .cluster import NO_LEADER, Cluster
 from .errors import KafkaError, KafkaTimeoutError, LeaderNotAvailableError, error_for
-from .structs import OffsetAndTimestamp, TopicPartition
+from .structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 LATEST = -1
 EARLIEST = -2
@@ -119,3 +119,50 @@ async def _attempt(
     missing = [tp for tp in timestamps if tp not in results]
     if missing:
         raise LeaderNotAvailableError("no answer for these partitions", partitions=missing)
+
+
+# --- committed offsets (OffsetFetch) ---------------------------------------------------------
+
+
+def offset_fetch_request(version: int, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool) -> Any:
+    """OffsetFetch for one group: of `partitions`, or of every partition (None, v2+).
+
+    From v8 the request names groups in a list (KIP-709); we always ask for one.
+    """
+    cls = protocol.request_class(protocol.OFFSET_FETCH, version)
+    topics = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in partitions:
+            by_topic[tp.topic].append(tp.partition)
+        topic_name = "OffsetFetchRequestTopics" if protocol.has_field(cls, "groups") else "OffsetFetchRequestTopic"
+        topic_cls = protocol.nested(cls, topic_name)
+        topics = tuple(topic_cls(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())
+    if protocol.has_field(cls, "groups"):
+        group_cls = protocol.nested(cls, "OffsetFetchRequestGroup")
+        return protocol.build(cls, groups=(protocol.build(group_cls, group_id=group_id, topics=topics),), require_stable=require_stable)
+    return protocol.build(cls, group_id=group_id, topics=topics, require_stable=require_stable)
+
+
+def committed_offsets(response: Any, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
+    """The committed offsets in an OffsetFetch answer (partitions without one are left out).
+
+    Raises the group's or a partition's error.
+    """
+    groups = getattr(response, "groups", None)
+    body = response if groups is None else next((g for g in groups if g.group_id == group_id), None)
+    if body is None:
+        raise error_for(-1, "the OffsetFetch answer does not name the group", group=group_id)
+    code = getattr(body, "error_code", 0)
+    if code:
+        raise error_for(code, None, group=group_id)
+    found = {}
+    for t in body.topics:
+        for p in t.partitions:
+            if p.error_code:
+                raise error_for(p.error_code, None, group=group_id, topic=t.name, partition=p.partition_index)
+            if p.committed_offset >= 0:
+                found[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1)
+                )
+    return found

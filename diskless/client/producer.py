@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable
+from time import time as _time
 from typing import Any
 
 from . import protocol
@@ -28,52 +29,51 @@ from .accumulator import Accumulator, AccumulatorParams, ProducerBatch
 from .builder import record_size_bytes
 from .cluster import Cluster, now_ms
 from .config import ProducerConfig
-from .errors import ClientClosedError, KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
+from .errors import ClientClosedError, KafkaTimeoutError, MessageSizeTooLargeError
 from .partitioner import StickyPartitioner, partition_for_key
 from .sender import Sender
-from .structs import RecordMetadata, TopicPartition
+from .structs import RecordMetadata
 
 log = logging.getLogger(__name__)
 
 Headers = Iterable[tuple[str, bytes | None]]
 
 
-class DeliveryFuture:
+class DeliveryFuture(tuple):
     """The outcome of one `send()`: await it for a `RecordMetadata`, or its error.
 
-    One asyncio future per batch is shared by the batch's records; this object adds the
-    record's place in the batch.
+    One asyncio future per batch is shared by the batch's records; this adds the record's place
+    in the batch. A tuple (batch, index, timestamp) so that `send()` builds it in one C call.
     """
 
-    __slots__ = ("_batch", "_index", "_timestamp")
-
-    def __init__(self, batch: ProducerBatch, index: int, timestamp: int) -> None:
-        self._batch = batch
-        self._index = index
-        self._timestamp = timestamp
+    __slots__ = ()
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        yield from self._batch.future.__await__()
+        yield from self[0].future.__await__()
         return self.result()
 
     def done(self) -> bool:
-        return self._batch.future.done()
+        return self[0].future.done()
 
     def result(self) -> RecordMetadata:
-        base_offset, log_append_time = self._batch.future.result()
-        tp = self._batch.tp
+        batch, index, timestamp = self
+        base_offset, log_append_time = batch.future.result()
+        tp = batch.tp
         return RecordMetadata(
             tp.topic,
             tp.partition,
-            base_offset + self._index if base_offset >= 0 else -1,
-            log_append_time if log_append_time >= 0 else self._timestamp,
+            base_offset + index if base_offset >= 0 else -1,
+            log_append_time if log_append_time >= 0 else timestamp,
         )
 
     def exception(self) -> BaseException | None:
-        return self._batch.future.exception()
+        return self[0].future.exception()
 
     def add_done_callback(self, callback: Callable[[DeliveryFuture], None]) -> None:
-        self._batch.future.add_done_callback(lambda _f: callback(self))
+        self[0].future.add_done_callback(lambda _f: callback(self))
+
+
+_new_delivery = tuple.__new__
 
 
 class Producer:
@@ -129,7 +129,7 @@ class Producer:
                 )  # fmt: skip
                 idempotent = False
                 self.config = dataclasses.replace(config, enable_idempotence=False)
-        self._accumulator = Accumulator(
+        accumulator = Accumulator(
             AccumulatorParams(
                 batch_size=config.batch_size,
                 linger_ms=config.linger_ms,
@@ -139,9 +139,11 @@ class Producer:
                 max_in_flight=config.max_in_flight_requests_per_connection,
             )
         )
+        self._loop = asyncio.get_running_loop()
         self._cluster = cluster
-        self._sender = Sender(self.config, self._accumulator, cluster, self._batch_done)
+        self._sender = Sender(self.config, accumulator, cluster, self._batch_done)
         self._sender.start()
+        self._accumulator = accumulator  # last: send() takes a set accumulator to mean "started"
         self._started = True
 
     async def close(self, timeout_ms: int | None = None) -> None:
@@ -194,15 +196,24 @@ class Producer:
         """
         if self._closed:
             raise ClientClosedError("producer")
-        if not self._started:
-            await self.start()
-        cluster = self._cluster
         accumulator = self._accumulator
-        assert cluster is not None and accumulator is not None
-        num_partitions = cluster.metadata.partition_count(topic)
-        if num_partitions is None:
+        if accumulator is None:
+            await self.start()
+            accumulator = self._accumulator
+            assert accumulator is not None
+        cluster = self._cluster
+        assert cluster is not None
+        found = cluster.metadata.topics.get(topic)
+        if found is not None:
+            num_partitions = len(found.partitions)
+        else:
             num_partitions = await cluster.wait_for_topic(topic, self.config.max_block_ms)
-        header_tuple = tuple(headers) if headers else ()
+        if headers:
+            header_tuple = tuple(headers)
+            size = record_size_bytes(key, value, header_tuple)
+        else:
+            header_tuple = ()  # record_size_bytes of a record without headers, inline: the hot path
+            size = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
         sticky = False
         if partition is None:
             if key is not None:
@@ -212,7 +223,6 @@ class Producer:
                 partition = self._partitioner.partition(topic, num_partitions, cluster.metadata.available_partitions(topic))
         elif not 0 <= partition < num_partitions:
             raise ValueError(f"partition {partition} is not in the range [0, {num_partitions}) of topic {topic!r}")
-        size = record_size_bytes(key, value, header_tuple)
         if size > self.config.max_request_size:
             raise MessageSizeTooLargeError(
                 f"the record is {size} bytes, more than max_request_size={self.config.max_request_size}", topic=topic
@@ -220,24 +230,20 @@ class Producer:
         if accumulator.buffered_bytes + size > self.config.buffer_memory and accumulator.buffered_bytes:
             await self._wait_for_buffer(size)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        batch, index, created = accumulator.append(
-            TopicPartition(topic, partition), timestamp_ms, key, value, header_tuple, now_ms()
+            timestamp_ms = int(_time() * 1000)
+        batch, index, created, filled = accumulator.append(
+            (topic, partition), timestamp_ms, key, value, header_tuple, now_ms(), size
         )
         if created:
-            batch.future = asyncio.get_running_loop().create_future()
+            batch.future = self._loop.create_future()
             self._incomplete.add(batch)
+            self._sender.wake()  # type: ignore[union-attr]  # ships it at once (linger 0) or starts the linger timer
         if sticky:
             self._partitioner.record_appended(topic, partition, size, num_partitions, cluster.metadata.available_partitions(topic))
-        if batch.full or (created and self.config.linger_ms == 0):
-            assert self._sender is not None
-            self._sender.wake()
-            if batch.full:
-                await asyncio.sleep(0)  # let the sender ship the full batch while we go on
-        elif created:
-            assert self._sender is not None
-            self._sender.wake()  # to start the linger timer
-        return DeliveryFuture(batch, index, timestamp_ms)
+        if filled:
+            self._sender.wake()  # type: ignore[union-attr]
+            await asyncio.sleep(0)  # let the sender ship the full batch while we go on
+        return _new_delivery(DeliveryFuture, (batch, index, timestamp_ms))
 
     async def send_and_wait(
         self,
@@ -251,10 +257,10 @@ class Producer:
         """Send one record and wait until the broker acknowledged it (or it failed)."""
         delivery = await self.send(topic, value, key, partition, timestamp_ms, headers)
         if not delivery.done():
-            await self.flush_partition(delivery._batch)
+            await self._flush_batch(delivery[0])
         return await delivery
 
-    async def flush_partition(self, batch: ProducerBatch) -> None:
+    async def _flush_batch(self, batch: ProducerBatch) -> None:
         """Send `batch` without waiting out its linger (send_and_wait's shortcut)."""
         assert self._accumulator is not None and self._sender is not None
         self._accumulator.flushing += 1

@@ -8,12 +8,14 @@ Responses are read by attribute name, with `getattr(..., default)` for fields th
 later versions carry.
 
 Pure: no I/O. Version negotiation is `pick_version(api_key, broker_range)`: the highest version
-both sides speak, as Kafka's NetworkClient does.
+both sides speak, as Kafka's NetworkClient does. Produce, the one request on the producer's hot
+path, is encoded by hand (`encode_produce_request`) rather than through kio.
 """
 
 from __future__ import annotations
 
 import datetime
+import struct
 import sys
 from functools import cache, lru_cache
 from types import MappingProxyType
@@ -48,7 +50,7 @@ INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLUSTER = 60
 
 # api_key: (name, min_version, max_version) that this client's code handles. The maxima stop
-# before versions that name topics by id only (Fetch 13, Produce 13, DeleteTopics 6 is fine:
+# before versions that name topics by id only (Fetch 13, Produce 13; DeleteTopics 6 is fine:
 # it takes names too) or that belong to the new consumer-group protocol (OffsetFetch 9).
 CLIENT_VERSIONS = MappingProxyType(
     {
@@ -57,7 +59,7 @@ CLIENT_VERSIONS = MappingProxyType(
         LIST_OFFSETS: ("ListOffsets", 1, 8),
         METADATA: ("Metadata", 1, 12),
         OFFSET_COMMIT: ("OffsetCommit", 2, 8),
-        OFFSET_FETCH: ("OffsetFetch", 1, 7),
+        OFFSET_FETCH: ("OffsetFetch", 1, 8),
         FIND_COORDINATOR: ("FindCoordinator", 0, 3),
         JOIN_GROUP: ("JoinGroup", 0, 9),
         HEARTBEAT: ("Heartbeat", 0, 4),
@@ -130,3 +132,80 @@ def response_class(api_key: int, version: int) -> type:
 def ms(milliseconds: int) -> datetime.timedelta:
     """kio's `timedelta_i32` fields take a timedelta."""
     return datetime.timedelta(milliseconds=milliseconds)
+
+
+# --- Produce, encoded by hand --------------------------------------------------------------
+
+_HEADER = struct.Struct(">hhih")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+CORRELATION_ID_AT = 8  # size (4), api_key (2), api_version (2), then the correlation id
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_produce_request(
+    version: int,
+    client_id: str | None,
+    acks: int,
+    timeout_ms: int,
+    topics: list[tuple[str, list[tuple[int, bytes]]]],
+) -> bytearray:
+    """A whole Produce frame (size prefix included, correlation id 0 at CORRELATION_ID_AT).
+
+    The producer's hot path: one request per drain, where kio's generic writer costs more than
+    the rest of the send. Byte for byte what `diskless.wire.encode_request` writes for the
+    same ProduceRequest (a unit test holds the two together):
+
+        v3-v8   header v1; transactional_id int16-length string (null: -1), acks int16,
+                timeout_ms int32, [topic: name string, [partition: index int32,
+                records int32-length bytes]] with int32 array counts
+        v9+     header v2 (+ empty tagged fields); compact strings, arrays and bytes
+                (uvarint length + 1), an empty tagged-field set after each struct
+    """
+    flexible = version >= 9
+    client = None if client_id is None else client_id.encode()
+    out = bytearray(4)
+    out += _HEADER.pack(PRODUCE, version, 0, -1 if client is None else len(client))
+    if client is not None:
+        out += client
+    if flexible:
+        out += b"\x00"  # header tagged fields
+        out += b"\x00"  # transactional_id: null
+    else:
+        out += b"\xff\xff"
+    out += _ACKS_TIMEOUT.pack(acks, timeout_ms)
+    out += _uvarint(len(topics) + 1) if flexible else _INT32.pack(len(topics))
+    for name, partitions in topics:
+        encoded = name.encode()
+        if flexible:
+            out += _uvarint(len(encoded) + 1)
+            out += encoded
+            out += _uvarint(len(partitions) + 1)
+        else:
+            out += _INT16.pack(len(encoded))
+            out += encoded
+            out += _INT32.pack(len(partitions))
+        for index, records in partitions:
+            out += _INT32.pack(index)
+            if flexible:
+                out += _uvarint(len(records) + 1)
+                out += records
+                out += b"\x00"
+            else:
+                out += _INT32.pack(len(records))
+                out += records
+        if flexible:
+            out += b"\x00"
+    if flexible:
+        out += b"\x00"
+    _INT32.pack_into(out, 0, len(out) - 4)
+    return out

@@ -3,8 +3,9 @@
 One loop per producer (Kafka's Sender thread, as an asyncio task). Each turn it expires
 batches past `delivery_timeout_ms`, asks the accumulator which brokers have batches ready,
 drains them into one Produce request per broker (at most `max_in_flight` unanswered per
-connection) and sleeps until woken by `send()`, by a response, or by the next linger
-deadline. Responses are handled in future callbacks, without a task per request.
+connection; the request is encoded by hand, see protocol.encode_produce_request) and sleeps
+until woken by `send()`, by a response, or by the next linger deadline. Responses are handled
+in future callbacks, without a task per request.
 
 A batch whose request failed retriably goes back to its queue (see accumulator.py for
 ordering) after an exponential backoff, as long as its delivery timeout allows; a stale
@@ -61,9 +62,10 @@ class Sender:
         self._task = asyncio.create_task(self._run(), name="producer-sender")
 
     async def stop(self) -> None:
+        """Stop the loop; requests in flight still settle their batches through callbacks."""
         self._running = False
-        self.wake()
         if self._task is not None:
+            self._task.cancel()  # it may be waiting on InitProducerId: nothing to finish
             try:
                 await self._task
             except asyncio.CancelledError:
@@ -178,21 +180,16 @@ class Sender:
             for batch in batches:
                 self._retry_or_fail(batch, error_for(13, "connection lost before sending"))
             return
-        cls = protocol.request_class(protocol.PRODUCE, connection.version(protocol.PRODUCE))
-        topic_cls = protocol.nested(cls, "TopicProduceData")
-        partition_cls = protocol.nested(cls, "PartitionProduceData")
-        by_topic: dict[str, list[Any]] = defaultdict(list)
+        version = connection.version(protocol.PRODUCE)
+        by_topic: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
         for batch in batches:
-            by_topic[batch.tp.topic].append(partition_cls(index=batch.tp.partition, records=batch.data))
-        request = cls(
-            transactional_id=None,
-            acks=self.config.acks,
-            timeout=protocol.ms(self.config.request_timeout_ms),
-            topic_data=tuple(topic_cls(name=topic, partition_data=tuple(parts)) for topic, parts in by_topic.items()),
+            by_topic[batch.tp.topic].append((batch.tp.partition, batch.data))  # type: ignore[arg-type]
+        frame = protocol.encode_produce_request(
+            version, connection.client_id, self.config.acks, self.config.request_timeout_ms, list(by_topic.items())
         )
         if self.config.acks == 0:
             try:
-                connection.send_without_response(request)
+                connection.send_frame(frame, None, "ProduceRequest").result()
             except KafkaError as exc:
                 for batch in batches:
                     self._retry_or_fail(batch, exc)
@@ -201,7 +198,7 @@ class Sender:
                 self._succeed(batch, -1, -1)
             return
         self._node_in_flight[node] += 1
-        future = connection.send(request)
+        future = connection.send_frame(frame, protocol.response_class(protocol.PRODUCE, version), "ProduceRequest")
         future.add_done_callback(partial(self._on_response, node, batches))
 
     def _on_response(self, node: int, batches: list[ProducerBatch], future: asyncio.Future[Any]) -> None:

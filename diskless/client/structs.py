@@ -1,8 +1,8 @@
 """Values the client hands to applications: partitions, records, delivery results, descriptions.
 
-All immutable. `TopicPartition` is a named tuple (hashable and cheap, used as a dict key on
-every hot path); the rest are frozen slotted dataclasses, except `ConsumerRecord`, which the
-fetcher builds once per record and so is a plain slotted class set through its descriptors.
+All immutable. `TopicPartition` and `ConsumerRecord` are named tuples (cheap to build and to
+hash: one is a dict key on every hot path, the other is made once per consumed record); the
+rest are frozen slotted dataclasses.
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ class RecordMetadata:
     timestamp: int
 
 
-class ConsumerRecord:
-    """One consumed record. Built by the fetcher; treat as read-only."""
-
-    __slots__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers")
+class ConsumerRecord(NamedTuple):
+    """One consumed record. A named tuple: the fetcher builds one per record with a single
+    C-level `tuple.__new__`, several times cheaper than a slotted class."""
 
     topic: str
     partition: int
@@ -42,40 +41,7 @@ class ConsumerRecord:
     timestamp_type: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: int,
-        timestamp_type: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: tuple[tuple[str, bytes | None], ...] = (),
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
-
-    def __repr__(self) -> str:
-        return (
-            f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, offset={self.offset},"
-            f" timestamp={self.timestamp}, key={self.key!r}, value={self.value!r}, headers={self.headers!r})"
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ConsumerRecord):
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
-
-    __hash__ = None  # type: ignore[assignment]
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ class PartitionState:
     reset: str | None = None  # a pending reset to "earliest"/"latest" (seek_to_beginning/end)
     paused: bool = False  # by the application (pause/resume)
     awaiting_seek: bool = False  # out of range or no offset, with auto_offset_reset "none"
+    revoking: bool = False  # being taken away by a rebalance: nothing more goes to the application
     in_flight: bool = False
     buffered: int = 0  # completed fetches waiting for the application
     high_watermark: int = -1
@@ -64,6 +65,7 @@ class PartitionState:
             self.fetch_offset is not None
             and not self.paused
             and not self.awaiting_seek
+            and not self.revoking
             and not self.in_flight
             and self.buffered < 2
         )

@@ -57,7 +57,7 @@ def start_broker(kind: str, data_dir: Path, *, advertised_port: int | None = Non
         if advertised_port is not None:
             extra += ["--advertised-listener", f"127.0.0.1:{advertised_port}"]
         process = BrokerProcess(data_dir, *extra).start()
-        return RunningBroker(kind, process.port, process.close if hasattr(process, "close") else process.stop)
+        return RunningBroker(kind, process.port, process.close)
     if kind == "tansu":
         binary = tansu_binary()
         if binary is None:

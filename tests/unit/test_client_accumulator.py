@@ -24,20 +24,23 @@ def leader_one(_tp: TopicPartition) -> int:
 def test_records_of_a_partition_share_a_batch_until_it_is_full() -> None:
     acc = make(batch_size=1000)
     batches = set()
+    fills = 0
     for i in range(20):
-        batch, index, _created = acc.append(A0, 1000 + i, None, VALUE, (), now=0)
+        batch, index, _created, filled = acc.append(A0, 1000 + i, None, VALUE, (), now=0)
         batches.add(id(batch))
+        fills += filled
     queue = acc.partitions[A0].queue
     assert len(queue) == len(batches) >= 2
     assert all(b.builder.size_bytes <= 1000 for b in queue)
     assert sum(b.record_count for b in queue) == 20
     assert all(b.full for b in list(queue)[:-1])
+    assert fills == len(queue) - 1  # each closed batch was reported once, as it filled
 
 
 def test_a_record_larger_than_batch_size_gets_its_own_batch() -> None:
     acc = make(batch_size=100)
-    batch, index, created = acc.append(A0, 0, None, b"x" * 500, (), now=0)
-    assert created and index == 0 and batch.full
+    batch, index, created, filled = acc.append(A0, 0, None, b"x" * 500, (), now=0)
+    assert created and filled and index == 0 and batch.full
 
 
 def test_buffered_bytes_count_records_until_released() -> None:
@@ -194,3 +197,12 @@ def test_abort_all_empties_every_queue() -> None:
     acc.append(B0, 0, None, VALUE, (), now=0)
     assert len(acc.abort_all()) == 2
     assert not acc.has_unsent() and acc.buffered_bytes == 0
+
+
+def test_records_after_an_expired_batch_go_to_a_new_batch() -> None:
+    acc = make(linger_ms=1000)
+    first, _index, _created, _filled = acc.append(A0, 0, None, VALUE, (), now=0)
+    assert acc.expire(5000, delivery_timeout_ms=1000) == [first]
+    second, index, created, _filled = acc.append(A0, 0, None, VALUE, (), now=5000)
+    assert created and index == 0 and second is not first
+    assert list(acc.partitions[A0].queue) == [second]

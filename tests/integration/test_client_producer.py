@@ -1,0 +1,135 @@
+"""The producer against every broker: codecs, keys, headers, acks, flush and close, errors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from diskless.client import ClientClosedError, Consumer, KafkaTimeoutError, Producer, TopicPartition
+from diskless.client.errors import MessageSizeTooLargeError
+from diskless.client.partitioner import partition_for_key
+
+from .test_client_brokers import RunningBroker, kafka_broker, make_topic, new_name  # noqa: F401
+
+PARTITIONS = 3
+
+
+async def consume_all(bootstrap: str, topic: str, count: int, partitions: int = PARTITIONS, **settings) -> list:
+    """Exactly `count` records of `topic` from the beginning, sorted by (partition, offset)."""
+    got = []
+    async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", **settings) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        while len(got) < count:
+            batches = await consumer.getmany(timeout_ms=10000)
+            assert batches, f"no more records after {len(got)} of {count}"
+            for records in batches.values():
+                got += records
+        extra = await consumer.getmany(timeout_ms=200)
+        assert extra == {}, "more records than were produced"
+    return sorted(got, key=lambda r: (r.partition, r.offset))
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+async def test_every_codec_round_trips_keys_values_headers_timestamps(kafka_broker: RunningBroker, compression: str) -> None:
+    topic = await make_topic(kafka_broker.bootstrap, PARTITIONS)
+    sent = {}
+    async with Producer(kafka_broker.bootstrap, compression_type=compression, linger_ms=5) as producer:
+        deliveries = []
+        for i in range(300):
+            key = b"key-%d" % (i % 17)
+            headers = [("n", b"%d" % i), ("empty", None)] if i % 3 else []
+            value = (b"value-%d-" % i) * (i % 7) if i % 11 else None
+            timestamp = 1_700_000_000_000 + i
+            deliveries.append((await producer.send(topic, value, key=key, timestamp_ms=timestamp, headers=headers), (key, value, tuple(headers), timestamp)))
+        for delivery, record in deliveries:
+            meta = await delivery
+            assert meta.topic == topic and meta.timestamp == record[3]
+            assert meta.partition == partition_for_key(record[0], PARTITIONS)
+            sent[(meta.partition, meta.offset)] = record
+    got = await consume_all(kafka_broker.bootstrap, topic, len(sent))
+    assert {(r.partition, r.offset): (r.key, r.value, r.headers, r.timestamp) for r in got} == sent
+    for partition in range(PARTITIONS):
+        offsets = [r.offset for r in got if r.partition == partition]
+        assert offsets == list(range(len(offsets)))
+
+
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+async def test_acks_levels_deliver_every_record(kafka_broker: RunningBroker, acks) -> None:
+    topic = await make_topic(kafka_broker.bootstrap, 1)
+    async with Producer(kafka_broker.bootstrap, acks=acks) as producer:
+        deliveries = [await producer.send(topic, b"%d" % i) for i in range(50)]
+        await producer.flush()
+        offsets = [(await d).offset for d in deliveries]
+    assert offsets == ([-1] * 50 if acks == 0 else list(range(50)))
+    got = await consume_all(kafka_broker.bootstrap, topic, 50, partitions=1)
+    assert [r.value for r in got] == [b"%d" % i for i in range(50)]
+
+
+async def test_explicit_partitions_and_keyless_records(kafka_broker: RunningBroker) -> None:
+    topic = await make_topic(kafka_broker.bootstrap, PARTITIONS)
+    async with Producer(kafka_broker.bootstrap) as producer:
+        meta = await producer.send_and_wait(topic, b"x", partition=2)
+        assert (meta.partition, meta.offset) == (2, 0)
+        with pytest.raises(ValueError):
+            await producer.send(topic, b"x", partition=PARTITIONS)
+        keyless = [await producer.send(topic, b"%d" % i) for i in range(100)]
+        await producer.flush()
+        partitions = {(await d).partition for d in keyless}
+        assert partitions <= set(range(PARTITIONS))
+        assert await producer.partitions_for(topic) == [0, 1, 2]
+
+
+async def test_flush_sends_records_that_would_linger(kafka_broker: RunningBroker) -> None:
+    topic = await make_topic(kafka_broker.bootstrap, 1)
+    async with Producer(kafka_broker.bootstrap, linger_ms=60000, delivery_timeout_ms=120000) as producer:
+        delivery = await producer.send(topic, b"lingering")
+        assert not delivery.done()
+        await asyncio.wait_for(producer.flush(), 20)
+        assert delivery.done() and delivery.result().offset == 0
+
+
+async def test_close_drains_pending_records(kafka_broker: RunningBroker) -> None:
+    topic = await make_topic(kafka_broker.bootstrap, 2)
+    producer = Producer(kafka_broker.bootstrap, linger_ms=60000, delivery_timeout_ms=120000)
+    await producer.start()
+    deliveries = [await producer.send(topic, b"%d" % i, partition=i % 2) for i in range(40)]
+    await asyncio.wait_for(producer.close(), 20)
+    assert sorted([(await d).offset for d in deliveries]) == sorted(list(range(20)) * 2)
+    with pytest.raises(ClientClosedError):
+        await producer.send(topic, b"late")
+    with pytest.raises(ClientClosedError):
+        await producer.flush()
+
+
+async def test_a_record_larger_than_max_request_size_is_refused(kafka_broker: RunningBroker) -> None:
+    topic = await make_topic(kafka_broker.bootstrap, 1)
+    async with Producer(kafka_broker.bootstrap, max_request_size=10000) as producer:
+        with pytest.raises(MessageSizeTooLargeError):
+            await producer.send(topic, b"x" * 20000)
+        assert (await producer.send_and_wait(topic, b"x" * 5000)).offset == 0
+
+
+async def test_an_unknown_topic_fails_after_max_block_ms(kafka_broker: RunningBroker) -> None:
+    async with Producer(kafka_broker.bootstrap, max_block_ms=500) as producer:
+        with pytest.raises(KafkaTimeoutError) as info:
+            await producer.send(new_name("missing"), b"x")
+        assert info.value.timeout_ms == 500
+
+
+async def test_many_concurrent_senders_keep_per_partition_order(kafka_broker: RunningBroker) -> None:
+    topic = await make_topic(kafka_broker.bootstrap, 1)
+    async with Producer(kafka_broker.bootstrap, batch_size=2000, linger_ms=1) as producer:
+
+        async def sender(task: int) -> list:
+            return [await producer.send(topic, b"%d-%d" % (task, i)) for i in range(200)]
+
+        per_task = await asyncio.gather(*(sender(t) for t in range(5)))
+        await producer.flush()
+        for deliveries in per_task:
+            offsets = [(await d).offset for d in deliveries]
+            assert offsets == sorted(offsets)
+    got = await consume_all(kafka_broker.bootstrap, topic, 1000, partitions=1)
+    for task in range(5):
+        values = [r.value for r in got if r.value.startswith(b"%d-" % task)]
+        assert values == [b"%d-%d" % (task, i) for i in range(200)]
