@@ -193,6 +193,7 @@ def test_local_disk_lost_history_served_from_the_bucket(bucket, tmp_path, lost) 
 
 PARTITIONS = 6
 PER_PARTITION = 40
+ATTEMPTS = 5
 
 
 def test_kill_9_with_uploads_in_flight(bucket, tmp_path) -> None:
@@ -205,15 +206,26 @@ def test_kill_9_with_uploads_in_flight(bucket, tmp_path) -> None:
     url = sqlite_url(data_dir)
     try:
         topic = create_topic(broker.bootstrap, PARTITIONS, {"segment.bytes": "1024", "local.retention.ms": "0"})
-        records = {p: make_records(p, 0, PER_PARTITION, recent) for p in range(PARTITIONS)}
-        produce(broker.bootstrap, topic, records, **{"batch.num.messages": 4})
+        records: dict[int, list[Rec]] = {p: [] for p in range(PARTITIONS)}
 
         def uploading() -> list[str]:
             return [key for p in range(PARTITIONS) for key in catalogue_rows(url, topic, p, RemoteSegmentState.UPLOADING)]
 
-        wait_until(uploading, "an upload to be in flight")
-        broker.kill()
-        assert uploading(), "the kill came between two uploads; nothing was in flight"
+        # An upload of a 1 KiB segment to a local directory takes milliseconds, so the kill
+        # can land between two uploads; then produce another round and try again.
+        for _attempt in range(ATTEMPTS):
+            batch = {p: make_records(p, len(records[p]), PER_PARTITION, recent) for p in range(PARTITIONS)}
+            produce(broker.bootstrap, topic, batch, **{"batch.num.messages": 4})
+            for p in range(PARTITIONS):
+                records[p] += batch[p]
+            wait_until(uploading, "an upload to be in flight")
+            broker.kill()
+            if uploading():
+                break
+            broker.start()
+        else:
+            pytest.fail(f"no kill in {ATTEMPTS} attempts came while an upload was in flight")
+        total = len(records[0])
         waiting = sum(
             1 for p in range(PARTITIONS)
             for base in local_segments(data_dir, topic, p)[:-1]
@@ -232,10 +244,10 @@ def test_kill_9_with_uploads_in_flight(bucket, tmp_path) -> None:
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
         try:
             for p in range(PARTITIONS):
-                assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S, cached=False) == (0, PER_PARTITION)
+                assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S, cached=False) == (0, total)
         finally:
             consumer.close()
-        got = consume(broker.bootstrap, topic, {p: 0 for p in range(PARTITIONS)}, {p: PER_PARTITION for p in range(PARTITIONS)})
+        got = consume(broker.bootstrap, topic, {p: 0 for p in range(PARTITIONS)}, {p: total for p in range(PARTITIONS)})
         assert got == {p: as_log(records[p]) for p in range(PARTITIONS)}
     finally:
         broker.close()
