@@ -8,7 +8,7 @@ directory, file://, and moto's S3 server on 127.0.0.1 over HTTP, s3://), and del
 local log. Then, per bucket:
 
 - reader: a consumer-style sequential read from offset 0 through RemoteLogReader.read
-  (max_bytes 1 MiB, Kafka's max.partition.fetch.bytes; 4 MiB chunks, 2 prefetched; a fresh
+  (max_bytes 1 MiB, Kafka's max.partition.fetch.bytes; 8 MiB chunks, 4 prefetched, as the broker; a fresh
   reader each round, so nothing starts cached), CRC of every batch checked;
 - raw: the same .log objects read whole, one after another: for S3 with aiobotocore
   `get_object` straight (no cold_tier code), for the directory with plain file reads;
@@ -84,8 +84,10 @@ async def upload_log(store, log: Log) -> list[CommittedSegment]:
     return await list_catalogue(store, TOPIC, 0)
 
 
-async def reader_round(store, catalogue: list[CommittedSegment], chunk_bytes: int, max_bytes: int) -> tuple[float, int]:
-    async with RemoteLogReader(store, chunk_bytes=chunk_bytes) as reader:
+async def reader_round(
+    store, catalogue: list[CommittedSegment], chunk_bytes: int, max_bytes: int, prefetch_chunks: int
+) -> tuple[float, int]:
+    async with RemoteLogReader(store, chunk_bytes=chunk_bytes, prefetch_chunks=prefetch_chunks) as reader:
         start = time.perf_counter()
         offset, total = 0, 0
         while (records := await reader.read(catalogue, offset, max_bytes)) is not None:
@@ -168,7 +170,7 @@ async def bench(args: argparse.Namespace, work: Path) -> dict[str, float]:
                 chunk_bytes = args.chunk_mib * MIB
                 rounds: dict[str, list[tuple[float, int]]] = {"reader": [], "raw": [], "ranged": []}
                 for _ in range(args.rounds):
-                    rounds["reader"].append(await reader_round(store, catalogue, chunk_bytes, args.max_bytes))
+                    rounds["reader"].append(await reader_round(store, catalogue, chunk_bytes, args.max_bytes, args.prefetch_chunks))
                     for kind, chunking in (("raw", None), ("ranged", chunk_bytes)):
                         if name == "s3":
                             rounds[kind].append(await raw_s3_round(s3.endpoint_url, bucket, objects, chunking))
@@ -195,7 +197,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="256 MiB, 2 rounds")
     parser.add_argument("--total-mib", type=int, default=None, help="history to write (default 1024; 256 with --quick)")
     parser.add_argument("--segment-mib", type=int, default=32, help="segment.bytes of the written log")
-    parser.add_argument("--chunk-mib", type=int, default=4, help="RemoteLogReader chunk size")
+    parser.add_argument("--chunk-mib", type=int, default=8, help="RemoteLogReader chunk size (the broker uses 8)")
+    parser.add_argument("--prefetch-chunks", type=int, default=4, help="chunks read ahead (the broker uses 4)")
     parser.add_argument("--max-bytes", type=int, default=MIB, help="max_bytes of each read (a fetch)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per figure (default 3; 2 with --quick)")
     args = parser.parse_args()

@@ -68,7 +68,8 @@ class Tiering:
         self.store = store
         self.partitions = partitions
         self.clock = clock
-        self.reader = RemoteLogReader(bucket)
+        # 8 MiB ranged GETs, 32 MiB read ahead: per-request latency to S3 is tens of ms.
+        self.reader = RemoteLogReader(bucket, chunk_bytes=8 * 2**20, prefetch_chunks=4, cache_bytes=256 * 2**20)
         self.local_disk_limit_bytes = local_disk_limit_bytes
         self._slots = asyncio.Semaphore(upload_concurrency)
         self._uploaders: dict[tuple[str, int], asyncio.Task[None]] = {}
