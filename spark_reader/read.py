@@ -1,0 +1,189 @@
+"""Reading committed segments from the bucket: the body of a `BucketRange` task on a Spark
+worker, and the timestamp lookups planning needs on the driver.
+
+For each segment of a task the reader fetches only what it needs:
+
+    .timeindex  one GET, only with a timestamp lower bound: skips the segment's prefix whose
+                records are all older
+    .index      one GET, only when the range starts or ends inside the segment: gives the
+                byte range of the wanted offsets (segment_index.position_range)
+    .log        ranged GETs of at most `chunk_bytes` over that byte range; a batch cut by a
+                chunk's end is completed by the next GET
+
+Every batch is checked (length, magic, CRC) before it is decoded, and decoding stops at the
+first batch past the range. A segment whose objects are gone (retention deleted it after
+planning) is `DataLoss` with failOnDataLoss=true, else skipped with a warning, as Spark's Kafka
+source skips offsets that are no longer there. A .log shorter than its commit says is corrupt
+data at rest: `CorruptSegment`, whatever failOnDataLoss says.
+
+Runs on whichever thread Spark gives it; it opens its own bucket client per task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from cold_tier import layout
+from cold_tier.errors import ObjectNotFound
+from hot_tier.records import CorruptBatch, decode_batch
+
+from .bucket import Bucket
+from .decode import MIN_TIMESTAMP_US, RecordBounds, batches_to_arrow, select_batches
+from .errors import CorruptSegment, DataLoss
+from .plan import BucketRange, PartitionLog, SegmentRef
+from .segment_index import first_offset_not_older_than, parse_offset_index, parse_time_index, position_range
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 8 * 1024 * 1024
+# The most rows in one Arrow batch handed to Spark, which bounds a worker's memory per batch;
+# from 10,000 to 100,000 the scan rate hardly changes (bench/spark_scan.py).
+ROWS_PER_ARROW_BATCH = 40_000
+
+
+def read_bucket_range(
+    bucket: Bucket,
+    task: BucketRange,
+    bounds: RecordBounds,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    for segment in task.segments:
+        start = max(task.start_offset, segment.base_offset, bounds.start_offset)
+        end = min(task.end_offset, segment.next_offset, bounds.end_offset)
+        if start >= end:
+            continue
+        segment_bounds = RecordBounds(start, end, bounds.min_timestamp_us, bounds.max_timestamp_us)
+        try:
+            for batch in _read_segment(bucket, task.topic, task.partition, segment, segment_bounds, include_headers, chunk_bytes):
+                yield from _slices(batch)
+        except ObjectNotFound as missing:
+            if fail_on_data_loss:
+                raise DataLoss(
+                    task.topic, task.partition, start, None, f"the segment object {missing.key!r} is gone (deleted by retention?)"
+                ) from None
+            log.warning(
+                "%s-%d: skipping offsets [%d, %d): segment object %r is gone (failOnDataLoss=false)",
+                task.topic, task.partition, start, end, missing.key,
+            )  # fmt: skip
+
+
+def _read_segment(
+    bucket: Bucket, topic: str, partition: int, segment: SegmentRef, bounds: RecordBounds, include_headers: bool, chunk_bytes: int
+) -> Iterator[pa.RecordBatch]:
+    start_offset = bounds.start_offset
+    if bounds.min_timestamp_us != MIN_TIMESTAMP_US:
+        key = layout.time_index_key(topic, partition, segment.base_offset, segment.upload_id)
+        skip_to = first_offset_not_older_than(parse_time_index(bucket.get(key), segment.base_offset), bounds.min_timestamp_ms)
+        if skip_to is not None and skip_to > start_offset:
+            start_offset = skip_to
+            if start_offset >= bounds.end_offset:
+                return
+            bounds = RecordBounds(start_offset, bounds.end_offset, bounds.min_timestamp_us, bounds.max_timestamp_us)
+    start_position, end_position = 0, segment.size_bytes
+    if start_offset > segment.base_offset or bounds.end_offset < segment.next_offset:
+        key = layout.index_key(topic, partition, segment.base_offset, segment.upload_id)
+        index = parse_offset_index(bucket.get(key), segment.base_offset, segment.size_bytes)
+        start_position, end_position = position_range(index, segment.size_bytes, start_offset, bounds.end_offset)
+    log_key = layout.log_key(topic, partition, segment.base_offset, segment.upload_id)
+    chunks = _Chunks(bucket, log_key, start_position, end_position, chunk_bytes)
+    while (window := chunks.next()) is not None:
+        try:
+            selection = select_batches(window, bounds)
+            batch = batches_to_arrow(window, selection.headers, topic, partition, bounds, include_headers)
+        except CorruptBatch as error:
+            raise chunks.corrupt(error) from error
+        if batch is not None:
+            yield batch
+        if selection.reached_end:
+            return
+        chunks.consume(selection.consumed_bytes)
+    chunks.finish()
+
+
+class _Chunks:
+    """Windows over bytes [start, end) of a .log object, each ending where a GET of at most
+    `chunk_bytes` ended: the caller uses the whole batches of a window, says how many bytes
+    that was, and the rest is carried into the next window."""
+
+    def __init__(self, bucket: Bucket, key: str, start: int, end: int, chunk_bytes: int) -> None:
+        self._bucket, self._key, self._end, self._chunk_bytes = bucket, key, end, chunk_bytes
+        self._position = start  # of the next GET
+        self._window_position = start  # of the window's first byte in the object
+        self._window = b""
+
+    def next(self) -> bytes | None:
+        if self._position >= self._end:
+            return None
+        data = self._bucket.get(self._key, self._position, min(self._end, self._position + self._chunk_bytes))
+        if not data:
+            reason = f"the object ends before byte {self._end}, which its commit or index names"
+            raise CorruptSegment(self._key, self._position, reason)
+        self._position += len(data)
+        self._window = self._window + data if self._window else data
+        return self._window
+
+    def consume(self, consumed_bytes: int) -> None:
+        self._window = self._window[consumed_bytes:]
+        self._window_position += consumed_bytes
+
+    def corrupt(self, error: CorruptBatch) -> CorruptSegment:
+        return CorruptSegment(self._key, self._window_position + error.position, error.reason)
+
+    def finish(self) -> None:
+        if self._window:
+            raise CorruptSegment(self._key, self._window_position, f"a batch is cut short: {len(self._window)} bytes left over")
+
+
+def _slices(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    if batch.num_rows <= ROWS_PER_ARROW_BATCH:
+        yield batch
+        return
+    for offset in range(0, batch.num_rows, ROWS_PER_ARROW_BATCH):
+        yield batch.slice(offset, ROWS_PER_ARROW_BATCH)
+
+
+def offset_for_timestamp(bucket: Bucket, log_: PartitionLog, timestamp_ms: int) -> int | None:
+    """The first offset in the bucket whose record timestamp is >= `timestamp_ms` (Kafka's
+    ListOffsets by timestamp), or None if no committed record is that recent. Reads the time
+    index, offset index and a few batches of one segment (two, if the first has only control
+    records that recent)."""
+    for committed in log_.segments:
+        if committed.max_timestamp < timestamp_ms:
+            continue
+        segment = SegmentRef(
+            committed.base_offset, committed.last_offset, committed.size_bytes, committed.upload_id, committed.max_timestamp
+        )
+        found = _offset_in_segment(bucket, log_.topic, log_.partition, segment, timestamp_ms)
+        if found is not None:
+            return found
+    return None
+
+
+def _offset_in_segment(bucket: Bucket, topic: str, partition: int, segment: SegmentRef, timestamp_ms: int) -> int | None:
+    key = layout.time_index_key(topic, partition, segment.base_offset, segment.upload_id)
+    start_offset = first_offset_not_older_than(parse_time_index(bucket.get(key), segment.base_offset), timestamp_ms)
+    start_offset = segment.base_offset if start_offset is None else min(start_offset, segment.last_offset)
+    key = layout.index_key(topic, partition, segment.base_offset, segment.upload_id)
+    index = parse_offset_index(bucket.get(key), segment.base_offset, segment.size_bytes)
+    position, _ = position_range(index, segment.size_bytes, start_offset, segment.next_offset)
+    log_key = layout.log_key(topic, partition, segment.base_offset, segment.upload_id)
+    chunks = _Chunks(bucket, log_key, position, segment.size_bytes, CHUNK_BYTES)
+    while (window := chunks.next()) is not None:
+        try:
+            selection = select_batches(window, RecordBounds(start_offset=start_offset))
+            for header in selection.headers:
+                if header.max_timestamp < timestamp_ms:
+                    continue
+                for record in decode_batch(window, header.position).records:
+                    if record.offset >= start_offset and record.timestamp >= timestamp_ms:
+                        return record.offset
+        except CorruptBatch as error:
+            raise chunks.corrupt(error) from error
+        chunks.consume(selection.consumed_bytes)
+    chunks.finish()
+    return None
