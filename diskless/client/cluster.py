@@ -162,8 +162,12 @@ class Cluster:
         request_timeout_ms: int = 30000,
         metadata_max_age_ms: int = 300000,
         retry_backoff_ms: int = 100,
+        allow_auto_topic_creation: bool = False,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        # Producers and consumers ask brokers with auto.create.topics.enable to create the
+        # topics they name, as the Java clients do; Admin never does.
+        self.allow_auto_topic_creation = allow_auto_topic_creation
         self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -335,7 +339,7 @@ class Cluster:
             return protocol.build(
                 cls,
                 topics=listed,
-                allow_auto_topic_creation=False,
+                allow_auto_topic_creation=self.allow_auto_topic_creation and not self.want_all_topics,
                 include_cluster_authorized_operations=False,
                 include_topic_authorized_operations=False,
             )

@@ -90,6 +90,7 @@ class ConsumerConfig:
     group_id: str | None = None
     group_instance_id: str | None = None
     auto_offset_reset: str = "latest"
+    allow_auto_create_topics: bool = True  # allow.auto.create.topics
     enable_auto_commit: bool = True
     auto_commit_interval_ms: int = 5000
     fetch_min_bytes: int = 1
