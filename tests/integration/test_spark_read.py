@@ -121,9 +121,17 @@ def backend(request) -> Backend:
     return request.getfixturevalue(f"{request.param}_backend")
 
 
+def credentials(url: str) -> dict[str, str]:
+    """Credentials as reader options: Spark's Python workers inherit the environment of a JVM
+    that an earlier test module may have started, so the environment is not enough."""
+    if not url.startswith("s3://"):
+        return {}
+    return {name: os.environ[name] for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+
+
 def read(spark, url: str, **options: str):
     reader = spark.read.format("diskless")
-    for name, value in options.items():
+    for name, value in {**credentials(url), **options}.items():
         reader = reader.option(name, value)
     return reader.load(url)
 
@@ -340,7 +348,7 @@ def test_streaming_picks_up_newly_committed_segments(spark, s3_backend, tmp_path
     name = f"q_{uuid.uuid4().hex[:8]}"
     stream = (
         spark.readStream.format("diskless").option("subscribe", topic).option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "25").load(s3_backend.url)
+        .option("maxOffsetsPerTrigger", "25").options(**credentials(s3_backend.url)).load(s3_backend.url)
     )  # fmt: skip
     query = (
         stream.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / "checkpoint"))
