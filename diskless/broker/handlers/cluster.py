@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import SUPPORTED, Request, advertised_range
+from metadata.errors import InvalidTopicName
 
 from ..partitions import check_topic_name
 from ..responses import NO_THROTTLE, make, response_module
@@ -100,7 +101,7 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
 def _legal(name: str) -> bool:
     try:
         check_topic_name(name)
-    except Exception:
+    except InvalidTopicName:
         return False
     return True
 
