@@ -17,6 +17,7 @@ do not fill their section exactly. Pure.
 from __future__ import annotations
 
 from hot_tier.records import ATTR_CODEC_MASK, ATTR_TIMESTAMP_TYPE, HEADER_BYTES, BatchHeader, CorruptBatch, decompress
+from hot_tier.records.batch import decode_headers
 from hot_tier.records.varint import ZIGZAG_1, decode_varint, decode_varlong
 
 from .structs import ConsumerRecord
@@ -120,7 +121,7 @@ def decode_records(
                 headers: tuple[tuple[str, bytes | None], ...] = ()
                 pos += 1
             else:
-                headers, pos = _decode_headers(data, pos, record_end, index, position)
+                headers, pos = decode_headers(data, pos, record_end, index, position)
             if pos != record_end:
                 raise CorruptBatch(position, f"record {index} declares {length} bytes but its fields take more or less")
             append(new(cls, (
@@ -141,29 +142,3 @@ def decode_records(
         out = [new(cls, (*r[:3], fixed_timestamp, *r[4:])) for r in out]
     return out
 
-
-def _decode_headers(
-    data: bytes, pos: int, record_end: int, index: int, position: int
-) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    count, pos = decode_varint(data, pos)
-    if count < 0:
-        raise CorruptBatch(position, f"record {index} has headers count {count}")
-    headers = []
-    for _ in range(count):
-        size, pos = decode_varint(data, pos)
-        if size < 0 or pos + size > record_end:
-            raise CorruptBatch(position, f"record {index} has header key length {size}")
-        key = data[pos : pos + size].decode("utf-8")
-        pos += size
-        size, pos = decode_varint(data, pos)
-        if size >= 0:
-            if pos + size > record_end:
-                raise CorruptBatch(position, f"record {index} has header value length {size}")
-            value: bytes | None = data[pos : pos + size]
-            pos += size
-        elif size == -1:
-            value = None
-        else:
-            raise CorruptBatch(position, f"record {index} has header value length {size}")
-        headers.append((key, value))
-    return tuple(headers), pos

@@ -339,7 +339,7 @@ def _decode_records(
                 headers: tuple[tuple[str, bytes | None], ...] = ()
                 pos += 1
             else:
-                headers, pos = _decode_headers(data, pos, record_end, index, position)
+                headers, pos = decode_headers(data, pos, record_end, index, position)
 
             if pos != record_end:
                 raise CorruptBatch(
@@ -364,9 +364,11 @@ def _decode_records(
     return records
 
 
-def _decode_headers(
+def decode_headers(
     data: bytes, pos: int, record_end: int, index: int, position: int
 ) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    """The headers of record `index` at `pos` (its bytes end at `record_end`), and the position
+    after them. Shared with the consumer's decoder in diskless.client.records."""
     zz = ZIGZAG_1
     b = data[pos]
     if b < 0x80:
