@@ -1,7 +1,26 @@
 """Topic configs: Kafka's names, defaults, types and validation (sans-IO).
 
-A topic stores only the configs set on it; everything else comes from the broker's defaults.
-DescribeConfigs reports each config with its source, as Kafka does.
+A topic stores only the configs set on it; everything else comes from the broker's defaults
+(`--topic-default`, a `[topic_defaults]` table), else from Kafka's own. DescribeConfigs reports
+every topic config Kafka 4.x reports (LogConfig's non-internal configs), each with its source
+and synonyms as Kafka's ConfigHelper.createTopicConfigEntry builds them:
+
+    synonyms  the topic's own value first (TOPIC_CONFIG, under the topic config's name), then
+              the broker default under Kafka's broker name for it (STATIC_BROKER_CONFIG,
+              e.g. log.retention.ms), then Kafka's built-in default of that broker config
+              (DEFAULT_CONFIG) when it has one; configs without a broker synonym
+              (remote.storage.enable, the throttled-replica lists) have none
+    source    the first synonym's source, DEFAULT_CONFIG when there is none
+
+Diskless differs from Kafka on purpose in two defaults: remote.storage.enable is true and
+local.retention.ms is 0 (segments leave the disk once they are in the bucket). Configs whose
+behaviour the broker cannot offer refuse any other value than the one it honours
+(cleanup.policy=compact, remote.log.copy.disable=true, remote.log.delete.on.disable=true).
+Configs accepted but not acted on yet: compression.*.level (recompression uses each codec's
+default level), message.timestamp.before/after.max.ms (not enforced on produce), and those
+that have no meaning without replicas or compaction (min.insync.replicas,
+unclean.leader.election.enable, *.replication.throttled.replicas, delete.retention.ms,
+min/max.compaction.lag.ms, min.cleanable.dirty.ratio, preallocate, segment.jitter.ms).
 """
 
 from __future__ import annotations
@@ -11,6 +30,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
 
 
 class ConfigType(IntEnum):
@@ -20,11 +40,12 @@ class ConfigType(IntEnum):
     STRING = 2
     INT = 3
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 
 class ConfigSource(IntEnum):
-    """Kafka's DescribeConfigs config sources."""
+    """Kafka's DescribeConfigs config sources (the admin client calls 1 DYNAMIC_TOPIC_CONFIG)."""
 
     TOPIC_CONFIG = 1
     STATIC_BROKER_CONFIG = 4
@@ -46,14 +67,21 @@ class UnknownConfig(InvalidConfig):
 
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
+    """One topic config. `synonym` is Kafka's broker config for its default (the first of
+    ServerTopicConfigSynonyms' list); `synonym_default` says whether Kafka's broker config has a
+    built-in default (log.retention.ms has none: its default lives in log.retention.hours, a
+    lower-priority synonym Kafka's DescribeConfigs does not report)."""
+
     name: str
     default: str
     type: ConfigType
     doc: str
     check: Callable[[str], str | None]  # returns a reason when the value is invalid
+    synonym: str | None = None
+    synonym_default: bool = True
 
 
-def _int_at_least(low: int, high: int = 2**31 - 1) -> Callable[[str], str | None]:
+def _int_at_least(low: int, high: int = INT_MAX) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         try:
             number = int(value)
@@ -77,6 +105,18 @@ def _one_of(*allowed: str) -> Callable[[str], str | None]:
     return check
 
 
+_BOOLEAN = _one_of("true", "false")
+
+
+def _only(honoured: str, reason: str) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        if value == honoured:
+            return None
+        return reason if value in ("true", "false") else "must be true or false"
+
+    return check
+
+
 def _cleanup_policy(value: str) -> str | None:
     policies = {p.strip() for p in value.split(",") if p.strip()}
     if policies == {"delete"}:
@@ -86,23 +126,71 @@ def _cleanup_policy(value: str) -> str | None:
     return "must be delete"
 
 
+def _gzip_level(value: str) -> str | None:
+    reason = _int_at_least(-1, 9)(value)
+    return reason or ("must be -1 (zlib's default) or between 1 and 9" if int(value) == 0 else None)
+
+
+def _ratio(value: str) -> str | None:
+    try:
+        number = float(value)
+    except ValueError:
+        return "not a number"
+    return None if 0.0 <= number <= 1.0 else "must be between 0 and 1"
+
+
+def _throttled_replicas(value: str) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: empty, "*", or partition:broker pairs."""
+    items = [i.strip() for i in value.split(",") if i.strip()]
+    if items == ["*"] or not items:
+        return None
+    for item in items:
+        partition, sep, broker = item.partition(":")
+        if not (sep and partition.isdigit() and broker.isdigit()):
+            return "must be empty, * or a list of partition:broker_id pairs"
+    return None
+
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+# Kafka 4.x's topic configs (LogConfig), sorted by name as Kafka's configNames() is. Defaults
+# are Kafka's (LogConfig / ServerLogConfigs) except the two Diskless changes named above.
 TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
     d.name: d
     for d in (
-        ConfigDef("segment.bytes", "1073741824", ConfigType.INT, "Roll a new segment once the active one reaches this size.", _int_at_least(14)),
-        ConfigDef("segment.ms", "604800000", ConfigType.LONG, "Roll a new segment after this long, even if it is not full.", _long_at_least(1)),
-        ConfigDef("segment.index.bytes", "10485760", ConfigType.INT, "Maximum size of a segment's offset index; a full index rolls the segment.", _int_at_least(8)),
-        ConfigDef("retention.ms", "604800000", ConfigType.LONG, "Delete segments whose newest record is older than this (-1: keep forever).", _long_at_least(-1)),
-        ConfigDef("retention.bytes", "-1", ConfigType.LONG, "Delete the oldest segments while a partition is larger than this (-1: no limit).", _long_at_least(-1)),
-        ConfigDef("local.retention.ms", "0", ConfigType.LONG, "With tiering, how long segments stay on local disk once in the bucket (0: drop at once; -2: retention.ms).", _long_at_least(-2)),
-        ConfigDef("local.retention.bytes", "-2", ConfigType.LONG, "With tiering, local bytes kept per partition after upload (-2: retention.bytes).", _long_at_least(-2)),
-        ConfigDef("remote.storage.enable", "true", ConfigType.BOOLEAN, "Upload rolled segments to the object store.", _one_of("true", "false")),
-        ConfigDef("cleanup.policy", "delete", ConfigType.LIST, "Only 'delete' (time and size retention) is supported.", _cleanup_policy),
-        ConfigDef("max.message.bytes", "1048588", ConfigType.INT, "Largest record batch the broker accepts for this topic.", _int_at_least(0)),
-        ConfigDef("message.timestamp.type", "CreateTime", ConfigType.STRING, "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append.", _one_of("CreateTime", "LogAppendTime")),
-        ConfigDef("index.interval.bytes", "4096", ConfigType.INT, "Bytes of log between two entries of the sparse indexes.", _int_at_least(0)),
-        ConfigDef("flush.messages", str(LONG_MAX), ConfigType.LONG, "fsync the log after this many messages (default: leave it to the OS).", _long_at_least(1)),
-        ConfigDef("flush.ms", str(LONG_MAX), ConfigType.LONG, "fsync the log after this long (default: leave it to the OS).", _long_at_least(0)),
+        ConfigDef("cleanup.policy", "delete", ConfigType.LIST, "Only 'delete' (time and size retention) is supported; compaction is not.", _cleanup_policy, "log.cleanup.policy"),
+        ConfigDef("compression.gzip.level", "-1", ConfigType.INT, "gzip level when compression.type is gzip (accepted; recompression uses zlib's default).", _gzip_level, "compression.gzip.level"),
+        ConfigDef("compression.lz4.level", "9", ConfigType.INT, "lz4 level when compression.type is lz4 (accepted; recompression uses lz4's default).", _int_at_least(1, 17), "compression.lz4.level"),
+        ConfigDef("compression.type", "producer", ConfigType.STRING, "Codec of the stored batches: producer keeps the producer's; uncompressed, gzip, snappy, lz4 or zstd recompresses batches that differ.", _one_of(*COMPRESSION_TYPES), "compression.type"),
+        ConfigDef("compression.zstd.level", "3", ConfigType.INT, "zstd level when compression.type is zstd (accepted; recompression uses level 3).", _int_at_least(-131072, 22), "compression.zstd.level"),
+        ConfigDef("delete.retention.ms", "86400000", ConfigType.LONG, "How long delete tombstones are kept on compacted topics (no effect without compaction).", _long_at_least(0), "log.cleaner.delete.retention.ms"),
+        ConfigDef("file.delete.delay.ms", "60000", ConfigType.LONG, "Wait before a deleted segment's files are removed from the file system.", _long_at_least(0), "log.segment.delete.delay.ms"),
+        ConfigDef("flush.messages", str(LONG_MAX), ConfigType.LONG, "fsync the log after this many messages (default: leave it to the OS).", _long_at_least(1), "log.flush.interval.messages"),
+        ConfigDef("flush.ms", str(LONG_MAX), ConfigType.LONG, "fsync the log after this long (default: leave it to the OS).", _long_at_least(0), "log.flush.interval.ms", synonym_default=False),
+        ConfigDef("follower.replication.throttled.replicas", "", ConfigType.LIST, "Replicas throttled on the follower side (no effect: the bucket is the replica).", _throttled_replicas),
+        ConfigDef("index.interval.bytes", "4096", ConfigType.INT, "Bytes of log between two entries of the sparse indexes.", _int_at_least(0), "log.index.interval.bytes"),
+        ConfigDef("leader.replication.throttled.replicas", "", ConfigType.LIST, "Replicas throttled on the leader side (no effect: the bucket is the replica).", _throttled_replicas),
+        ConfigDef("local.retention.bytes", "-2", ConfigType.LONG, "With tiering, local bytes kept per partition after upload (-2: retention.bytes).", _long_at_least(-2), "log.local.retention.bytes"),
+        ConfigDef("local.retention.ms", "0", ConfigType.LONG, "With tiering, how long segments stay on local disk once in the bucket (0: drop at once; -2: retention.ms).", _long_at_least(-2), "log.local.retention.ms"),
+        ConfigDef("max.compaction.lag.ms", str(LONG_MAX), ConfigType.LONG, "Longest a record stays uncompacted (no effect without compaction).", _long_at_least(1), "log.cleaner.max.compaction.lag.ms"),
+        ConfigDef("max.message.bytes", "1048588", ConfigType.INT, "Largest record batch the broker accepts for this topic (after recompression).", _int_at_least(0), "message.max.bytes"),
+        ConfigDef("message.timestamp.after.max.ms", "3600000", ConfigType.LONG, "How far ahead of the broker's clock a CreateTime timestamp may be (accepted; not enforced yet).", _long_at_least(0), "log.message.timestamp.after.max.ms"),
+        ConfigDef("message.timestamp.before.max.ms", str(LONG_MAX), ConfigType.LONG, "How far behind the broker's clock a CreateTime timestamp may be (accepted; not enforced yet).", _long_at_least(0), "log.message.timestamp.before.max.ms"),
+        ConfigDef("message.timestamp.type", "CreateTime", ConfigType.STRING, "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append.", _one_of("CreateTime", "LogAppendTime"), "log.message.timestamp.type"),
+        ConfigDef("min.cleanable.dirty.ratio", "0.5", ConfigType.DOUBLE, "Dirty ratio that triggers compaction (no effect without compaction).", _ratio, "log.cleaner.min.cleanable.ratio"),
+        ConfigDef("min.compaction.lag.ms", "0", ConfigType.LONG, "Shortest a record stays uncompacted (no effect without compaction).", _long_at_least(0), "log.cleaner.min.compaction.lag.ms"),
+        ConfigDef("min.insync.replicas", "1", ConfigType.INT, "Replicas that must acknowledge acks=all (no effect: durability is the bucket's).", _int_at_least(1), "min.insync.replicas"),
+        ConfigDef("preallocate", "false", ConfigType.BOOLEAN, "Preallocate segment files (no effect: segments grow append-only).", _BOOLEAN, "log.preallocate"),
+        ConfigDef("remote.log.copy.disable", "false", ConfigType.BOOLEAN, "Stop uploading segments of a tiered topic (only false is supported).", _only("false", "turning tiered uploads read-only is not supported")),
+        ConfigDef("remote.log.delete.on.disable", "false", ConfigType.BOOLEAN, "Delete remote data when tiering is disabled (only false is supported).", _only("false", "deleting remote data on disable is not supported")),
+        ConfigDef("remote.storage.enable", "true", ConfigType.BOOLEAN, "Upload rolled segments to the object store.", _BOOLEAN),
+        ConfigDef("retention.bytes", "-1", ConfigType.LONG, "Delete the oldest segments while a partition is larger than this (-1: no limit).", _long_at_least(-1), "log.retention.bytes"),
+        ConfigDef("retention.ms", "604800000", ConfigType.LONG, "Delete segments whose newest record is older than this (-1: keep forever).", _long_at_least(-1), "log.retention.ms", synonym_default=False),
+        ConfigDef("segment.bytes", "1073741824", ConfigType.INT, "Roll a new segment once the active one reaches this size.", _int_at_least(14), "log.segment.bytes"),
+        ConfigDef("segment.index.bytes", "10485760", ConfigType.INT, "Maximum size of a segment's offset index; a full index rolls the segment.", _int_at_least(8), "log.index.size.max.bytes"),
+        ConfigDef("segment.jitter.ms", "0", ConfigType.LONG, "Random jitter subtracted from segment.ms (accepted; not applied).", _long_at_least(0), "log.roll.jitter.ms", synonym_default=False),
+        ConfigDef("segment.ms", "604800000", ConfigType.LONG, "Roll a new segment after this long, even if it is not full.", _long_at_least(1), "log.roll.ms", synonym_default=False),
+        ConfigDef("unclean.leader.election.enable", "false", ConfigType.BOOLEAN, "Elect an out-of-sync replica (no effect: every leader reads the bucket).", _BOOLEAN, "unclean.leader.election.enable"),
     )
 }
 
@@ -120,16 +208,31 @@ def validate(configs: Mapping[str, str | None]) -> dict[str, str]:
         if reason is not None:
             raise InvalidConfig(name, value, reason)
         checked[name] = value
+    low, high = checked.get("min.compaction.lag.ms"), checked.get("max.compaction.lag.ms")
+    if low is not None and high is not None and int(low) > int(high):  # Kafka's LogConfig.validateValues
+        raise InvalidConfig("min.compaction.lag.ms", low, f"must not exceed max.compaction.lag.ms ({high})")
     return checked
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigEntry:
+    """One DescribeConfigs entry. Topic configs are never read-only or sensitive in Kafka."""
+
     name: str
     value: str
     source: ConfigSource
     type: ConfigType
     doc: str
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    read_only: bool = False
+    is_sensitive: bool = False
 
     @property
     def is_default(self) -> bool:
@@ -144,16 +247,30 @@ def effective(topic_configs: Mapping[str, str], broker_defaults: Mapping[str, st
     return values
 
 
+def synonyms(definition: ConfigDef, topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str]) -> tuple[ConfigSynonym, ...]:
+    """Kafka's synonym list for one topic config, highest priority first."""
+    name = definition.name
+    found = []
+    if name in topic_configs:
+        found.append(ConfigSynonym(name, topic_configs[name], ConfigSource.TOPIC_CONFIG))
+    broker_name = definition.synonym
+    if name in broker_defaults:
+        found.append(ConfigSynonym(broker_name or name, broker_defaults[name], ConfigSource.STATIC_BROKER_CONFIG))
+    if broker_name is not None and definition.synonym_default:
+        found.append(ConfigSynonym(broker_name, definition.default, ConfigSource.DEFAULT_CONFIG))
+    return tuple(found)
+
+
 def describe(topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str]) -> list[ConfigEntry]:
+    """Every topic config with its value, source and synonyms, in Kafka's (name) order."""
     entries = []
     for name, definition in TOPIC_CONFIGS.items():
-        if name in topic_configs:
-            value, source = topic_configs[name], ConfigSource.TOPIC_CONFIG
-        elif name in broker_defaults:
-            value, source = broker_defaults[name], ConfigSource.STATIC_BROKER_CONFIG
+        found = synonyms(definition, topic_configs, broker_defaults)
+        if found:
+            value, source = found[0].value, found[0].source
         else:
             value, source = definition.default, ConfigSource.DEFAULT_CONFIG
-        entries.append(ConfigEntry(name, value, source, definition.type, definition.doc))
+        entries.append(ConfigEntry(name, value, source, definition.type, definition.doc, found))
     return entries
 
 

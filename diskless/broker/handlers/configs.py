@@ -1,4 +1,10 @@
-"""DescribeConfigs and IncrementalAlterConfigs for topics (and, read-only, the broker)."""
+"""DescribeConfigs and IncrementalAlterConfigs for topics (and, read-only, the broker).
+
+What a topic config's entry says (value, source, synonyms, type, documentation) is decided in
+topic_configs.describe; this module only filters by `configuration_keys` and builds the
+response of the request's version (synonyms from v1, config_type and documentation from v3,
+each only when the request asks for them).
+"""
 
 from __future__ import annotations
 
@@ -34,7 +40,10 @@ def _broker_entries(broker: Broker) -> list[topic_configs.ConfigEntry]:
         "offsets.retention.minutes": (str(c.offsets_retention_minutes), ConfigType.INT),
     }
     return [
-        topic_configs.ConfigEntry(name, value, ConfigSource.STATIC_BROKER_CONFIG, kind, "")
+        topic_configs.ConfigEntry(
+            name, value, ConfigSource.STATIC_BROKER_CONFIG, kind, "",
+            (topic_configs.ConfigSynonym(name, value, ConfigSource.STATIC_BROKER_CONFIG),), read_only=True,
+        )
         for name, (value, kind) in static.items()
     ]
 
@@ -58,23 +67,25 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 entries = _broker_entries(broker)
         else:
             error, message = ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
-        if resource.configuration_keys is not None:
+        if resource.configuration_keys:  # Kafka's ConfigHelper: null and empty both mean every config
             keys = set(resource.configuration_keys)
             entries = [e for e in entries if e.name in keys]
+        include_synonyms = getattr(body, "include_synonyms", False)
+        include_documentation = getattr(body, "include_documentation", False)
         configs = tuple(
             make(
                 mod.DescribeConfigsResourceResult,
                 name=e.name,
                 value=e.value,
-                read_only=resource.resource_type == BROKER,
+                read_only=e.read_only,
                 config_source=int(e.source),
-                is_default=e.is_default,
-                is_sensitive=False,
-                synonyms=(make(mod.DescribeConfigsSynonym, name=e.name, value=e.value, source=int(e.source)),)
-                if getattr(body, "include_synonyms", False)
+                is_default=e.is_default,  # v0 only
+                is_sensitive=e.is_sensitive,
+                synonyms=tuple(make(mod.DescribeConfigsSynonym, name=s.name, value=s.value, source=int(s.source)) for s in e.synonyms)
+                if include_synonyms
                 else (),
                 config_type=int(e.type),
-                documentation=e.doc if getattr(body, "include_documentation", False) else None,
+                documentation=(e.doc or None) if include_documentation else None,
             )
             for e in entries
         )
