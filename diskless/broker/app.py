@@ -8,10 +8,8 @@ about the protocol and the parts stay unaware of each other.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from metadata import MetadataStore, TopicMetadata, open_metadata_store
 
 from .admin_http import AdminHttp
 from .config import BrokerConfig
+from .data_dir import claim_data_dir
 from .group import GroupConfig
 from .groups import Groups
 from .handlers import HANDLERS
@@ -58,7 +57,8 @@ class Broker:
 
     async def start(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = _load_cluster_id(self.config.data_dir, self.config.node_id)
+        self.data_dir_lock = claim_data_dir(self.config.data_dir, self.config.node_id)  # before any other file in it
+        self.cluster_id = self.data_dir_lock.cluster_id
         self.store = await open_metadata_store(self.config.resolved_metadata_url)
         self.bucket = open_object_store(self.config.resolved_object_store_url, env=self.config.object_store_env)
         self.partitions = Partitions(self.config, self.store, self.clock)
@@ -107,6 +107,8 @@ class Broker:
             await self.bucket.close()
             await self.store.close()
         log.info("diskless broker %d stopped", self.config.node_id)
+        if getattr(self, "data_dir_lock", None) is not None:
+            self.data_dir_lock.release()
 
     async def __aenter__(self) -> Broker:
         await self.start()
@@ -201,16 +203,3 @@ class Broker:
             except Exception:
                 log.exception("expiring committed offsets failed; will retry")
 
-
-def _load_cluster_id(data_dir: Path, node_id: int) -> str:
-    """The cluster id kept in `meta.properties`, as Kafka keeps it; made on first start."""
-    path = data_dir / "meta.properties"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.startswith("cluster.id="):
-                return line.split("=", 1)[1].strip()
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
-    tmp.replace(path)
-    return cluster_id

@@ -55,8 +55,13 @@ def _serve(args: argparse.Namespace) -> int:
         finally:
             await broker.stop()
 
+    from diskless.broker.data_dir import DataDirError
+
     try:
         asyncio.run(run())
+    except DataDirError as exc:
+        print(f"diskless serve: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         logging.getLogger("diskless").error("cannot start: %s", exc)
         return 1
