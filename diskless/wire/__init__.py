@@ -1,7 +1,7 @@
 """The Kafka wire protocol: framing, headers and kio types. Pure, no I/O."""
 
 from .apis import SUPPORTED, advertised_range, supported_range
-from .errors import ErrorCode, FrameTooLarge, InvalidFrame, ProtocolError, UnknownApi, UnsupportedVersion
+from .errors import ErrorCode, FrameTooLarge, InvalidFrame, MalformedRequest, ProtocolError, UnknownApi, UnsupportedVersion
 from .framing import (
     FileRecords,
     Request,
@@ -23,6 +23,7 @@ __all__ = [
     "ErrorCode",
     "FrameTooLarge",
     "InvalidFrame",
+    "MalformedRequest",
     "ProtocolError",
     "UnknownApi",
     "UnsupportedVersion",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "ProtocolError", "InvalidFrame", "FrameTooLarge", "UnsupportedVersion", "UnknownApi"]
+__all__ = ["ErrorCode", "ProtocolError", "InvalidFrame", "MalformedRequest", "FrameTooLarge", "UnsupportedVersion", "UnknownApi"]
 
 
 class ProtocolError(Exception):
@@ -19,6 +19,17 @@ class ProtocolError(Exception):
 class InvalidFrame(ProtocolError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"invalid frame: {reason}")
+        self.reason = reason
+
+
+class MalformedRequest(InvalidFrame):
+    """A request body that does not fit its frame or its schema: a length or count larger than
+    the bytes that remain, a null where the schema allows none, bytes kio cannot decode."""
+
+    def __init__(self, api_key: int, api_version: int, body_name: str, reason: str) -> None:
+        super().__init__(f"malformed {body_name} body (api key {api_key} version {api_version}): {reason}")
+        self.api_key = api_key
+        self.api_version = api_version
         self.reason = reason
 
 

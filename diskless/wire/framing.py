@@ -12,6 +12,9 @@ Every frame is a 4-byte big-endian size followed by that many bytes. A request f
 A response frame is `int32 correlation_id`, tagged fields when the response header is v1
 (flexible versions; ApiVersions always answers with header v0), then the body.
 
+Request bodies are checked against their frame (`bounds.check_request_body`) before kio
+parses them: kio's native reader allocates what a declared length says before reading.
+
 Pure: bytes in, values and bytes out. The server shell reads frames; `parse_request` and
 `encode_response` do the rest. Fetch responses can carry `FileRecords` in place of record
 bytes, so that the shell sends those bytes from the segment file with sendfile (zero copy).
@@ -28,7 +31,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from .apis import API_VERSIONS_KEY, supported_range
-from .errors import FrameTooLarge, InvalidFrame, UnknownApi, UnsupportedVersion
+from .bounds import check_request_body, strip_unknown_tags
+from .errors import FrameTooLarge, InvalidFrame, MalformedRequest, UnknownApi, UnsupportedVersion
 
 SIZE = struct.Struct(">i")
 _FIXED_HEADER = struct.Struct(">hhih")
@@ -129,10 +133,14 @@ def parse_request(frame: bytes) -> Request:
             position += size
         if position > len(frame):
             raise InvalidFrame("tagged fields run past the end of the frame")
+    # kio allocates what lengths declare before reading: bound them by the frame first (bounds.py).
+    unknown_tags = check_request_body(frame, position, body_type)
+    if unknown_tags:
+        frame = strip_unknown_tags(frame, unknown_tags)
     try:
         body, size = _reader(body_type)(frame, position)
-    except Exception as exc:  # kio raises assorted errors on garbage; all mean "malformed"
-        raise InvalidFrame(f"malformed {body_type.__name__} body: {exc}") from exc
+    except Exception as exc:  # kio raises assorted errors on garbage (bad UTF-8, booleans, ...)
+        raise MalformedRequest(api_key, api_version, body_type.__name__, f"{type(exc).__name__}: {exc}") from exc
     return Request(header, body)
 
 
