@@ -1,12 +1,14 @@
 """Kafka RecordBatch v2 (magic 2): the bytes of the log, which are also the bytes on the wire.
 
 Pure, no I/O. `header` reads and patches batch headers without decoding records (the
-broker's path); `batch` encodes and decodes records (clients, Spark); `codecs` holds the
-compression codecs; `errors` the typed errors they raise.
+broker's path); `batch` encodes and decodes records (broker tools, Spark); `decoder` is the
+one record decoder under `batch` and the client (`iter_record_tuples`: plain tuples, no
+objects); `codecs` holds the compression codecs; `errors` the typed errors they raise.
 """
 
 from .batch import DecodedBatch, Record, decode_batch, decode_batches, encode_batch
 from .codecs import Compression, compress, decompress
+from .decoder import RecordTuple, iter_record_tuples, records_section
 from .errors import BadCrc, BadLength, BadMagic, CorruptBatch, RecordsError, TruncatedBatch, UnsupportedCompression
 from .header import (
     ATTR_CODEC_MASK,
@@ -51,6 +53,7 @@ __all__ = [
     "CorruptBatch",
     "DecodedBatch",
     "Record",
+    "RecordTuple",
     "RecordsError",
     "TruncatedBatch",
     "UnsupportedCompression",
@@ -60,8 +63,10 @@ __all__ = [
     "decompress",
     "encode_batch",
     "iter_headers",
+    "iter_record_tuples",
     "peek_size",
     "read_header",
+    "records_section",
     "set_base_offset",
     "set_log_append_time",
     "set_partition_leader_epoch",

@@ -19,7 +19,7 @@ Records of a LogAppendTime batch all carry the batch's max_timestamp; their delt
 ignored. Control batches (transaction markers) decode like any other: the control record is
 in the key and value. Decoding checks the CRC, every length against the bytes really there,
 and that the records fill the section exactly, and raises `CorruptBatch` naming the batch's
-position and the record at fault. Everything here is pure and safe to call from any thread.
+position and the record at fault (decoder.py holds the record decoder itself). Everything here is pure and safe to call from any thread.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from .codecs import Compression, compress, decompress
-from .errors import CorruptBatch
+from .codecs import Compression, compress
+from .decoder import iter_record_tuples
 from .header import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -46,13 +46,11 @@ from .header import (
     BatchHeader,
     read_header,
 )
-from .varint import ZIGZAG_1, decode_varint, decode_varlong, encode_varint, encode_varlong
+from .varint import encode_varint, encode_varlong
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 _CRC_AT = 17
-# attributes, timestamp_delta, offset_delta, key_length, value_length, headers_count: 1 byte each at least
-_MIN_RECORD_BYTES = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,28 +186,22 @@ def decode_batch(buf: bytes | bytearray | memoryview, position: int = 0, *, chec
     """Decode the whole batch at `position` of `buf`, records with absolute offsets.
 
     Raises a `CorruptBatch` subclass for a bad header, CRC, compressed block or record, and
-    `UnsupportedCompression` for a codec id this build does not know.
+    `UnsupportedCompression` for a codec id this build does not know. The records are decoded
+    by decoder.py's `iter_record_tuples`, the one record decoder (the client's too).
     """
     header = read_header(buf, position, check_crc=check_crc)
-    count = header.records_count
-    if count < 0:
-        raise CorruptBatch(position, f"records count {count} is negative")
-    start = position + HEADER_BYTES
-    end = position + header.size_bytes
-    codec = header.attributes & ATTR_CODEC_MASK
-    if codec != Compression.NONE:
-        data = decompress(codec, memoryview(buf)[start:end], position=position)
-        start, end = 0, len(data)
-    elif type(buf) is bytes:
-        data = buf  # slices of bytes are bytes already: no need to copy the section
-    else:
-        data = bytes(memoryview(buf)[start:end])
-        start, end = 0, len(data)
-    log_append_time = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
-    records = _decode_records(
-        data, start, end, count, header.base_offset, header.base_timestamp,
-        header.max_timestamp if log_append_time else None, position,
-    )  # fmt: skip
+    new, set_offset, set_timestamp = _new_record, _set_offset, _set_timestamp
+    set_key, set_value, set_headers = _set_key, _set_value, _set_headers
+    records: list[Record] = []
+    append = records.append
+    for offset, timestamp, _, key, value, headers in iter_record_tuples(buf, header):
+        record = new(Record)
+        set_offset(record, offset)
+        set_timestamp(record, timestamp)
+        set_key(record, key)
+        set_value(record, value)
+        set_headers(record, headers)
+        append(record)
     return DecodedBatch(header, records)
 
 
@@ -221,191 +213,3 @@ def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[DecodedBatch
         batch = decode_batch(buf, position)
         yield batch
         position += batch.header.size_bytes
-
-
-def _decode_records(
-    data: bytes,
-    pos: int,
-    end: int,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    fixed_timestamp: int | None,
-    position: int,
-) -> list[Record]:
-    """Decode `count` records from `data[pos:end]`, which they must fill exactly.
-
-    The hot loop of every consumer: one- and two-byte varints (nearly all of them) are
-    decoded inline, longer ones through varint.py. `data` may be a whole fetch buffer, so
-    every length is checked against the end of its record before it is trusted; a varint
-    that strays past the record ends up in the record-length check.
-    """
-    start = pos
-    zz = ZIGZAG_1
-    new, set_offset, set_timestamp = _new_record, _set_offset, _set_timestamp
-    set_key, set_value, set_headers = _set_key, _set_value, _set_headers
-    records: list[Record] = []
-    append = records.append
-    index = 0
-    record_start = pos
-    try:
-        for index in range(count):
-            if pos >= end:
-                raise CorruptBatch(
-                    position, f"the records section ends after {index} records, the header declares {count}"
-                )
-            record_start = pos
-            b = data[pos]
-            if b < 0x80:
-                length = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (raw >> 1) ^ -(raw & 1)
-                pos += 2
-            else:
-                length, pos = decode_varint(data, pos)
-            record_end = pos + length
-            if length < _MIN_RECORD_BYTES or record_end > end:
-                raise CorruptBatch(
-                    position,
-                    f"record {index} at byte {record_start - start} of the records section claims {length} bytes,"
-                    f" {end - pos} remain",
-                )
-            pos += 1  # attributes: unused
-            b = data[pos]
-            if b < 0x80:
-                timestamp_delta = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                timestamp_delta = (raw >> 1) ^ -(raw & 1)
-                pos += 2
-            else:
-                timestamp_delta, pos = decode_varlong(data, pos)
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                offset_delta = (raw >> 1) ^ -(raw & 1)
-                pos += 2
-            else:
-                offset_delta, pos = decode_varint(data, pos)
-
-            b = data[pos]
-            if b < 0x80:
-                size = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                size = (raw >> 1) ^ -(raw & 1)
-                pos += 2
-            else:
-                size, pos = decode_varint(data, pos)
-            if size >= 0:
-                if pos + size > record_end:
-                    raise CorruptBatch(position, f"record {index} has key length {size}, past the record's end")
-                key = data[pos : pos + size]
-                pos += size
-            elif size == -1:
-                key = None
-            else:
-                raise CorruptBatch(position, f"record {index} has key length {size}")
-
-            b = data[pos]
-            if b < 0x80:
-                size = zz[b]
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                size = (raw >> 1) ^ -(raw & 1)
-                pos += 2
-            else:
-                size, pos = decode_varint(data, pos)
-            if size >= 0:
-                if pos + size > record_end:
-                    raise CorruptBatch(position, f"record {index} has value length {size}, past the record's end")
-                value = data[pos : pos + size]
-                pos += size
-            elif size == -1:
-                value = None
-            else:
-                raise CorruptBatch(position, f"record {index} has value length {size}")
-
-            b = data[pos]
-            if b == 0:
-                headers: tuple[tuple[str, bytes | None], ...] = ()
-                pos += 1
-            else:
-                headers, pos = decode_headers(data, pos, record_end, index, position)
-
-            if pos != record_end:
-                raise CorruptBatch(
-                    position, f"record {index} declares {length} bytes but its fields take {length + pos - record_end}"
-                )
-            record = new(Record)
-            set_offset(record, base_offset + offset_delta)
-            set_timestamp(record, base_timestamp + timestamp_delta if fixed_timestamp is None else fixed_timestamp)
-            set_key(record, key)
-            set_value(record, value)
-            set_headers(record, headers)
-            append(record)
-    except IndexError:
-        raise CorruptBatch(
-            position, f"record {index} of {count} runs past the end of the records section ({end - start} bytes)"
-        ) from None
-    except ValueError as exc:  # an over-long varint, or a header key that is not UTF-8
-        at = record_start - start
-        raise CorruptBatch(position, f"record {index} at byte {at} of the records section: {exc}") from None
-    if pos != end:
-        raise CorruptBatch(position, f"{end - pos} bytes left over after the {count} records the header declares")
-    return records
-
-
-def decode_headers(
-    data: bytes, pos: int, record_end: int, index: int, position: int
-) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    """The headers of record `index` at `pos` (its bytes end at `record_end`), and the position
-    after them. Shared with the consumer's decoder in diskless.client.records."""
-    zz = ZIGZAG_1
-    b = data[pos]
-    if b < 0x80:
-        count = zz[b]
-        pos += 1
-    else:
-        count, pos = decode_varint(data, pos)
-    if count < 0:
-        raise CorruptBatch(position, f"record {index} has headers count {count}")
-    headers = []
-    for _ in range(count):
-        if pos >= record_end:
-            raise CorruptBatch(position, f"record {index} ends before its {count} headers do")
-        b = data[pos]
-        if b < 0x80:
-            size = zz[b]
-            pos += 1
-        else:
-            size, pos = decode_varint(data, pos)
-        if size < 0 or pos + size > record_end:
-            raise CorruptBatch(position, f"record {index} has header key length {size}")
-        key = data[pos : pos + size].decode("utf-8")
-        pos += size
-        b = data[pos]
-        if b < 0x80:
-            size = zz[b]
-            pos += 1
-        else:
-            size, pos = decode_varint(data, pos)
-        if size >= 0:
-            if pos + size > record_end:
-                raise CorruptBatch(position, f"record {index} has header value length {size}, past the record's end")
-            value: bytes | None = data[pos : pos + size]
-            pos += size
-        elif size == -1:
-            value = None
-        else:
-            raise CorruptBatch(position, f"record {index} has header value length {size}")
-        headers.append((key, value))
-    return tuple(headers), pos
