@@ -86,8 +86,9 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._offsets_expiry_loop(), name="offsets-expiry"))
         host, port = self.advertised_address
         log.info(
-            "diskless broker %d ready on %s:%d (advertised %s:%d), cluster %s, data in %s",
+            "diskless broker %d ready on %s:%d (advertised %s:%d), cluster %s, data in %s, object store %s",
             self.config.node_id, self.config.listen_host, self.server.port, host, port, self.cluster_id, self.config.data_dir,
+            self.config.resolved_object_store_url,
         )
 
     async def stop(self) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from diskless.broker.config import BrokerConfig
 
@@ -22,8 +23,10 @@ class SettingsError(Exception):
 
 
 def host_port(text: str) -> tuple[str, int]:
+    if not isinstance(text, str):
+        raise SettingsError(f"expected \"HOST:PORT\", got {text!r}")
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isdigit() or int(port) > 65535:
         raise SettingsError(f"expected HOST:PORT, got {text!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
 
@@ -37,6 +40,82 @@ def boolean(text: str | bool) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"expected true or false, got {text!r}")
+
+
+def integer(value: str | int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise SettingsError(f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise SettingsError(f"expected an integer, got {value!r}") from None
+
+
+def directory(value: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise SettingsError(f"expected a directory path, got {value!r}")
+    return Path(value).absolute()
+
+
+def text(value: str) -> str:
+    if not isinstance(value, str):
+        raise SettingsError(f"expected a string, got {value!r}")
+    return value
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def log_level(value: str) -> str:
+    if not isinstance(value, str) or value.strip().upper() not in LOG_LEVELS:
+        raise SettingsError(f"expected {', '.join(LOG_LEVELS[:-1])} or {LOG_LEVELS[-1]}, got {value!r}")
+    return value.strip().upper()
+
+
+def metadata_url(value: str) -> str:
+    from metadata.errors import MetadataBackendNotAvailable, UnsupportedMetadataUrl
+    from metadata.url import parse_metadata_url
+
+    try:
+        parse_metadata_url(text(value))
+    except (UnsupportedMetadataUrl, MetadataBackendNotAvailable) as exc:
+        raise SettingsError(str(exc)) from None
+    return value
+
+
+def object_store_url(value: str) -> str:
+    from cold_tier.errors import InvalidObjectStoreUrl
+    from cold_tier.url import parse_object_store_url
+
+    try:
+        parse_object_store_url(text(value))  # the AWS_* environment is checked with the rest, in resolve()
+    except InvalidObjectStoreUrl as exc:
+        raise SettingsError(str(exc)) from None
+    return value
+
+
+def resolved_object_store_url(url: str | None, data_dir: Path, env: Mapping[str, str]) -> str:
+    """The absolute URL the broker will use: the default file:// bucket under the data
+    directory, or `url` with the endpoint and region it takes from the AWS_* environment
+    written into it, so the ready line shows where records really go."""
+    from cold_tier.config import LocalStoreConfig
+    from cold_tier.errors import InvalidObjectStoreUrl
+    from cold_tier.url import parse_object_store_url
+
+    if url is None:
+        return f"file://{quote(str(data_dir.absolute() / 'bucket'))}"
+    try:
+        config = parse_object_store_url(url, env=env)
+    except InvalidObjectStoreUrl as exc:
+        raise SettingsError(str(exc)) from None
+    if isinstance(config, LocalStoreConfig):
+        return url
+    query = {"endpoint_url": config.endpoint_url} if config.endpoint_url else {}
+    query["region"] = config.region
+    prefix = quote(config.prefix.rstrip("/"))
+    return f"s3://{config.bucket}/{prefix}?{urlencode(query)}" if prefix else f"s3://{config.bucket}?{urlencode(query)}"
 
 
 @dataclass(frozen=True)
@@ -59,20 +138,20 @@ class Setting:
 SETTINGS = [
     Setting("listen", host_port, "127.0.0.1:9092", "address the Kafka listener binds to", "HOST:PORT"),
     Setting("advertised_listener", host_port, None, "address clients are told to connect to (default: --listen)", "HOST:PORT"),
-    Setting("data_dir", Path, "./diskless-data", "directory for the hot tier (active segments), meta.properties and the embedded defaults", "DIR"),
-    Setting("metadata", str, None, "metadata store URL: sqlite:///PATH (default sqlite:///<data-dir>/metadata.db)", "URL"),
-    Setting("object_store", str, None, "object store URL: s3://BUCKET[/PREFIX][?endpoint_url=...&region=...] or file:///PATH (default file://<data-dir>/bucket)", "URL"),
+    Setting("data_dir", directory, "./diskless-data", "directory for the hot tier (active segments), meta.properties and the embedded defaults", "DIR"),
+    Setting("metadata", metadata_url, None, "metadata store URL: sqlite:///PATH (default sqlite:///<data-dir>/metadata.db)", "URL"),
+    Setting("object_store", object_store_url, None, "object store URL: s3://BUCKET[/PREFIX][?endpoint_url=...&region=...] or file:///PATH (default file://<data-dir>/bucket)", "URL"),
     Setting("http", host_port, None, "address of the admin HTTP endpoint (default: off)", "HOST:PORT"),
-    Setting("node_id", int, 1, "this broker's node.id"),
-    Setting("num_partitions", int, 1, "num.partitions: partitions of auto-created topics and of CreateTopics with -1"),
+    Setting("node_id", integer, 1, "this broker's node.id"),
+    Setting("num_partitions", integer, 1, "num.partitions: partitions of auto-created topics and of CreateTopics with -1"),
     Setting("auto_create_topics", boolean, False, "auto.create.topics.enable: create unknown topics on Metadata requests", "BOOL"),
-    Setting("socket_request_max_bytes", int, 104857600, "socket.request.max.bytes: largest request frame accepted"),
-    Setting("log_retention_check_interval_ms", int, 300000, "log.retention.check.interval.ms: how often retention runs"),
-    Setting("group_initial_rebalance_delay_ms", int, 3000, "group.initial.rebalance.delay.ms: wait for more members before the first rebalance"),
-    Setting("upload_concurrency", int, 4, "segment uploads to the object store in flight at once, across partitions"),
-    Setting("local_disk_limit_bytes", int, 10 * 2**30, "bytes of rolled segments allowed to wait for the object store; past this, "
+    Setting("socket_request_max_bytes", integer, 104857600, "socket.request.max.bytes: largest request frame accepted"),
+    Setting("log_retention_check_interval_ms", integer, 300000, "log.retention.check.interval.ms: how often retention runs"),
+    Setting("group_initial_rebalance_delay_ms", integer, 3000, "group.initial.rebalance.delay.ms: wait for more members before the first rebalance"),
+    Setting("upload_concurrency", integer, 4, "segment uploads to the object store in flight at once, across partitions"),
+    Setting("local_disk_limit_bytes", integer, 10 * 2**30, "bytes of rolled segments allowed to wait for the object store; past this, "
             "produce to tiered topics fails with KAFKA_STORAGE_ERROR instead of filling the disk (-1: no limit)"),
-    Setting("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
+    Setting("log_level", log_level, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 ]
 
 
@@ -100,30 +179,38 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
     if unknown:
         raise SettingsError(f"unknown settings in {config_path}: {', '.join(sorted(unknown))}")
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for s in SETTINGS:
-        raw = getattr(args, s.name)
-        if raw is None:
-            raw = env.get(s.env)
-        if raw is None:
-            raw = file_values.get(s.name)
-        if raw is None:
-            raw = s.default
+        # The first source that has a value wins, and a bad value is blamed on that source.
+        for raw, source in ((getattr(args, s.name), s.flag), (env.get(s.env), s.env),
+                            (file_values.get(s.name), f"{s.name} in {config_path}"), (s.default, "default")):
+            if raw is not None:
+                break
+        sources[s.name] = source
         try:
             values[s.name] = None if raw is None else s.parse(raw)
         except (SettingsError, ValueError, TypeError) as exc:
-            raise SettingsError(f"{s.flag} / {s.env}: {exc}") from exc
-    topic_defaults = {str(k): str(v) for k, v in file_values.get("topic_defaults", {}).items()}
+            raise SettingsError(f"{source}: {exc}") from None
+    file_defaults = file_values.get("topic_defaults", {})
+    if not isinstance(file_defaults, dict):
+        raise SettingsError(f"topic_defaults in {config_path}: expected a table of NAME = VALUE, got {file_defaults!r}")
+    topic_defaults = {str(k): str(v) for k, v in file_defaults.items()}
     for item in args.topic_default:
         name, sep, value = item.partition("=")
         if not sep:
-            raise SettingsError(f"--topic-default expects NAME=VALUE, got {item!r}")
+            raise SettingsError(f"--topic-default: expected NAME=VALUE, got {item!r}")
         topic_defaults[name.strip()] = value.strip()
     from diskless.broker.topic_configs import InvalidConfig, validate
 
     try:
         validate(topic_defaults)
     except InvalidConfig as exc:
-        raise SettingsError(f"topic default: {exc}") from exc
+        raise SettingsError(f"topic default: {exc}") from None
+    aws_env = {k: v for k, v in env.items() if k.startswith("AWS_")}
+    try:
+        object_store = resolved_object_store_url(values["object_store"], values["data_dir"], aws_env)
+    except SettingsError as exc:
+        raise SettingsError(f"{sources['object_store']}: {exc}") from None
     listen_host, listen_port = values["listen"]
     advertised = values["advertised_listener"] or (None, None)
     http = values["http"] or (None, None)
@@ -134,7 +221,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         advertised_host=advertised[0],
         advertised_port=advertised[1],
         metadata_url=values["metadata"],
-        object_store_url=values["object_store"],
+        object_store_url=object_store,
         http_host=http[0],
         http_port=http[1],
         node_id=values["node_id"],
@@ -145,10 +232,10 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         group_initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
         upload_concurrency=values["upload_concurrency"],
         local_disk_limit_bytes=values["local_disk_limit_bytes"],
-        object_store_env={k: v for k, v in env.items() if k.startswith("AWS_")},
+        object_store_env=aws_env,
         topic_defaults=topic_defaults,
     )
-    return config, values["log_level"].upper()
+    return config, values["log_level"]
 
 
 def environment() -> Mapping[str, str]:

@@ -100,20 +100,31 @@ async def _topics(args: argparse.Namespace, bootstrap: str) -> int:
                 await admin.create_partitions(args.topic, args.partitions)
                 print(f"topic {args.topic} now has {args.partitions} partitions")
         else:
-            await _describe(admin, args.topic)
             http = args.http or os.environ.get("DISKLESS_HTTP")
-            if http:
-                await _describe_tiering(http, args.topic)
+            tiering = await _fetch_tiering(http, args.topic) if http else None  # before printing: an error is one line
+            await _describe(admin, args.topic)
+            if tiering is not None:
+                _print_tiering(tiering)
     return 0
 
 
-async def _describe_tiering(http: str, topic: str) -> None:
+async def _fetch_tiering(http: str, topic: str) -> dict[str, Any]:
     import aiohttp
 
-    async with aiohttp.ClientSession() as session, session.get(f"http://{http}/v1/topics/{topic}") as response:
-        state = await response.json()
+    url = f"http://{http}/v1/topics/{topic}"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session, session.get(url) as response:
+            state = await response.json(content_type=None)
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        raise ValueError(
+            f"no admin HTTP endpoint answers at http://{http}; start the broker with --http {http}, or leave out --http"
+        ) from None
     if response.status != 200:
         raise ValueError(state.get("error", f"admin HTTP answered {response.status}"))
+    return state
+
+
+def _print_tiering(state: dict[str, Any]) -> None:
     print("tiering:")
     print(f"{'partition':>9}  {'local start':>11}  {'local segs':>10}  {'local bytes':>11}  {'bucket segs':>11}  {'bucket bytes':>12}  {'upload lag':>18}")
     for p in state["partitions"]:
