@@ -27,7 +27,7 @@ class MalformedRequest(InvalidFrame):
     the bytes that remain, a null where the schema allows none, bytes kio cannot decode."""
 
     def __init__(self, api_key: int, api_version: int, body_name: str, reason: str) -> None:
-        super().__init__(f"malformed {body_name} body (api key {api_key} version {api_version}): {reason}")
+        super().__init__(f"malformed {body_name} body: {reason}")
         self.api_key = api_key
         self.api_version = api_version
         self.reason = reason
