@@ -122,18 +122,21 @@ class Accumulator:
             state = self.partitions[tp] = _PartitionState()
         if size is None:
             size = record_size_bytes(key, value, headers)
-        batch = state.open
+        batch = open_batch = state.open
         filled = False
-        if batch is None or batch.full or len(batch.builder.body) + size > self._body_limit:
-            if batch is not None and not batch.full:
-                batch.full = filled = True
-            batch = state.open = ProducerBatch(TopicPartition(*tp), now)
-            state.queue.append(batch)
-            created = True
-        else:
-            created = False
+        created = batch is None or batch.full or len(batch.builder.body) + size > self._body_limit
+        if created:
+            batch = ProducerBatch(TopicPartition(*tp), now)
         builder = batch.builder
+        # The record goes into the builder before anything else changes: if it cannot be
+        # encoded (BatchBuilder.append raises and leaves the builder as it was), neither the
+        # partition's queue nor its open batch may have moved.
         index = builder.append(timestamp, key, value, headers)
+        if created:
+            if open_batch is not None and not open_batch.full:
+                open_batch.full = filled = True
+            state.open = batch
+            state.queue.append(batch)
         batch.buffered_bytes += size
         self.buffered_bytes += size
         if len(builder.body) >= self._body_limit:

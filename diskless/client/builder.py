@@ -80,13 +80,15 @@ class BatchBuilder:
     def append(
         self, timestamp: int, key: bytes | None, value: bytes | None, headers: tuple[tuple[str, bytes | None], ...] = ()
     ) -> int:
-        """Append one record; returns its offset delta (its index in the batch)."""
+        """Append one record; returns its offset delta (its index in the batch).
+
+        Raises TypeError for a key, value or header that is not bytes or None (or a header key
+        that is not str), and then leaves the builder exactly as it was: nothing is written
+        before the whole record is encoded.
+        """
         index = self.count
-        if index == 0:
-            self.base_timestamp = self.max_timestamp = timestamp
-        elif timestamp > self.max_timestamp:
-            self.max_timestamp = timestamp
-        delta = timestamp - self.base_timestamp
+        base_timestamp = timestamp if index == 0 else self.base_timestamp
+        delta = timestamp - base_timestamp
         small = _SMALL
         if key is None:
             key_length, key = _NULL, b""
@@ -110,6 +112,10 @@ class BatchBuilder:
         body = self.body
         body += small[n] if n < _SMALL_LIMIT else encode_varint(n)
         body += record
+        if index == 0:
+            self.base_timestamp = self.max_timestamp = timestamp
+        elif timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
         self.count = index + 1
         return index
 

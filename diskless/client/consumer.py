@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .cluster import Cluster
@@ -44,9 +44,15 @@ class Consumer:
         bootstrap_servers: str = "127.0.0.1:9092",
         pattern: str | None = None,
         listener: RebalanceListener | None = None,
+        key_deserializer: Callable[[bytes | None], Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | None = None,
         **settings: Any,
     ) -> None:
+        """`key_deserializer` and `value_deserializer`, as in aiokafka, turn each record's key
+        and value bytes (or None) into what `getmany()`, `getone()` and `async for` hand out."""
         self.config = ConsumerConfig.from_kwargs(bootstrap_servers=bootstrap_servers, **settings)
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
         self._subscription = SubscriptionState()
         self._listener = listener
         self._initial = (topics, pattern)
@@ -99,6 +105,10 @@ class Consumer:
                 await self._group.close()
         finally:
             await self._cluster.close()
+
+    async def stop(self) -> None:
+        """aiokafka's name for `close()`."""
+        await self.close()
 
     async def __aenter__(self) -> Consumer:
         await self.start()
@@ -199,6 +209,8 @@ class Consumer:
             self._raise_errors()
             records = fetcher.drain(limit, wanted)
             if records:
+                if self._key_deserializer is not None or self._value_deserializer is not None:
+                    return {tp: self._deserialized(batch) for tp, batch in records.items()}
                 return records
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._closed:
@@ -206,6 +218,17 @@ class Consumer:
             await fetcher.wait_for_data(remaining)
             if self._closed:
                 raise ClientClosedError("consumer")
+
+    def _deserialized(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        key_deserializer = self._key_deserializer
+        value_deserializer = self._value_deserializer
+        return [
+            record._replace(
+                key=record.key if key_deserializer is None else key_deserializer(record.key),
+                value=record.value if value_deserializer is None else value_deserializer(record.value),
+            )
+            for record in records
+        ]
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
         """The next record (waiting as long as it takes)."""

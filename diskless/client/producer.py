@@ -76,9 +76,48 @@ class DeliveryFuture(tuple):
 _new_delivery = tuple.__new__
 
 
+def _as_bytes(data: object, what: str) -> bytes:
+    """A bytes-like `data` as bytes; anything else is the caller's mistake."""
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    if isinstance(data, bytes):  # a bytes subclass
+        return bytes(data)
+    hint = f" (encode it, or give the Producer a {what}_serializer)" if what in ("key", "value") else ""
+    raise TypeError(f"a record's {what} must be bytes or None, not {type(data).__name__}{hint}")
+
+
+def _checked_headers(headers: Headers) -> tuple[tuple[str, bytes | None], ...]:
+    checked = []
+    for header in headers:
+        try:
+            header_key, header_value = header
+        except (TypeError, ValueError):
+            raise TypeError(f"a record header must be a (str, bytes | None) pair, not {header!r}") from None
+        if type(header_key) is not str:
+            raise TypeError(f"a record header's key must be str, not {type(header_key).__name__}")
+        if header_value is not None and type(header_value) is not bytes:
+            header_value = _as_bytes(header_value, "header value")
+        checked.append((header_key, header_value))
+    return tuple(checked)
+
+
 class Producer:
-    def __init__(self, bootstrap_servers: str = "127.0.0.1:9092", **settings: Any) -> None:
+    """`key_serializer` and `value_serializer`, as in aiokafka, turn what `send()` is given into
+    bytes (for example `lambda v: json.dumps(v).encode()`); without them keys and values must be
+    bytes or None. A record that is rejected (a wrong type, a serializer that raises, too large)
+    raises from `send()` and leaves the producer as it was."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str = "127.0.0.1:9092",
+        *,
+        key_serializer: Callable[[Any], bytes | None] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | None = None,
+        **settings: Any,
+    ) -> None:
         self.config = ProducerConfig.from_kwargs(bootstrap_servers=bootstrap_servers, **settings)
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
         self._cluster: Cluster | None = None
         self._accumulator: Accumulator | None = None
         self._sender: Sender | None = None
@@ -171,6 +210,10 @@ class Producer:
                 if not waiter.done():
                     waiter.set_exception(ClientClosedError("producer"))
 
+    async def stop(self) -> None:
+        """aiokafka's name for `close()`."""
+        await self.close()
+
     async def __aenter__(self) -> Producer:
         await self.start()
         return self
@@ -183,8 +226,8 @@ class Producer:
     async def send(
         self,
         topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
+        value: Any = None,
+        key: Any = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Headers | None = None,
@@ -193,10 +236,22 @@ class Producer:
 
         Raises `ClientClosedError` after close, `KafkaTimeoutError` when the topic's metadata
         or buffer space did not come within `max_block_ms`, `MessageSizeTooLargeError` for a
-        record larger than `max_request_size`, ValueError for a partition out of range.
+        record larger than `max_request_size`, ValueError for a partition out of range,
+        TypeError for a key, value or header that is not bytes or None (after the serializers).
+        Whatever it raises, the record was not added and the producer is unchanged.
         """
         if self._closed:
             raise ClientClosedError("producer")
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        # Checked before anything changes: a record the batch builder cannot encode must not
+        # get as far as the accumulator (which would be left with a half-opened batch).
+        if value is not None and type(value) is not bytes:
+            value = _as_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes(key, "key")
         accumulator = self._accumulator
         if accumulator is None:
             await self.start()
@@ -210,7 +265,7 @@ class Producer:
         else:
             num_partitions = await cluster.wait_for_topic(topic, self.config.max_block_ms)
         if headers:
-            header_tuple = tuple(headers)
+            header_tuple = _checked_headers(headers)
             size = record_size_bytes(key, value, header_tuple)
         else:
             header_tuple = ()  # record_size_bytes of a record without headers, inline: the hot path
@@ -249,8 +304,8 @@ class Producer:
     async def send_and_wait(
         self,
         topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
+        value: Any = None,
+        key: Any = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Headers | None = None,

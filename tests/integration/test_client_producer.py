@@ -157,3 +157,62 @@ def test_a_producer_creates_topics_where_the_broker_allows_it(tmp_path) -> None:
         assert (offset, partitions) == (0, 2)
     finally:
         broker.close()
+
+
+async def test_a_rejected_record_leaves_the_producer_as_it_was(kafka_broker: RunningBroker) -> None:
+    # Issue O item 2: one str value used to break every later send and close().
+    topic = await make_topic(kafka_broker.bootstrap, 1)
+    producer = Producer(kafka_broker.bootstrap, linger_ms=5)
+    await producer.start()
+    assert (await producer.send_and_wait(topic, b"first", partition=0)).offset == 0
+    with pytest.raises(TypeError, match="value must be bytes or None, not str"):
+        await producer.send(topic, "text", partition=0)
+    with pytest.raises(TypeError, match="key must be bytes or None, not int"):
+        await producer.send(topic, b"v", key=7, partition=0)
+    with pytest.raises(TypeError, match="header's key must be str"):
+        await producer.send(topic, b"v", partition=0, headers=[(b"h", b"x")])
+    assert (await producer.send_and_wait(topic, b"second", partition=0)).offset == 1
+    delivery = await producer.send(topic, bytearray(b"third"), partition=0, headers=[("h", b"x")])
+    await asyncio.wait_for(producer.stop(), 20)
+    assert (await delivery).offset == 2
+    got = await consume_all(kafka_broker.bootstrap, topic, 3, partitions=1)
+    assert [(r.offset, r.key, r.value, r.headers) for r in got] == [
+        (0, None, b"first", ()),
+        (1, None, b"second", ()),
+        (2, None, b"third", (("h", b"x"),)),
+    ]
+
+
+async def test_serializers_and_deserializers_as_in_aiokafka(kafka_broker: RunningBroker) -> None:
+    import json
+
+    topic = await make_topic(kafka_broker.bootstrap, 1)
+    producer = Producer(
+        kafka_broker.bootstrap,
+        key_serializer=lambda k: None if k is None else k.encode(),
+        value_serializer=lambda v: json.dumps(v).encode(),
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, {"n": 1}, key="a", partition=0)
+        await producer.send_and_wait(topic, [2], partition=0)
+    finally:
+        await producer.stop()
+    consumer = Consumer(
+        bootstrap_servers=kafka_broker.bootstrap,
+        auto_offset_reset="earliest",
+        key_deserializer=lambda k: None if k is None else k.decode(),
+        value_deserializer=json.loads,
+    )
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        got = []
+        while len(got) < 2:
+            batches = await consumer.getmany(timeout_ms=10000)
+            assert batches, f"no more records after {len(got)}"
+            for records in batches.values():
+                got += records
+    finally:
+        await consumer.stop()
+    assert [(r.offset, r.key, r.value) for r in got] == [(0, "a", {"n": 1}), (1, None, [2])]

@@ -206,3 +206,46 @@ def test_records_after_an_expired_batch_go_to_a_new_batch() -> None:
     second, index, created, _filled = acc.append(A0, 0, None, VALUE, (), now=5000)
     assert created and index == 0 and second is not first
     assert list(acc.partitions[A0].queue) == [second]
+
+
+def _state(acc: Accumulator) -> list:
+    return [
+        (tp, [(b.record_count, bytes(b.builder.body), b.builder.base_timestamp, b.builder.max_timestamp, b.full)
+              for b in state.queue], state.open is None or state.open.record_count)
+        for tp, state in acc.partitions.items()
+    ] + [acc.buffered_bytes]  # fmt: skip
+
+
+def test_a_record_the_builder_rejects_leaves_the_accumulator_as_it_was() -> None:
+    # Issue O: a str value used to open (and queue) a new, empty batch before the builder raised.
+    acc = make(batch_size=1000)
+    acc.append(A0, 1000, None, VALUE, (), now=0)
+    before = _state(acc)
+    for bad in ("text", 42):
+        for key, value in ((None, bad), (bad, VALUE)):
+            try:
+                acc.append(A0, 5000, key, value, (), now=0)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError(f"{key!r}, {value!r} was accepted")
+            assert _state(acc) == before
+    try:
+        acc.append(B0, 1000, None, "text", (), now=0)  # a partition with no batch yet
+    except TypeError:
+        pass
+    assert [b.record_count for b in acc.partitions[B0].queue] == []
+    assert acc.partitions[B0].open is None
+    # A full batch: the rejected record would have opened the next one.
+    for i in range(8):
+        acc.append(A1, 1000 + i, None, VALUE, (), now=0)
+    before = _state(acc)
+    try:
+        acc.append(A1, 9000, None, "x" * 200, (), now=0)
+    except TypeError:
+        pass
+    assert _state(acc) == before
+    batch, index, _created, _filled = acc.append(A0, 1001, None, b"good", (), now=0)
+    assert (index, batch.record_count) == (1, 2)
+    records = decode_batch(batch.builder.build()).records
+    assert [(r.offset, r.timestamp, r.value) for r in records] == [(0, 1000, VALUE), (1, 1001, b"good")]
