@@ -4,8 +4,9 @@
     spark.dataSource.register(DisklessDataSource)
     spark.read.format("diskless").option("subscribe", "orders").load(OBJECT_STORE_URL)
 
-    source          DisklessDataSource, the batch reader, read_task
+    source          DisklessDataSource, the batch readers
     stream          the streaming reader (readStream)
+    tasks           one planned task run on an executor (both readers)
     options         the reader options, parsed once (Spark's Kafka source names)
     filters         filter pushdown on topic, partition, offset, timestamp
     catalogue       planning on the driver: LISTs of commit keys, offset resolution

@@ -14,9 +14,13 @@ Kafka source (Structured Streaming + Kafka Integration Guide) wherever they appl
     minPartitions, maxRecordsPerPartition    split the offset ranges into more Spark tasks
     maxOffsetsPerTrigger                     streaming: cap on records per micro-batch
     includeHeaders                           add the headers column (default false)
-    pushDownPredicate                        default true: push filters down (needs the session
-                                             conf spark.sql.python.filterPushdown.enabled=true);
-                                             false for sessions where that conf cannot be set
+    pushDownPredicate                        default false: Spark evaluates every filter. true:
+                                             the reader prunes by topic, partition, offset and
+                                             timestamp filters (needs the session conf
+                                             spark.sql.python.filterPushdown.enabled=true), right
+                                             only for a DataFrame scanned once: Spark 4.3 reuses
+                                             a pushed plan for later scans of the same DataFrame
+                                             (source.py)
     failOnDataLoss                           fail (default true) or skip when records are gone
     kafka.bootstrap.servers                  optional: also read the hot tail from a broker
 
@@ -121,7 +125,7 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     include_headers: bool = False
     fail_on_data_loss: bool = True
-    push_down_predicate: bool = True
+    push_down_predicate: bool = False
     bootstrap_servers: tuple[str, ...] = ()
     store_env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -156,7 +160,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
         max_offsets_per_trigger=_positive_int(lower, "maxOffsetsPerTrigger"),
         include_headers=_boolean(lower, "includeHeaders", False),
         fail_on_data_loss=_boolean(lower, "failOnDataLoss", True),
-        push_down_predicate=_boolean(lower, "pushDownPredicate", True),
+        push_down_predicate=_boolean(lower, "pushDownPredicate", False),
         bootstrap_servers=servers,
         store_env={name: str(lower[name.lower()]) for name in AWS_OPTION_NAMES if lower.get(name.lower())},
     )

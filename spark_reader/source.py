@@ -10,26 +10,34 @@ options and a `BucketLocation`, never a client. `partitions()` plans on the driv
 (catalogue.py); `read()` runs on an executor and opens its own bucket client (or broker
 connection) per task, and yields `pyarrow.RecordBatch`es of the Kafka schema (schema.py).
 
-Filter pushdown is on by default (DisklessPushdownReader), and then Spark insists on the
-session conf spark.sql.python.filterPushdown.enabled=true; the option pushDownPredicate=false
-gives a reader without it, for sessions where that conf cannot be set.
+Filters are evaluated by Spark by default (DisklessReader), and every query of a DataFrame
+gets exactly its rows. Filter pushdown (DisklessPushdownReader) is opt-in, with the option
+pushDownPredicate=true and the session conf spark.sql.python.filterPushdown.enabled=true,
+because Spark 4.3 cannot scope a pushed-down plan to one scan: the partitions and read
+function that `pushFilters` plans are stored on the JVM's PythonDataSourceV2, which every scan
+of one DataFrame shares (PythonScanBuilder.pushFilters -> ds.setReadInfo), and a later scan
+that pushes nothing (no filter, or none Spark can hand to Python: `df.count()` after
+`df.where("offset < 100").count()`, `df.cache()`, the unfiltered side of a self-join) reuses
+the last pushed plan instead of planning its own. Whatever a reader prunes there leaks into
+the other queries (issue K); with nothing pushed, the plan Spark keeps is the whole selection
+of the options, right for every query. Upstream Spark keeps the read info on the scan builder
+instead; until the Spark we run does, pushDownPredicate=true is only right for a DataFrame
+that is scanned once (one action, no self-join, no cache).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
-from .bucket import BucketLocation, open_bucket, resolve_location
+from .bucket import open_bucket
 from .catalogue import plan_read
 from .filters import Pushdown, push_filters
 from .options import ReadOptions, parse_options
-from .plan import BrokerRange, BucketRange, Task
-from .read import read_bucket_range
 from .schema import spark_ddl
+from .tasks import locate, read_task
 
 
 class DisklessDataSource(DataSource):
@@ -53,15 +61,12 @@ class DisklessDataSource(DataSource):
         return DisklessStreamReader(parse_options(self.options, streaming=True))
 
 
-def locate(options: ReadOptions) -> BucketLocation:
-    """The bucket of `options`, resolved with the driver's environment."""
-    return resolve_location(options.path, options.store_env, os.environ)
-
-
 class DisklessReader(DataSourceReader):
-    """The batch reader without filter pushdown, for pushDownPredicate=false: Spark refuses a
-    reader that implements pushFilters (error DATA_SOURCE_PUSHDOWN_DISABLED) in a session
-    without spark.sql.python.filterPushdown.enabled=true."""
+    """The batch reader, the default: no filter pushdown (see the module header), so it runs in
+    any session, and Spark's conf spark.sql.python.filterPushdown.enabled does not matter (a
+    reader that implements pushFilters fails with DATA_SOURCE_PUSHDOWN_DISABLED without it).
+    Its plan depends on the options alone, so the one plan Spark keeps per DataFrame is right
+    for every query of it."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
@@ -81,22 +86,12 @@ class DisklessReader(DataSourceReader):
 
 
 class DisklessPushdownReader(DisklessReader):
-    """The batch reader with filter pushdown (filters.py), the default."""
+    """The batch reader with filter pushdown (filters.py), for pushDownPredicate=true: only for
+    a DataFrame scanned once (module header). Spark makes a fresh reader for each pushdown, but
+    the pushdown is computed from `filters` alone all the same, never folded into an earlier
+    one, so the reader's state is a function of this call's filters."""
 
     def pushFilters(self, filters: list) -> list:
-        self.pushdown, rejected = push_filters(filters, self.pushdown)
+        self.pushdown, rejected = push_filters(filters, Pushdown())
         return rejected
 
-
-def read_task(task: Task | None, location: BucketLocation, options: ReadOptions, pushdown: Pushdown) -> Iterator[pa.RecordBatch]:
-    """The records of one task (None: Spark's stand-in when a plan has no tasks)."""
-    if isinstance(task, BucketRange):
-        bucket = open_bucket(location)
-        try:
-            yield from read_bucket_range(bucket, task, pushdown.bounds, options.include_headers, options.fail_on_data_loss)
-        finally:
-            bucket.close()
-    elif isinstance(task, BrokerRange):
-        from .hot_tail import read_broker_range  # imported here: diskless.wire loads asyncio
-
-        yield from read_broker_range(task, pushdown.bounds, options.include_headers, options.fail_on_data_loss)

@@ -30,7 +30,7 @@ from .filters import Pushdown
 from .options import ReadOptions, TopicPartition
 from .plan import BucketRange, PartitionLog, clamp_range, plan_tasks, resolve_offset, split_ranges
 from .read import offset_for_timestamp
-from .source import locate, read_task
+from .tasks import locate, read_task
 
 Offsets = dict[TopicPartition, int]
 

@@ -262,7 +262,7 @@ def test_a_missing_segment_fails_or_is_skipped_as_fail_on_data_loss_says(spark, 
     rows = spark_rows(read(spark, backend.url, subscribe=topic, failOnDataLoss="false"))
     assert rows == expected(r for r in written.records if not lost.base_offset <= r.offset <= lost.last_offset)
     # A pushed-down offset filter that avoids the lost segment needs none of it: no failure.
-    after = spark_rows(read(spark, backend.url, subscribe=topic).where(f"offset > {lost.last_offset}"))
+    after = spark_rows(read(spark, backend.url, subscribe=topic, pushDownPredicate="true").where(f"offset > {lost.last_offset}"))
     assert after == expected(r for r in written.records if r.offset > lost.last_offset)
 
 
@@ -273,7 +273,7 @@ def test_filters_are_pushed_down_exact_and_prune_the_plan(spark, file_backend) -
     from spark_reader.source import DisklessPushdownReader
 
     t = NOW_MS + 300  # partition 0's record i has timestamp NOW_MS + i
-    df = read(spark, file_backend.url, subscribe="codecs").where(
+    df = read(spark, file_backend.url, subscribe="codecs", pushDownPredicate="true").where(
         f"partition = 0 AND offset >= 100 AND offset < 420 AND timestamp >= timestamp_millis({t})"
     )
     want = [r for r in file_backend.records("codecs") if r.partition == 0 and 100 <= r.offset < 420 and r.timestamp_ms >= t]
@@ -295,12 +295,12 @@ def test_filters_are_pushed_down_exact_and_prune_the_plan(spark, file_backend) -
     assert [s.base_offset for s in tasks[0].segments] == [s.base_offset for s in holding]
 
 
-def test_without_the_pushdown_conf_reads_need_push_down_predicate_false(spark, file_backend) -> None:
+def test_without_the_pushdown_conf_only_push_down_predicate_true_is_refused(spark, file_backend) -> None:
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
     try:
         with pytest.raises(Exception, match="filterPushdown.enabled"):
-            read(spark, file_backend.url, subscribe="appendtime").collect()
-        df = read(spark, file_backend.url, subscribe="appendtime", pushDownPredicate="false").where("offset >= 15")
+            read(spark, file_backend.url, subscribe="appendtime", pushDownPredicate="true").collect()
+        df = read(spark, file_backend.url, subscribe="appendtime").where("offset >= 15")
         assert spark_rows(df) == expected(r for r in file_backend.records("appendtime") if r.offset >= 15)
     finally:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")

@@ -38,8 +38,8 @@ def test_defaults_are_spark_kafka_defaults() -> None:
     assert options.topics == Subscribe(("a", "b"))
     assert options.starting == Earliest() and options.ending == Latest()
     assert options.fail_on_data_loss is True and options.include_headers is False
-    assert options.min_partitions is None and options.bootstrap_servers == () and options.push_down_predicate is True
-    assert batch(subscribe="a", pushDownPredicate="false").push_down_predicate is False
+    assert options.min_partitions is None and options.bootstrap_servers == () and options.push_down_predicate is False
+    assert batch(subscribe="a", pushDownPredicate="true").push_down_predicate is True
     streaming = parse_options({**PATH, "subscribe": "a"}, streaming=True)
     assert streaming.starting == Latest()
 
