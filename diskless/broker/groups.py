@@ -5,6 +5,14 @@ per ticket, resolves futures from every completion the coordinator hands back, a
 timer task that calls `tick` at the coordinator's next deadline (session timeouts, rebalance
 timeouts, the initial rebalance delay). Committed offsets live in the metadata store.
 
+This class is the one door to group state: handlers call its methods and never reach the
+coordinator or the store behind it. A group the coordinator does not know but whose committed
+offsets exist (after a restart, or committed by a simple consumer) is an Empty consumer group,
+as Kafka loads it from __consumer_offsets (group/views.py decides how it is shown).
+
+Error codes are kio's `ErrorCode`. Metadata-store failures propagate as exceptions; the
+handler answering the request turns them into an error code.
+
 Only the event-loop task calls this class.
 """
 
@@ -16,11 +24,23 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.errors import ErrorCode
 
 from metadata import CommittedOffset, MetadataStore
 
-from .group import Completion, ErrorCode, GroupConfig, GroupCoordinator, GroupState, JoinGroupResponse, Outcome, SyncGroupResponse
+from .group import (
+    Completion,
+    GroupConfig,
+    GroupCoordinator,
+    GroupDescription,
+    GroupState,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListedGroup,
+    Outcome,
+    SyncGroupResponse,
+)
+from .group.views import described_with_offsets, listed_with_offsets
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +74,19 @@ class Groups:
     async def join_group(self, **request: Any) -> JoinGroupResponse:
         outcome = self.coordinator.join_group(**request, now_ms=self.clock())
         response = await self._settle(outcome)
-        return response or JoinGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID, member_id=request["member_id"])
+        return response or JoinGroupResponse(error_code=ErrorCode.unknown_member_id, member_id=request["member_id"])
 
     async def sync_group(self, **request: Any) -> SyncGroupResponse:
         outcome = self.coordinator.sync_group(**request, now_ms=self.clock())
         response = await self._settle(outcome)
-        return response or SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID)
+        return response or SyncGroupResponse(error_code=ErrorCode.unknown_member_id)
 
     def heartbeat(self, **request: Any) -> ErrorCode:
         error = self.coordinator.heartbeat(**request, now_ms=self.clock())
         self._timer_changed.set()
         return error
 
-    async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> Any:
+    async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveGroupResponse:
         return await self._settle(self.coordinator.leave_group(group_id, members, now_ms=self.clock()))
 
     async def _settle(self, outcome: Outcome[Any]) -> Any:
@@ -104,6 +124,30 @@ class Groups:
             while (deadline := self.coordinator.next_deadline_ms()) is not None and deadline <= now:
                 self._deliver(self.coordinator.tick(now))
 
+    # --- describing and listing ----------------------------------------------------------
+
+    async def list_groups_with_offsets(self) -> list[str]:
+        """Ids of the groups that have committed offsets in the metadata store."""
+        return list(await self.store.list_groups_with_offsets())
+
+    async def describe_groups(self, group_ids: Iterable[str], api_version: int) -> list[GroupDescription]:
+        """DescribeGroups, one description per id in the order given."""
+        with_offsets = set(await self.store.list_groups_with_offsets())
+        return [
+            described_with_offsets(self.coordinator.describe_group(group_id, api_version=api_version), group_id in with_offsets)
+            for group_id in group_ids
+        ]
+
+    async def list_groups(self, states_filter: Iterable[str] = ()) -> list[ListedGroup]:
+        """ListGroups, sorted by group id; `states_filter` matches case-insensitively."""
+        states = tuple(states_filter)
+        return listed_with_offsets(
+            self.coordinator.list_groups(states),
+            {g.group_id for g in self.coordinator.list_groups()},
+            await self.store.list_groups_with_offsets(),
+            states,
+        )
+
     # --- offsets -------------------------------------------------------------------------
 
     async def commit_offsets(
@@ -115,22 +159,22 @@ class Groups:
         api_version: int,
         offsets: list[tuple[str, int, int, int | None, str | None]],
         known: Callable[[str, int], bool],
-    ) -> list[KafkaError]:
+    ) -> list[ErrorCode]:
         """OffsetCommit: one error per (topic, partition, offset, leader_epoch, metadata) given."""
         now = self.clock()
         error = self.coordinator.validate_offset_commit(
             group_id, generation_id, member_id, group_instance_id, now, api_version=api_version
         )
-        if error != ErrorCode.NONE:
-            return [KafkaError(int(error))] * len(offsets)
+        if error is not ErrorCode.none:
+            return [error] * len(offsets)
         errors, accepted = [], []
         for topic, partition, offset, leader_epoch, metadata in offsets:
             if not known(topic, partition):
-                errors.append(KafkaError.unknown_topic_or_partition)
+                errors.append(ErrorCode.unknown_topic_or_partition)
             elif metadata is not None and len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
-                errors.append(KafkaError.offset_metadata_too_large)
+                errors.append(ErrorCode.offset_metadata_too_large)
             else:
-                errors.append(KafkaError.none)
+                errors.append(ErrorCode.none)
                 accepted.append(CommittedOffset(topic, partition, offset, leader_epoch, metadata or "", now))
         if accepted:
             await self.store.commit_offsets(group_id, accepted)
@@ -139,33 +183,33 @@ class Groups:
     async def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> list[CommittedOffset]:
         return await self.store.fetch_offsets(group_id, partitions)
 
-    async def delete_group(self, group_id: str) -> KafkaError:
+    async def delete_group(self, group_id: str) -> ErrorCode:
         error = self.coordinator.delete_group(group_id, self.clock())
-        if error == ErrorCode.GROUP_ID_NOT_FOUND and group_id in await self.store.list_groups_with_offsets():
-            error = ErrorCode.NONE  # known only by its offsets (e.g. after a restart)
-        if error == ErrorCode.NONE:
+        if error is ErrorCode.group_id_not_found and group_id in await self.store.list_groups_with_offsets():
+            error = ErrorCode.none  # known only by its offsets (e.g. after a restart)
+        if error is ErrorCode.none:
             await self.store.delete_group(group_id)
             log.info("deleted group %s", group_id)
-        return KafkaError(int(error))
+        return error
 
-    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[KafkaError, dict[tuple[str, int], KafkaError]]:
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """OffsetDelete: refused per partition while members of the group consume its topic,
         and for the whole group while members of a non-consumer group (e.g. Connect) exist."""
         overview = self.coordinator.group_overview(group_id)
         if overview is None and group_id not in await self.store.list_groups_with_offsets():
-            return KafkaError.group_id_not_found, {}
+            return ErrorCode.group_id_not_found, {}
         subscribed: set[str] = set()
         if overview is not None and overview.state not in (GroupState.EMPTY, GroupState.DEAD):
             if overview.protocol_type != "consumer":
-                return KafkaError.non_empty_group, {}
+                return ErrorCode.non_empty_group, {}
             # Every member's subscription, also mid-rebalance, when DescribeGroups shows none.
             for metadata in self.coordinator.member_protocol_metadata(group_id):
                 subscribed |= consumer_subscription(metadata)
-        errors = {tp: KafkaError.group_subscribed_to_topic if tp[0] in subscribed else KafkaError.none for tp in partitions}
-        deletable = [tp for tp, error in errors.items() if error is KafkaError.none]
+        errors = {tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else ErrorCode.none for tp in partitions}
+        deletable = [tp for tp, error in errors.items() if error is ErrorCode.none]
         if deletable:
             await self.store.delete_offsets(group_id, deletable)
-        return KafkaError.none, errors
+        return ErrorCode.none, errors
 
     async def expire_offsets(self) -> int:
         """Drop offsets of groups without members once older than offsets.retention.minutes."""

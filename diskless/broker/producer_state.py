@@ -61,10 +61,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from crc32c import crc32c
+from kio.schema.errors import ErrorCode
 
 from hot_tier.records.header import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
-
-from .group.errors import ErrorCode
 
 NO_PRODUCER_EPOCH = -1
 NUM_BATCHES_TO_RETAIN = 5
@@ -135,7 +134,7 @@ class Duplicate:
 
 @dataclass(frozen=True, slots=True)
 class OutOfOrderSequence:
-    error_code: ClassVar[ErrorCode] = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    error_code: ClassVar[ErrorCode] = ErrorCode.out_of_order_sequence_number
     producer_id: int
     producer_epoch: int
     base_sequence: int
@@ -145,7 +144,7 @@ class OutOfOrderSequence:
 
 @dataclass(frozen=True, slots=True)
 class InvalidProducerEpoch:
-    error_code: ClassVar[ErrorCode] = ErrorCode.INVALID_PRODUCER_EPOCH
+    error_code: ClassVar[ErrorCode] = ErrorCode.invalid_producer_epoch
     producer_id: int
     producer_epoch: int
     current_epoch: int

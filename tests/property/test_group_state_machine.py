@@ -15,10 +15,10 @@ from collections import Counter
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from kio.schema.errors import ErrorCode
 
 from diskless.broker.group import (
     Completion,
-    ErrorCode,
     GroupConfig,
     GroupCoordinator,
     GroupState,
@@ -76,11 +76,11 @@ class GroupMachine(RuleBasedStateMachine):
 
     @staticmethod
     def _learn(client: Client, response: JoinGroupResponse) -> None:
-        if response.error_code in (ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED):
+        if response.error_code in (ErrorCode.none, ErrorCode.member_id_required):
             client.member_id = response.member_id
             client.generation_id = response.generation_id
             client.members = tuple(m.member_id for m in response.members)
-        elif response.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
+        elif response.error_code in (ErrorCode.unknown_member_id, ErrorCode.fenced_instance_id):
             client.member_id = ""
             client.generation_id = -1
 
@@ -99,7 +99,7 @@ class GroupMachine(RuleBasedStateMachine):
                 list(protocols), 10_000, rebalance_ms, True, self.now_ms,
             )
             self._outcome(index, out)
-            if out.response is None or out.response.error_code is not ErrorCode.MEMBER_ID_REQUIRED:
+            if out.response is None or out.response.error_code is not ErrorCode.member_id_required:
                 break
 
     @rule(index=st.integers(0, len(INSTANCES) - 1))
@@ -147,8 +147,8 @@ class GroupMachine(RuleBasedStateMachine):
         client = self.clients[index]
         error = self.coordinator.heartbeat(GROUP, client.generation_id, client.member_id, client.instance, self.now_ms)
         assert error in (
-            ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
-            ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID,
+            ErrorCode.none, ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation,
+            ErrorCode.unknown_member_id, ErrorCode.fenced_instance_id,
         )
 
     @rule(indexes=st.lists(st.integers(0, len(INSTANCES) - 1), min_size=1, max_size=3, unique=True))

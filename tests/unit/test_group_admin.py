@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 
+from kio.schema.errors import ErrorCode
+
 from diskless.broker.group import (
     Completion,
-    ErrorCode,
     GroupConfig,
     GroupCoordinator,
     GroupDescription,
@@ -47,7 +48,7 @@ def stable_group(c: GroupCoordinator, group: str, *clients: str) -> list[str]:
     ids = completing_group(c, group, *clients)
     assignments = [(m, f"assign-{m}".encode()) for m in ids]
     out = c.sync_group(group, 1, ids[0], None, None, None, assignments, 0)
-    assert out.response == SyncGroupResponse(ErrorCode.NONE, "consumer", "range", f"assign-{ids[0]}".encode())
+    assert out.response == SyncGroupResponse(ErrorCode.none, "consumer", "range", f"assign-{ids[0]}".encode())
     return ids
 
 
@@ -56,18 +57,18 @@ def stable_group(c: GroupCoordinator, group: str, *clients: str) -> list[str]:
 
 def test_simple_commit_creates_an_empty_group() -> None:
     c = coordinator()
-    assert c.validate_offset_commit("simple", -1, "", None, 0) is ErrorCode.NONE
+    assert c.validate_offset_commit("simple", -1, "", None, 0) is ErrorCode.none
     assert c.list_groups() == [ListedGroup("simple", "", "Empty")]
-    assert c.validate_offset_commit("simple", -1, "", None, 1) is ErrorCode.NONE
+    assert c.validate_offset_commit("simple", -1, "", None, 1) is ErrorCode.none
 
 
 def test_commit_with_a_generation_to_a_missing_group() -> None:
     c = coordinator()
-    assert c.validate_offset_commit("missing", 1, "m", None, 0) is ErrorCode.ILLEGAL_GENERATION
-    assert c.validate_offset_commit("missing", 1, "m", None, 0, api_version=9) is ErrorCode.GROUP_ID_NOT_FOUND
+    assert c.validate_offset_commit("missing", 1, "m", None, 0) is ErrorCode.illegal_generation
+    assert c.validate_offset_commit("missing", 1, "m", None, 0, api_version=9) is ErrorCode.group_id_not_found
     assert (
         c.validate_offset_commit("missing", 1, "m", None, 0, is_transactional=True, api_version=9)
-        is ErrorCode.ILLEGAL_GENERATION
+        is ErrorCode.illegal_generation
     )
     assert c.list_groups() == []
 
@@ -75,23 +76,23 @@ def test_commit_with_a_generation_to_a_missing_group() -> None:
 def test_commit_validation_in_a_stable_group() -> None:
     c = coordinator()
     a, b = stable_group(c, "g", "a", "b")
-    assert c.validate_offset_commit("g", 1, a, None, 0) is ErrorCode.NONE
-    assert c.validate_offset_commit("g", 0, a, None, 0) is ErrorCode.ILLEGAL_GENERATION
-    assert c.validate_offset_commit("g", 1, "ghost", None, 0) is ErrorCode.UNKNOWN_MEMBER_ID
-    assert c.validate_offset_commit("g", 1, a, "no-such-instance", 0) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.validate_offset_commit("g", 1, a, None, 0) is ErrorCode.none
+    assert c.validate_offset_commit("g", 0, a, None, 0) is ErrorCode.illegal_generation
+    assert c.validate_offset_commit("g", 1, "ghost", None, 0) is ErrorCode.unknown_member_id
+    assert c.validate_offset_commit("g", 1, a, "no-such-instance", 0) is ErrorCode.unknown_member_id
     # No member id and no generation: only for an Empty group, except for transactions.
-    assert c.validate_offset_commit("g", -1, "", None, 0) is ErrorCode.UNKNOWN_MEMBER_ID
-    assert c.validate_offset_commit("g", -1, "", None, 0, is_transactional=True) is ErrorCode.NONE
+    assert c.validate_offset_commit("g", -1, "", None, 0) is ErrorCode.unknown_member_id
+    assert c.validate_offset_commit("g", -1, "", None, 0, is_transactional=True) is ErrorCode.none
 
 
 def test_commit_validation_while_rebalancing() -> None:
     c = coordinator()
     a, b = completing_group(c, "g", "a", "b")
-    assert c.validate_offset_commit("g", 1, a, None, 0) is ErrorCode.REBALANCE_IN_PROGRESS
-    assert c.validate_offset_commit("g", 1, a, None, 0, is_transactional=True) is ErrorCode.NONE
+    assert c.validate_offset_commit("g", 1, a, None, 0) is ErrorCode.rebalance_in_progress
+    assert c.validate_offset_commit("g", 1, a, None, 0, is_transactional=True) is ErrorCode.none
     c.sync_group("g", 1, a, None, None, None, [], 0)
     join(c, "g", a)  # the leader rejoins: PreparingRebalance, generation still 1
-    assert c.validate_offset_commit("g", 1, b, None, 0) is ErrorCode.NONE
+    assert c.validate_offset_commit("g", 1, b, None, 0) is ErrorCode.none
 
 
 def test_commit_from_a_fenced_static_member() -> None:
@@ -102,8 +103,8 @@ def test_commit_from_a_fenced_static_member() -> None:
     c.sync_group("g", 1, "inst-u1", "inst", None, None, [], 0)
     restarted = join(c, "g", client="s", instance="inst")
     assert restarted.response is not None and restarted.response.member_id == "inst-u2"
-    assert c.validate_offset_commit("g", 1, "inst-u1", "inst", 0) is ErrorCode.FENCED_INSTANCE_ID
-    assert c.validate_offset_commit("g", 1, "inst-u2", "inst", 0) is ErrorCode.NONE
+    assert c.validate_offset_commit("g", 1, "inst-u1", "inst", 0) is ErrorCode.fenced_instance_id
+    assert c.validate_offset_commit("g", 1, "inst-u2", "inst", 0) is ErrorCode.none
 
 
 # -- DescribeGroups and ListGroups ------------------------------------------------------------
@@ -114,7 +115,7 @@ def test_describe_stable_group() -> None:
     a, b = stable_group(c, "g", "a", "b")
     assert c.describe_group("g") == GroupDescription(
         "g",
-        ErrorCode.NONE,
+        ErrorCode.none,
         "Stable",
         "consumer",
         "range",
@@ -131,7 +132,7 @@ def test_describe_rebalancing_group_has_no_protocol_or_metadata() -> None:
     join(c, "g", a)
     assert c.describe_group("g") == GroupDescription(
         "g",
-        ErrorCode.NONE,
+        ErrorCode.none,
         "PreparingRebalance",
         "consumer",
         "",
@@ -144,8 +145,8 @@ def test_describe_rebalancing_group_has_no_protocol_or_metadata() -> None:
 
 def test_describe_missing_group_depends_on_version() -> None:
     c = coordinator()
-    assert c.describe_group("nope", api_version=5) == GroupDescription("nope", ErrorCode.NONE, "Dead")
-    assert c.describe_group("nope", api_version=6) == GroupDescription("nope", ErrorCode.GROUP_ID_NOT_FOUND, "Dead")
+    assert c.describe_group("nope", api_version=5) == GroupDescription("nope", ErrorCode.none, "Dead")
+    assert c.describe_group("nope", api_version=6) == GroupDescription("nope", ErrorCode.group_id_not_found, "Dead")
 
 
 def test_list_groups_with_filters() -> None:
@@ -170,23 +171,23 @@ def test_list_groups_with_filters() -> None:
 def test_delete_group() -> None:
     c = coordinator()
     (a,) = stable_group(c, "g", "a")
-    assert c.delete_group("missing", 0) is ErrorCode.GROUP_ID_NOT_FOUND
-    assert c.delete_group("g", 0) is ErrorCode.NON_EMPTY_GROUP
+    assert c.delete_group("missing", 0) is ErrorCode.group_id_not_found
+    assert c.delete_group("g", 0) is ErrorCode.non_empty_group
     c.leave_group("g", [(a, None)], 0)
     assert c.group_overview("g").state is GroupState.EMPTY  # type: ignore[union-attr]
-    assert c.delete_group("g", 0) is ErrorCode.NONE
+    assert c.delete_group("g", 0) is ErrorCode.none
     assert c.group_overview("g") is None
     assert c.describe_group("g").group_state == "Dead"
-    assert c.delete_group("g", 0) is ErrorCode.GROUP_ID_NOT_FOUND
+    assert c.delete_group("g", 0) is ErrorCode.group_id_not_found
 
 
 def test_delete_empty_group_with_pending_member_cancels_its_timer() -> None:
     c = coordinator()
     join(c, "g", client="p")
     assert c.next_deadline_ms() == 10_000
-    assert c.delete_group("g", 0) is ErrorCode.NONE
+    assert c.delete_group("g", 0) is ErrorCode.none
     assert c.next_deadline_ms() is None
-    assert join(c, "g", "p-u1", client="p").response == JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, "p-u1")
+    assert join(c, "g", "p-u1", client="p").response == JoinGroupResponse(ErrorCode.unknown_member_id, "p-u1")
 
 
 # -- generations and unload --------------------------------------------------------------------
@@ -210,7 +211,7 @@ def test_unload_answers_parked_requests_not_coordinator() -> None:
     parked_join = join(c, "joining", x)
     assert parked_sync.ticket is not None and parked_join.ticket is not None
     assert set(c.unload(0)) == {
-        Completion(parked_sync.ticket, "syncing", b, SyncGroupResponse(ErrorCode.NOT_COORDINATOR)),
-        Completion(parked_join.ticket, "joining", x, JoinGroupResponse(ErrorCode.NOT_COORDINATOR, x)),
+        Completion(parked_sync.ticket, "syncing", b, SyncGroupResponse(ErrorCode.not_coordinator)),
+        Completion(parked_join.ticket, "joining", x, JoinGroupResponse(ErrorCode.not_coordinator, x)),
     }
     assert c.list_groups() == [] and c.next_deadline_ms() is None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 
+from kio.schema.errors import ErrorCode
+
 from diskless.broker.group import (
     Completion,
-    ErrorCode,
     GroupConfig,
     GroupCoordinator,
     GroupState,
@@ -86,7 +87,7 @@ class Harness:
 
     def new_member(self, client: str, *, protocols: tuple[tuple[str, bytes], ...] = (RANGE,), now: int = 0) -> tuple[str, int]:
         first = self.join(client=client, protocols=protocols, now=now)
-        assert first.response is not None and first.response.error_code is ErrorCode.MEMBER_ID_REQUIRED
+        assert first.response is not None and first.response.error_code is ErrorCode.member_id_required
         member_id = first.response.member_id
         second = self.join(member_id, client=client, protocols=protocols, now=now)
         assert second.response is None and second.ticket is not None
@@ -106,7 +107,7 @@ class Harness:
 def test_first_join_without_member_id_gets_member_id_required() -> None:
     h = Harness()
     out = h.join(client="consumer-1")
-    assert out == Outcome(JoinGroupResponse(ErrorCode.MEMBER_ID_REQUIRED, "consumer-1-u1"))
+    assert out == Outcome(JoinGroupResponse(ErrorCode.member_id_required, "consumer-1-u1"))
     overview = h.c.group_overview(GROUP)
     assert overview is not None
     assert (overview.state, overview.member_ids, overview.pending_member_ids) == (GroupState.EMPTY, (), {"consumer-1-u1"})
@@ -119,7 +120,7 @@ def test_join_before_v4_is_added_at_once_and_parked() -> None:
     assert h.state() is GroupState.PREPARING_REBALANCE
     h.tick(0)
     assert h.answers[1] == JoinGroupResponse(
-        ErrorCode.NONE, "old-u1", 1, "consumer", "range", "old-u1", members=(JoinGroupMember("old-u1", None, b"range-meta"),)
+        ErrorCode.none, "old-u1", 1, "consumer", "range", "old-u1", members=(JoinGroupMember("old-u1", None, b"range-meta"),)
     )
 
 
@@ -133,10 +134,10 @@ def test_two_members_join_leader_gets_member_list_follower_does_not() -> None:
     h.tick(0)
     assert h.answers == {
         ticket_a: JoinGroupResponse(
-            ErrorCode.NONE, a, 1, "consumer", "range", a,
+            ErrorCode.none, a, 1, "consumer", "range", a,
             members=(JoinGroupMember(a, None, b"ma"), JoinGroupMember(b, None, b"mb")),
         ),
-        ticket_b: JoinGroupResponse(ErrorCode.NONE, b, 1, "consumer", "range", a),
+        ticket_b: JoinGroupResponse(ErrorCode.none, b, 1, "consumer", "range", a),
     }
     assert (h.state(), h.generation()) == (GroupState.COMPLETING_REBALANCE, 1)
 
@@ -155,44 +156,44 @@ def test_follower_sync_waits_and_leader_sync_distributes_assignments() -> None:
     follower = h.sync(b, 1)
     assert (follower.response, follower.completions) == (None, ())
     leader = h.sync(a, 1, {a: b"assign-a", b: b"assign-b"})
-    assert leader.response == SyncGroupResponse(ErrorCode.NONE, "consumer", "range", b"assign-a")
+    assert leader.response == SyncGroupResponse(ErrorCode.none, "consumer", "range", b"assign-a")
     assert leader.completions == (
-        Completion(follower.ticket, GROUP, b, SyncGroupResponse(ErrorCode.NONE, "consumer", "range", b"assign-b")),
+        Completion(follower.ticket, GROUP, b, SyncGroupResponse(ErrorCode.none, "consumer", "range", b"assign-b")),
     )
     assert h.state() is GroupState.STABLE
     # A follower syncing after the group went Stable gets its assignment at once.
-    assert h.sync(b, 1).response == SyncGroupResponse(ErrorCode.NONE, "consumer", "range", b"assign-b")
+    assert h.sync(b, 1).response == SyncGroupResponse(ErrorCode.none, "consumer", "range", b"assign-b")
 
 
 def test_members_left_out_by_the_leader_get_an_empty_assignment() -> None:
     h = Harness()
     a, b = _completing_group(h)
     leader = h.sync(a, 1, {a: b"x", "no-such-member": b"ignored"})
-    assert leader.response == SyncGroupResponse(ErrorCode.NONE, "consumer", "range", b"x")
-    assert h.sync(b, 1).response == SyncGroupResponse(ErrorCode.NONE, "consumer", "range", b"")
+    assert leader.response == SyncGroupResponse(ErrorCode.none, "consumer", "range", b"x")
+    assert h.sync(b, 1).response == SyncGroupResponse(ErrorCode.none, "consumer", "range", b"")
 
 
 def test_sync_errors() -> None:
     h = Harness()
     a, b = _completing_group(h)
-    assert h.sync(a, 2).response == SyncGroupResponse(ErrorCode.ILLEGAL_GENERATION)
-    assert h.sync("ghost", 1).response == SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID)
-    assert h.sync(a, 1, protocol_name="roundrobin").response == SyncGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-    assert h.sync(a, 1, protocol_type="connect").response == SyncGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    assert h.sync(a, 2).response == SyncGroupResponse(ErrorCode.illegal_generation)
+    assert h.sync("ghost", 1).response == SyncGroupResponse(ErrorCode.unknown_member_id)
+    assert h.sync(a, 1, protocol_name="roundrobin").response == SyncGroupResponse(ErrorCode.inconsistent_group_protocol)
+    assert h.sync(a, 1, protocol_type="connect").response == SyncGroupResponse(ErrorCode.inconsistent_group_protocol)
     out = h.c.sync_group("", 1, a, None, None, None, [], 0)
-    assert out.response == SyncGroupResponse(ErrorCode.INVALID_GROUP_ID)
+    assert out.response == SyncGroupResponse(ErrorCode.invalid_group_id)
     out = h.c.sync_group("missing", 1, a, None, None, None, [], 0)
-    assert out.response == SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+    assert out.response == SyncGroupResponse(ErrorCode.unknown_member_id)
     # Matching protocol type and name are accepted (SyncGroup v5+).
     ok = h.sync(a, 1, {a: b"1"}, protocol_type="consumer", protocol_name="range")
-    assert ok.response == SyncGroupResponse(ErrorCode.NONE, "consumer", "range", b"1")
+    assert ok.response == SyncGroupResponse(ErrorCode.none, "consumer", "range", b"1")
 
 
 def test_sync_to_an_empty_group_is_unknown_member() -> None:
     h = Harness()
     h.join(client="a")  # MEMBER_ID_REQUIRED leaves an Empty group behind
     assert h.state() is GroupState.EMPTY
-    assert h.sync("a-u1", 0).response == SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+    assert h.sync("a-u1", 0).response == SyncGroupResponse(ErrorCode.unknown_member_id)
 
 
 def test_sync_while_preparing_rebalance_is_rebalance_in_progress() -> None:
@@ -201,7 +202,7 @@ def test_sync_while_preparing_rebalance_is_rebalance_in_progress() -> None:
     h.sync(a, 1, {a: b"1", b: b"2"})
     h.join(a)  # the leader rejoining a Stable group forces a rebalance
     assert h.state() is GroupState.PREPARING_REBALANCE
-    assert h.sync(b, 1).response == SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS)
+    assert h.sync(b, 1).response == SyncGroupResponse(ErrorCode.rebalance_in_progress)
 
 
 def test_new_member_during_completing_rebalance_sends_parked_syncs_back_to_join() -> None:
@@ -209,10 +210,10 @@ def test_new_member_during_completing_rebalance_sends_parked_syncs_back_to_join(
     a, b = _completing_group(h)
     parked = h.sync(b, 1)
     assert parked.ticket is not None
-    assert h.join(client="c").response == JoinGroupResponse(ErrorCode.MEMBER_ID_REQUIRED, "c-u3")
+    assert h.join(client="c").response == JoinGroupResponse(ErrorCode.member_id_required, "c-u3")
     out = h.join("c-u3", client="c")
     assert out.completions == (
-        Completion(parked.ticket, GROUP, b, SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS)),
+        Completion(parked.ticket, GROUP, b, SyncGroupResponse(ErrorCode.rebalance_in_progress)),
     )
     assert h.state() is GroupState.PREPARING_REBALANCE
 
@@ -222,10 +223,10 @@ def test_rejoin_with_same_metadata_while_completing_repeats_the_answer() -> None
     a, b = _completing_group(h)
     leader = h.join(a)
     assert leader.response == JoinGroupResponse(
-        ErrorCode.NONE, a, 1, "consumer", "range", a,
+        ErrorCode.none, a, 1, "consumer", "range", a,
         members=(JoinGroupMember(a, None, b"range-meta"), JoinGroupMember(b, None, b"range-meta")),
     )
-    assert h.join(b).response == JoinGroupResponse(ErrorCode.NONE, b, 1, "consumer", "range", a)
+    assert h.join(b).response == JoinGroupResponse(ErrorCode.none, b, 1, "consumer", "range", a)
     assert h.state() is GroupState.COMPLETING_REBALANCE
 
 
@@ -233,7 +234,7 @@ def test_follower_rejoining_a_stable_group_unchanged_gets_current_generation() -
     h = Harness()
     a, b = _completing_group(h)
     h.sync(a, 1, {a: b"1", b: b"2"})
-    assert h.join(b).response == JoinGroupResponse(ErrorCode.NONE, b, 1, "consumer", "range", a)
+    assert h.join(b).response == JoinGroupResponse(ErrorCode.none, b, 1, "consumer", "range", a)
     assert h.state() is GroupState.STABLE
 
 
@@ -245,11 +246,11 @@ def test_changed_metadata_rebalances_and_bumps_generation() -> None:
     assert out_b.response is None and h.state() is GroupState.PREPARING_REBALANCE
     out_a = h.join(a)
     assert out_a.response == JoinGroupResponse(
-        ErrorCode.NONE, a, 2, "consumer", "range", a,
+        ErrorCode.none, a, 2, "consumer", "range", a,
         members=(JoinGroupMember(a, None, b"range-meta"), JoinGroupMember(b, None, b"new-subscription")),
     )
     assert out_a.completions == (
-        Completion(out_b.ticket, GROUP, b, JoinGroupResponse(ErrorCode.NONE, b, 2, "consumer", "range", a)),
+        Completion(out_b.ticket, GROUP, b, JoinGroupResponse(ErrorCode.none, b, 2, "consumer", "range", a)),
     )
     assert (h.state(), h.generation()) == (GroupState.COMPLETING_REBALANCE, 2)
 
@@ -278,38 +279,38 @@ def test_inconsistent_group_protocol() -> None:
     h = Harness()
     a, b = _completing_group(h)
     assert h.join(client="x", protocol_type="connect").response == JoinGroupResponse(
-        ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ""
+        ErrorCode.inconsistent_group_protocol, ""
     )
     assert h.join(client="x", protocols=(("sticky", b""),)).response == JoinGroupResponse(
-        ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ""
+        ErrorCode.inconsistent_group_protocol, ""
     )
     assert h.join(a, protocols=(("sticky", b""),)).response == JoinGroupResponse(
-        ErrorCode.INCONSISTENT_GROUP_PROTOCOL, a
+        ErrorCode.inconsistent_group_protocol, a
     )
     # An Empty group accepts any protocol, but not an empty protocol type or list.
     fresh = Harness()
-    assert fresh.join(protocol_type="").response == JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
-    assert fresh.join(protocols=()).response == JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
+    assert fresh.join(protocol_type="").response == JoinGroupResponse(ErrorCode.inconsistent_group_protocol, "")
+    assert fresh.join(protocols=()).response == JoinGroupResponse(ErrorCode.inconsistent_group_protocol, "")
 
 
 def test_join_request_errors() -> None:
     h = Harness()
-    assert h.join(session_ms=5_999).response == JoinGroupResponse(ErrorCode.INVALID_SESSION_TIMEOUT, "")
-    assert h.join("m", session_ms=1_800_001).response == JoinGroupResponse(ErrorCode.INVALID_SESSION_TIMEOUT, "m")
+    assert h.join(session_ms=5_999).response == JoinGroupResponse(ErrorCode.invalid_session_timeout, "")
+    assert h.join("m", session_ms=1_800_001).response == JoinGroupResponse(ErrorCode.invalid_session_timeout, "m")
     assert h.c.group_overview(GROUP) is None
     # A member id for a group that does not exist: the member must start over.
-    assert h.join("stale-id").response == JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, "stale-id")
+    assert h.join("stale-id").response == JoinGroupResponse(ErrorCode.unknown_member_id, "stale-id")
     out = h.c.join_group("", "m", None, "c", "h", "consumer", [RANGE], 10_000, 30_000, True, 0)
-    assert out.response == JoinGroupResponse(ErrorCode.INVALID_GROUP_ID, "m")
+    assert out.response == JoinGroupResponse(ErrorCode.invalid_group_id, "m")
     h.join(client="a")
-    assert h.join("unknown-member").response == JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, "unknown-member")
+    assert h.join("unknown-member").response == JoinGroupResponse(ErrorCode.unknown_member_id, "unknown-member")
 
 
 def test_group_max_size_reached() -> None:
     h = Harness(group_max_size=2)
     a, b = _completing_group(h)
-    assert h.join(client="c").response == JoinGroupResponse(ErrorCode.GROUP_MAX_SIZE_REACHED, "")
-    assert h.join(b).response == JoinGroupResponse(ErrorCode.NONE, b, 1, "consumer", "range", a)
+    assert h.join(client="c").response == JoinGroupResponse(ErrorCode.group_max_size_reached, "")
+    assert h.join(b).response == JoinGroupResponse(ErrorCode.none, b, 1, "consumer", "range", a)
 
 
 def test_initial_rebalance_waits_for_the_delay_and_extends_for_new_members() -> None:

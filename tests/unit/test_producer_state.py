@@ -6,8 +6,8 @@ import struct
 
 import pytest
 from crc32c import crc32c
+from kio.schema.errors import ErrorCode
 
-from diskless.broker.group.errors import ErrorCode
 from diskless.broker.producer_state import (
     APPEND,
     BatchMetadata,
@@ -63,7 +63,7 @@ def test_in_sequence_appends_and_gap_is_out_of_order() -> None:
     appended(state, 0, 10, 100)
     assert state.check(PID, 0, 10, 14, 0) == APPEND
     assert state.check(PID, 0, 11, 14, 0) == OutOfOrderSequence(PID, 0, 11, 0, 9)
-    assert OutOfOrderSequence.error_code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert OutOfOrderSequence.error_code is ErrorCode.out_of_order_sequence_number
 
 
 def test_retry_of_any_of_the_last_five_batches_is_a_duplicate_with_original_offsets() -> None:
@@ -91,7 +91,7 @@ def test_older_epoch_is_invalid_producer_epoch() -> None:
     appended(state, 0, 3, 0, epoch=5)
     assert state.check(PID, 4, 3, 5, 0) == InvalidProducerEpoch(PID, 4, 5)
     assert state.check(PID, 4, 0, 2, 0) == InvalidProducerEpoch(PID, 4, 5)  # no duplicate across epochs
-    assert InvalidProducerEpoch.error_code is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert InvalidProducerEpoch.error_code is ErrorCode.invalid_producer_epoch
 
 
 def test_new_epoch_must_start_at_sequence_zero() -> None:

@@ -5,7 +5,6 @@ See coordinator.py for how a shell drives it and responses.py for parked request
 
 from .config import GroupConfig
 from .coordinator import GroupCoordinator, GroupOverview
-from .errors import ErrorCode
 from .group import GroupState, IllegalGroupTransition
 from .responses import (
     NO_GENERATION,
@@ -28,7 +27,6 @@ __all__ = [
     "NO_LEADER",
     "UNKNOWN_MEMBER_ID",
     "Completion",
-    "ErrorCode",
     "GroupConfig",
     "GroupCoordinator",
     "GroupDescription",

@@ -27,8 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from kio.schema.errors import ErrorCode
+
 from .config import GroupConfig
-from .errors import ErrorCode
 from .group import ClassicGroup, MemberRejected
 from .member import Member, Protocols
 from .rebalance import (
@@ -118,20 +119,20 @@ class GroupCoordinator:
     def _join(self, r: JoinRequest) -> JoinGroupResponse | None:
         rb = self._rb
         if r.group_id == "":
-            return JoinGroupResponse(ErrorCode.INVALID_GROUP_ID, r.member_id)
+            return JoinGroupResponse(ErrorCode.invalid_group_id, r.member_id)
         config = rb.config
         if not config.group_min_session_timeout_ms <= r.session_timeout_ms <= config.group_max_session_timeout_ms:
-            return JoinGroupResponse(ErrorCode.INVALID_SESSION_TIMEOUT, r.member_id)
+            return JoinGroupResponse(ErrorCode.invalid_session_timeout, r.member_id)
         is_unknown_member = r.member_id == UNKNOWN_MEMBER_ID
         group = rb.groups.get(r.group_id)
         if group is None:
             # Only a member without an id may create a group.
             if not is_unknown_member:
-                return JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, r.member_id)
+                return JoinGroupResponse(ErrorCode.unknown_member_id, r.member_id)
             group = rb.groups[r.group_id] = ClassicGroup(r.group_id, rb.now_ms)
         if not self._accept_joining_member(group, r.member_id):
             rb.drop_member(group, r.member_id)
-            return JoinGroupResponse(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
+            return JoinGroupResponse(ErrorCode.group_max_size_reached, UNKNOWN_MEMBER_ID)
         if is_unknown_member:
             return self._join_new_member(group, r)
         return self._join_existing_member(group, r)
@@ -149,9 +150,9 @@ class GroupCoordinator:
     def _join_new_member(self, group: ClassicGroup, r: JoinRequest) -> JoinGroupResponse | None:
         rb = self._rb
         if group.is_in(DEAD):
-            return JoinGroupResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID)
+            return JoinGroupResponse(ErrorCode.coordinator_not_available, UNKNOWN_MEMBER_ID)
         if not group.supports_protocols(r.protocol_type, frozenset(name for name, _ in r.protocols)):
-            return JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID)
+            return JoinGroupResponse(ErrorCode.inconsistent_group_protocol, UNKNOWN_MEMBER_ID)
         new_member_id = rb.new_member_id(r.client_id, r.group_instance_id)
         if r.group_instance_id is not None:
             existing_member_id = group.static_members.get(r.group_instance_id)
@@ -164,7 +165,7 @@ class GroupCoordinator:
             # only a pending id behind (expiring after one session), not a member.
             group.add_pending_member(new_member_id)
             rb.schedule_heartbeat(group, new_member_id, r.session_timeout_ms)
-            return JoinGroupResponse(ErrorCode.MEMBER_ID_REQUIRED, new_member_id)
+            return JoinGroupResponse(ErrorCode.member_id_required, new_member_id)
         rb.add_member_and_rebalance(group, self._new_member(r, new_member_id))
         return None
 
@@ -172,14 +173,14 @@ class GroupCoordinator:
         rb = self._rb
         member_id = r.member_id
         if group.is_in(DEAD):
-            return JoinGroupResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+            return JoinGroupResponse(ErrorCode.coordinator_not_available, member_id)
         if not group.supports_protocols(r.protocol_type, frozenset(name for name, _ in r.protocols)):
-            return JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return JoinGroupResponse(ErrorCode.inconsistent_group_protocol, member_id)
         if group.is_pending_member(member_id):
             if r.group_instance_id is not None:
                 # Kafka hits an IllegalStateException here: pending ids are only given to
                 # dynamic members. Its request handler answers UNKNOWN_SERVER_ERROR.
-                return JoinGroupResponse(ErrorCode.UNKNOWN_SERVER_ERROR, UNKNOWN_MEMBER_ID)
+                return JoinGroupResponse(ErrorCode.unknown_server_error, UNKNOWN_MEMBER_ID)
             rb.add_member_and_rebalance(group, self._new_member(r, member_id))
             return None
         try:
@@ -199,7 +200,7 @@ class GroupCoordinator:
             if group.is_leader(member_id) or not member.matches(r.protocols):
                 return self._update_member_and_rebalance(group, member, r)
             return self._current_join_response(group, member_id, with_members=False)
-        return JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        return JoinGroupResponse(ErrorCode.unknown_member_id, member_id)
 
     def _rejoin_static_member(
         self, group: ClassicGroup, r: JoinRequest, old_member_id: str, new_member_id: str
@@ -228,7 +229,7 @@ class GroupCoordinator:
                 # Before v9 a returning leader must not believe it leads (it would assign
                 # again, and a Stable group would not pass that on), so it gets the old id.
                 response = JoinGroupResponse(
-                    ErrorCode.NONE,
+                    ErrorCode.none,
                     new_member_id,
                     group.generation_id,
                     group.protocol_type,
@@ -264,7 +265,7 @@ class GroupCoordinator:
     @staticmethod
     def _current_join_response(group: ClassicGroup, member_id: str, *, with_members: bool) -> JoinGroupResponse:
         return JoinGroupResponse(
-            ErrorCode.NONE,
+            ErrorCode.none,
             member_id,
             group.generation_id,
             group.protocol_type,
@@ -304,22 +305,22 @@ class GroupCoordinator:
     ) -> SyncGroupResponse | None:
         rb = self._rb
         if group_id == "":
-            return SyncGroupResponse(ErrorCode.INVALID_GROUP_ID)
+            return SyncGroupResponse(ErrorCode.invalid_group_id)
         group = rb.groups.get(group_id)
         if group is None or group.is_in(EMPTY):
-            return SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID)
+            return SyncGroupResponse(ErrorCode.unknown_member_id)
         if group.is_in(DEAD):
-            return SyncGroupResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return SyncGroupResponse(ErrorCode.coordinator_not_available)
         try:
             member = group.validate_member(member_id, group_instance_id)
         except MemberRejected as rejected:
             return SyncGroupResponse(rejected.error_code)
         if generation_id != group.generation_id:
-            return SyncGroupResponse(ErrorCode.ILLEGAL_GENERATION)
+            return SyncGroupResponse(ErrorCode.illegal_generation)
         if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(protocol_name, group.protocol_name):
-            return SyncGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return SyncGroupResponse(ErrorCode.inconsistent_group_protocol)
         if group.is_in(PREPARING_REBALANCE):
-            return SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS)
+            return SyncGroupResponse(ErrorCode.rebalance_in_progress)
         if group.is_in(COMPLETING_REBALANCE):
             rb.park_sync(group, member)
             self._remove_pending_sync_member(group, member_id)
@@ -331,7 +332,7 @@ class GroupCoordinator:
             return None
         # Stable: a follower that missed the propagation, or a repeat.
         self._remove_pending_sync_member(group, member_id)
-        return SyncGroupResponse(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
+        return SyncGroupResponse(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment)
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
@@ -346,25 +347,25 @@ class GroupCoordinator:
         rb = self._rb
         rb.begin(now_ms)
         if group_id == "":
-            return ErrorCode.INVALID_GROUP_ID
+            return ErrorCode.invalid_group_id
         group = rb.groups.get(group_id)
         if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         if group.is_in(DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.coordinator_not_available
         try:
             member = group.validate_member(member_id, group_instance_id)
         except MemberRejected as rejected:
             return rejected.error_code
         if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.illegal_generation
         if group.is_in(EMPTY):
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         rb.schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
         if group.is_in(PREPARING_REBALANCE):
-            return ErrorCode.REBALANCE_IN_PROGRESS
+            return ErrorCode.rebalance_in_progress
         # CompletingRebalance too: consumers may heartbeat between JoinGroup and SyncGroup.
-        return ErrorCode.NONE
+        return ErrorCode.none
 
     # -- LeaveGroup ----------------------------------------------------------------------
 
@@ -378,27 +379,27 @@ class GroupCoordinator:
         rb = self._rb
         rb.begin(now_ms)
         if group_id == "":
-            return self._finish(LeaveGroupResponse(ErrorCode.INVALID_GROUP_ID))
+            return self._finish(LeaveGroupResponse(ErrorCode.invalid_group_id))
         group = rb.groups.get(group_id)
         if group is None:
-            unknown = tuple(LeaveMemberResponse(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in members)
-            return self._finish(LeaveGroupResponse(ErrorCode.NONE, unknown))
+            unknown = tuple(LeaveMemberResponse(m, i, ErrorCode.unknown_member_id) for m, i in members)
+            return self._finish(LeaveGroupResponse(ErrorCode.none, unknown))
         if group.is_in(DEAD):
-            return self._finish(LeaveGroupResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return self._finish(LeaveGroupResponse(ErrorCode.coordinator_not_available))
         responses = [self._leave_one(group, member_id, instance_id) for member_id, instance_id in members]
-        if any(response.error_code is ErrorCode.NONE for response in responses):
+        if any(response.error_code is ErrorCode.none for response in responses):
             if group.state in (STABLE, COMPLETING_REBALANCE):
                 rb.maybe_prepare_rebalance_or_complete_join(group)
             elif group.is_in(PREPARING_REBALANCE):
                 rb.maybe_complete_join_phase(group)
-        return self._finish(LeaveGroupResponse(ErrorCode.NONE, tuple(responses)))
+        return self._finish(LeaveGroupResponse(ErrorCode.none, tuple(responses)))
 
     def _leave_one(self, group: ClassicGroup, member_id: str, group_instance_id: str | None) -> LeaveMemberResponse:
         rb = self._rb
         if member_id == UNKNOWN_MEMBER_ID:
             static_member_id = group.static_members.get(group_instance_id) if group_instance_id is not None else None
             if static_member_id is None:
-                return LeaveMemberResponse(member_id, group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID)
+                return LeaveMemberResponse(member_id, group_instance_id, ErrorCode.unknown_member_id)
             rb.remove_current_member(group, group.members[static_member_id])
         elif group.is_pending_member(member_id):
             rb.drop_member(group, member_id)
@@ -408,7 +409,7 @@ class GroupCoordinator:
             except MemberRejected as rejected:
                 return LeaveMemberResponse(member_id, group_instance_id, rejected.error_code)
             rb.remove_current_member(group, member)
-        return LeaveMemberResponse(member_id, group_instance_id, ErrorCode.NONE)
+        return LeaveMemberResponse(member_id, group_instance_id, ErrorCode.none)
 
     # -- OffsetCommit, DescribeGroups, ListGroups, DeleteGroups ---------------------------
 
@@ -435,10 +436,10 @@ class GroupCoordinator:
         if group is None:
             if generation_id < 0:
                 rb.groups[group_id] = ClassicGroup(group_id, now_ms)
-                return ErrorCode.NONE
+                return ErrorCode.none
             if not is_transactional and api_version >= 9:
-                return ErrorCode.GROUP_ID_NOT_FOUND
-            return ErrorCode.ILLEGAL_GENERATION
+                return ErrorCode.group_id_not_found
+            return ErrorCode.illegal_generation
         return group.validate_offset_commit(generation_id, member_id, group_instance_id, is_transactional)
 
     def describe_group(self, group_id: str, *, api_version: int = 0) -> GroupDescription:
@@ -455,16 +456,16 @@ class GroupCoordinator:
         rb.begin(now_ms)
         group = rb.groups.get(group_id)
         if group is None or group.is_in(DEAD):
-            return ErrorCode.GROUP_ID_NOT_FOUND
+            return ErrorCode.group_id_not_found
         if not group.is_in(EMPTY):
-            return ErrorCode.NON_EMPTY_GROUP
+            return ErrorCode.non_empty_group
         group.transition_to(DEAD, now_ms)
         for member_id in list(group.pending_join_members):
             rb.drop_member(group, member_id)
         rb.timers.cancel(join_key(group_id))
         rb.timers.cancel(sync_key(group_id))
         del rb.groups[group_id]
-        return ErrorCode.NONE
+        return ErrorCode.none
 
     def group_overview(self, group_id: str) -> GroupOverview | None:
         group = self._rb.groups.get(group_id)
@@ -515,8 +516,8 @@ class GroupCoordinator:
             group.transition_to(DEAD, now_ms)
             for member in group.members.values():
                 if group.previous_state is PREPARING_REBALANCE:
-                    rb.complete_join(group, member, JoinGroupResponse(ErrorCode.NOT_COORDINATOR, member.member_id))
-                rb.complete_sync(group, member, SyncGroupResponse(ErrorCode.NOT_COORDINATOR))
+                    rb.complete_join(group, member, JoinGroupResponse(ErrorCode.not_coordinator, member.member_id))
+                rb.complete_sync(group, member, SyncGroupResponse(ErrorCode.not_coordinator))
         rb.groups.clear()
         rb.timers.clear()
         return tuple(rb.completions)

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections import Counter
 from enum import Enum
 
-from .errors import ErrorCode
+from kio.schema.errors import ErrorCode
+
 from .member import Member, Protocols
 from .responses import JoinGroupMember
 
@@ -179,12 +180,12 @@ class ClassicGroup:
         if group_instance_id is not None:
             existing = self.static_members.get(group_instance_id)
             if existing is None:
-                raise MemberRejected(ErrorCode.UNKNOWN_MEMBER_ID)
+                raise MemberRejected(ErrorCode.unknown_member_id)
             if existing != member_id:
-                raise MemberRejected(ErrorCode.FENCED_INSTANCE_ID)
+                raise MemberRejected(ErrorCode.fenced_instance_id)
         member = self.members.get(member_id)
         if member is None:
-            raise MemberRejected(ErrorCode.UNKNOWN_MEMBER_ID)
+            raise MemberRejected(ErrorCode.unknown_member_id)
         return member
 
     def num_awaiting_join(self) -> int:
@@ -258,21 +259,21 @@ class ClassicGroup:
     ) -> ErrorCode:
         """Kafka's ClassicGroup.validateOffsetCommit, as an error code."""
         if self.is_in(GroupState.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.coordinator_not_available
         if generation_id < 0 and self.is_in(GroupState.EMPTY):
             # An admin client or a consumer that manages its own partitions (assign()).
-            return ErrorCode.NONE
+            return ErrorCode.none
         if generation_id >= 0 or member_id != "" or group_instance_id is not None:
             try:
                 self.validate_member(member_id, group_instance_id)
             except MemberRejected as rejected:
                 return rejected.error_code
             if generation_id != self.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
+                return ErrorCode.illegal_generation
         elif not is_transactional and not self.is_in(GroupState.EMPTY):
             # No member id and no generation (OffsetCommit v0/v1 style): only an Empty group.
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         if not is_transactional and self.is_in(GroupState.COMPLETING_REBALANCE):
             # The member holds the new generation but not its assignment yet.
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return ErrorCode.NONE
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none

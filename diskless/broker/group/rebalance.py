@@ -24,8 +24,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
 from .config import GroupConfig
-from .errors import ErrorCode
 from .group import ClassicGroup, GroupState
 from .member import Member
 from .responses import UNKNOWN_MEMBER_ID, Completion, JoinGroupResponse, SyncGroupResponse
@@ -141,7 +142,7 @@ class Rebalancer:
 
     def remove_current_member(self, group: ClassicGroup, member: Member) -> None:
         # A parked JoinGroup gets UNKNOWN_MEMBER_ID so a still-living client rejoins from scratch.
-        self.complete_join(group, member, JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
+        self.complete_join(group, member, JoinGroupResponse(ErrorCode.unknown_member_id, UNKNOWN_MEMBER_ID))
         self.drop_member(group, member.member_id)
 
     def remove_member_and_update_group(self, group: ClassicGroup, member: Member) -> None:
@@ -153,8 +154,8 @@ class Rebalancer:
 
     def fence_replaced_static_member(self, group: ClassicGroup, old: Member) -> None:
         """Answer whatever the replaced instance still has parked with FENCED_INSTANCE_ID."""
-        self.complete_join(group, old, JoinGroupResponse(ErrorCode.FENCED_INSTANCE_ID, old.member_id))
-        self.complete_sync(group, old, SyncGroupResponse(ErrorCode.FENCED_INSTANCE_ID))
+        self.complete_join(group, old, JoinGroupResponse(ErrorCode.fenced_instance_id, old.member_id))
+        self.complete_sync(group, old, SyncGroupResponse(ErrorCode.fenced_instance_id))
         self.timers.cancel(heartbeat_key(group.group_id, old.member_id))
 
     # -- join phase ----------------------------------------------------------------------
@@ -168,7 +169,7 @@ class Rebalancer:
     def prepare_rebalance(self, group: ClassicGroup) -> None:
         if group.is_in(COMPLETING_REBALANCE):
             # Members waiting in SyncGroup must rejoin: their generation is over.
-            self.reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+            self.reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
         group.pending_sync_members.clear()
         self.timers.cancel(sync_key(group.group_id))
         is_initial_rebalance = group.is_in(EMPTY)
@@ -216,7 +217,7 @@ class Rebalancer:
                 group,
                 member,
                 JoinGroupResponse(
-                    ErrorCode.NONE,
+                    ErrorCode.none,
                     member.member_id,
                     group.generation_id,
                     group.protocol_type,
@@ -242,10 +243,10 @@ class Rebalancer:
         assert group.is_in(COMPLETING_REBALANCE), group.state
         for member in group.members.values():
             member.assignment = assignment.get(member.member_id, b"")
-        self.propagate_assignment(group, ErrorCode.NONE)
+        self.propagate_assignment(group, ErrorCode.none)
 
     def propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
-        ok = error is ErrorCode.NONE
+        ok = error is ErrorCode.none
         for member in group.members.values():
             response = SyncGroupResponse(
                 error,

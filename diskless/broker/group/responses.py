@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from .errors import ErrorCode
+from kio.schema.errors import ErrorCode
 
 R = TypeVar("R")
 

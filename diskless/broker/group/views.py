@@ -1,11 +1,18 @@
-"""Read-only views of groups: DescribeGroups, ListGroups and an overview for admin and tests."""
+"""Read-only views of groups: DescribeGroups, ListGroups and an overview for admin and tests.
+
+A group known only by its committed offsets (the coordinator holds no state for it: after a
+restart, or a group whose consumers only commit) is what Kafka shows once it has loaded such
+a group from __consumer_offsets: an Empty group of protocol type "consumer" without members.
+The shell passes which groups have offsets; the `*_with_offsets` functions decide the answer.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .errors import ErrorCode
+from kio.schema.errors import ErrorCode
+
 from .group import ClassicGroup, GroupState
 from .responses import GroupDescription, ListedGroup, MemberDescription
 
@@ -27,12 +34,12 @@ def describe(group: ClassicGroup | None, group_id: str, api_version: int) -> Gro
     """Kafka's DescribeGroups answer: metadata and protocol name only once the group is Stable."""
     if group is None:
         # DescribeGroups v6 (KIP-1043) reports a missing group; older versions call it Dead.
-        error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
+        error = ErrorCode.group_id_not_found if api_version >= 6 else ErrorCode.none
         return GroupDescription(group_id, error, GroupState.DEAD.value)
     protocol_name = group.protocol_name if group.is_in(GroupState.STABLE) else None
     return GroupDescription(
         group_id,
-        ErrorCode.NONE,
+        ErrorCode.none,
         group.state.value,
         group.protocol_type or "",
         protocol_name or "",
@@ -62,6 +69,33 @@ def listed(
         for g in groups
         if not states or g.state.value.lower() in states
     ]
+
+
+def described_with_offsets(description: GroupDescription, has_offsets: bool) -> GroupDescription:
+    """`description` of a group the coordinator may not know, given whether it has offsets."""
+    if description.group_state == GroupState.DEAD.value and has_offsets:
+        return replace(description, group_state=GroupState.EMPTY.value, protocol_type="consumer")
+    return description
+
+
+def listed_with_offsets(
+    listed_groups: Iterable[ListedGroup],
+    known_group_ids: Iterable[str],
+    group_ids_with_offsets: Iterable[str],
+    states_filter: Iterable[str],
+) -> list[ListedGroup]:
+    """ListGroups sorted by group id: `listed_groups` (the coordinator's, already filtered by
+    `states_filter`) plus, when the filter admits Empty, the groups known only by their offsets.
+    A group the coordinator knows (`known_group_ids`, unfiltered) in another state was filtered
+    out and stays out."""
+    by_id = {g.group_id: g for g in listed_groups}
+    states = {s.lower() for s in states_filter}
+    if not states or GroupState.EMPTY.value.lower() in states:
+        known = set(known_group_ids)
+        for group_id in group_ids_with_offsets:
+            if group_id not in known:
+                by_id[group_id] = ListedGroup(group_id, "consumer", GroupState.EMPTY.value)
+    return [by_id[group_id] for group_id in sorted(by_id)]
 
 
 def overview(group: ClassicGroup) -> GroupOverview:
