@@ -349,8 +349,9 @@ def main() -> None:
         for n in names:
             result[f"{f.key}_{n}"] = round(f.values[n], 2)
         if len(names) == 2:
-            ratio = f.values["diskless"] / f.values["tansu"]
-            result[f"{f.key}_ratio"] = round(ratio, 3)
+            # A figure too small to measure (a CPU time of 0 in --quick runs) has no ratio.
+            ratio = f.values["diskless"] / f.values["tansu"] if f.values["tansu"] else float("nan")
+            result[f"{f.key}_ratio"] = round(ratio, 3) if ratio == ratio else None
             row += f"{ratio:>12.2f}"
         print(row)
     print(json.dumps(result))

@@ -11,48 +11,50 @@ Read-only; bind it to 127.0.0.1 unless a trusted network needs it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from .app import Broker
-    from .partition import Partition
+from .partition import PartitionLeader
+from .registry import Registry
+from .tiering.uploader import Uploader
 
 
-def partition_state(broker: Broker, partition: Partition) -> dict[str, Any]:
-    local = partition.log.segments
-    waiting = broker.tiering.pending(partition) if partition.tiered else []
+def partition_state(leader: PartitionLeader) -> dict[str, Any]:
+    local = leader.local_segments
+    waiting = leader.segments_to_upload() if leader.tiered else []
+    remote = leader.remote.segments
     return {
-        "partition": partition.index,
-        "log_start_offset": partition.log_start_offset,
-        "local_log_start_offset": partition.log.log_start_offset,
-        "high_watermark": partition.log.high_watermark,
+        "partition": leader.index,
+        "log_start_offset": leader.log_start_offset,
+        "local_log_start_offset": leader.local_log_start_offset,
+        "high_watermark": leader.high_watermark,
         "local_segments": len(local),
         "local_bytes": sum(s.size_bytes for s in local),
-        "remote_segments": len(partition.remote),
-        "remote_bytes": sum(s.size_bytes for s in partition.remote),
+        "remote_segments": len(remote),
+        "remote_bytes": sum(s.size_bytes for s in remote),
         "upload_lag_segments": len(waiting),
         "upload_lag_bytes": sum(s.size_bytes for s in waiting),
     }
 
 
-def topic_state(broker: Broker, name: str) -> dict[str, Any] | None:
-    topic = broker.partitions.topics.get(name)
+def topic_state(registry: Registry, name: str) -> dict[str, Any] | None:
+    topic = registry.topics.get(name)
     if topic is None:
         return None
-    partitions = [broker.partitions.get(name, index) for index in range(topic.num_partitions)]
+    leaders = [registry.leader(name, index) for index in range(topic.num_partitions)]
     return {
         "topic": name,
         "topic_id": str(topic.topic_id),
         "configs": dict(topic.configs),
-        "partitions": [partition_state(broker, p) for p in partitions if p is not None],
+        "partitions": [partition_state(leader) for leader in leaders if leader is not None],
     }
 
 
 class AdminHttp:
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
-        self.broker = broker
+    def __init__(self, registry: Registry, uploader: Uploader, host: str, port: int) -> None:
+        self.registry = registry
+        self.uploader = uploader
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -76,11 +78,11 @@ class AdminHttp:
         return web.Response(text="ok\n")
 
     async def _topics(self, request: web.Request) -> web.Response:
-        names = sorted(self.broker.partitions.topics)
-        return web.json_response({"topics": [topic_state(self.broker, name) for name in names]})
+        names = sorted(self.registry.topics)
+        return web.json_response({"topics": [topic_state(self.registry, name) for name in names]})
 
     async def _topic(self, request: web.Request) -> web.Response:
-        state = topic_state(self.broker, request.match_info["topic"])
+        state = topic_state(self.registry, request.match_info["topic"])
         if state is None:
             return web.json_response({"error": f"unknown topic {request.match_info['topic']}"}, status=404)
         return web.json_response(state)

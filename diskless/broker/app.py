@@ -1,53 +1,66 @@
-"""The broker: composes the metadata store, the partitions and the TCP server.
+"""The broker: composes the metadata store, the bucket, the partition leaders, the groups and
+the TCP server, and is what request handlers talk to (as `api.BrokerApi`).
 
-`Broker` is what handlers talk to. Its methods are the few places where a Kafka operation
-touches more than one part (the log, the metadata store, later the bucket), so handlers stay
-about the protocol and the parts stay unaware of each other.
+Composition only: a Kafka decision made here belongs in a leader, a core or a handler. The
+parts it wires, each the one owner of its state:
+
+    Registry       topics, and the leader of each partition this broker leads (registry.py)
+    Uploader       rolled segments to the bucket, retention passes (tiering/uploader.py)
+    RemoteStorage  bucket + catalogue store + the shared remote reader (tiering/remote_log.py)
+    Groups         the group coordinator's async shell (groups.py)
+    KafkaServer    the TCP shell (server.py); AdminHttp the HTTP shell (admin_http.py)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from diskless.wire import Request
-from hot_tier import AppendInfo
+from cold_tier.remote_log import RemoteLogReader
 from cold_tier.url import open_object_store
-from hot_tier import OffsetOutOfRange
-from metadata import MetadataStore, TopicMetadata, open_metadata_store
+from diskless.wire import Request
+from metadata import MetadataStore, open_metadata_store
 
 from .admin_http import AdminHttp
+from .api import RequestSettings
 from .config import BrokerConfig
 from .data_dir import claim_data_dir
 from .group import GroupConfig
 from .groups import Groups
 from .handlers import HANDLERS
-from .partition import Partition
-from .partitions import Partitions, now_ms
+from .registry import Registry, RegistrySettings
 from .server import KafkaServer
-from .tiering import Tiering
+from .tiering.remote_log import RemoteStorage
+from .tiering.uploader import Uploader
 
 log = logging.getLogger(__name__)
 
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # offsets.retention.check.interval.ms
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class Broker:
     def __init__(self, config: BrokerConfig, clock: Callable[[], int] = now_ms) -> None:
         self.config = config
         self.clock = clock
+        self.settings = RequestSettings(
+            node_id=config.node_id,
+            auto_create_topics_enable=config.auto_create_topics_enable,
+            num_partitions=config.num_partitions,
+            default_replication_factor=config.default_replication_factor,
+            topic_defaults=config.topic_defaults,
+        )
         self.store: MetadataStore | None = None
-        self.partitions: Partitions
+        self.registry: Registry
+        self.uploader: Uploader
         self.groups: Groups
-        self.tiering: Tiering
         self.cluster_id = ""
         self.server = KafkaServer(self, config.listen_host, config.listen_port, config.socket_request_max_bytes)
         self._tasks: list[asyncio.Task[None]] = []
@@ -61,15 +74,18 @@ class Broker:
         self.cluster_id = self.data_dir_lock.cluster_id
         self.store = await open_metadata_store(self.config.resolved_metadata_url)
         self.bucket = open_object_store(self.config.resolved_object_store_url, env=self.config.object_store_env)
-        self.partitions = Partitions(self.config, self.store, self.clock)
-        self.tiering = Tiering(
-            self.bucket, self.store, self.partitions.all, self.clock,
-            upload_concurrency=self.config.upload_concurrency, local_disk_limit_bytes=self.config.local_disk_limit_bytes,
-        )
-        self.partitions.tiering = self.tiering
-        await self.partitions.load()
-        self.tiering.start()
         c = self.config
+        # 8 MiB ranged GETs, 32 MiB read ahead: per-request latency to S3 is tens of ms.
+        reader = RemoteLogReader(self.bucket, chunk_bytes=8 * 2**20, prefetch_chunks=4, cache_bytes=256 * 2**20)
+        self.storage = RemoteStorage(self.bucket, self.store, reader)
+        self.uploader = Uploader(
+            self.bucket, lambda: self.registry.leaders(), self.clock,
+            upload_concurrency=c.upload_concurrency, local_disk_limit_bytes=c.local_disk_limit_bytes,
+        )  # fmt: skip
+        registry_settings = RegistrySettings(c.logs_dir, c.topic_defaults, c.num_partitions, c.producer_id_expiration_ms)
+        self.registry = Registry(registry_settings, self.store, self.storage, self.uploader, self.clock)
+        await self.registry.load()
+        self.uploader.start()
         group_config = GroupConfig(
             group_min_session_timeout_ms=c.group_min_session_timeout_ms,
             group_max_session_timeout_ms=c.group_max_session_timeout_ms,
@@ -79,7 +95,7 @@ class Broker:
         self.groups.start()
         await self.server.start()
         if self.config.http_host is not None:
-            self.http = AdminHttp(self, self.config.http_host, self.config.http_port or 0)
+            self.http = AdminHttp(self.registry, self.uploader, self.config.http_host, self.config.http_port or 0)
             await self.http.start()
             log.info("admin HTTP on http://%s:%d", self.config.http_host, self.http.port)
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
@@ -103,8 +119,9 @@ class Broker:
             await self.groups.stop()
         await self.server.stop()
         if self.store is not None:
-            await self.tiering.stop()
-            self.partitions.close()
+            await self.uploader.stop()
+            self.registry.close()
+            await self.storage.reader.close()
             await self.bucket.close()
             await self.store.close()
         log.info("diskless broker %d stopped", self.config.node_id)
@@ -128,61 +145,9 @@ class Broker:
         """The response to one request (None when Kafka sends none)."""
         return await HANDLERS[request.header.api_key](self, request)
 
-    async def append(self, partition: Partition, records: bytes, now: int) -> AppendInfo:
-        if not partition.tiered:
-            return partition.append(records, now)
-        self.tiering.check_disk(partition)
-        active_before = partition.log.active_base_offset
-        info = partition.append(records, now)
-        if partition.log.active_base_offset != active_before:
-            self.tiering.refresh_lag()
-            self.tiering.wake()  # a segment rolled: upload it
-        return info
-
-    async def read(self, partition: Partition, offset: int, max_bytes: int, *, min_one_batch: bool) -> Any:
-        """Record bytes from `offset`: a FileSlice of the hot tier, bytes from the bucket, or None."""
-        log_ = partition.log
-        if not partition.log_start_offset <= offset <= log_.high_watermark:
-            raise OffsetOutOfRange(offset, partition.log_start_offset, log_.log_end_offset)
-        if offset < log_.log_start_offset:
-            return await self.tiering.read(partition, offset, max_bytes, min_one_batch=min_one_batch)
-        return log_.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=log_.high_watermark)
-
-    async def list_offset(self, partition: Partition, timestamp: int) -> tuple[int, int] | None:
-        """(timestamp, offset) answering ListOffsets for `timestamp`, or None if no record qualifies."""
-        log_ = partition.log
-        if timestamp == LATEST:
-            return (-1, log_.high_watermark)
-        if timestamp == EARLIEST:
-            return (-1, partition.log_start_offset)
-        if timestamp == EARLIEST_LOCAL:
-            return (-1, log_.log_start_offset)
-        if timestamp == MAX_TIMESTAMP:
-            found = log_.max_timestamp_offset()
-            remote_max = max(partition.remote, key=lambda s: s.max_timestamp, default=None)
-            if remote_max is not None and (found is None or remote_max.max_timestamp > found.timestamp):
-                return await self.tiering.offset_for_timestamp(partition, remote_max.max_timestamp)
-            return None if found is None else (found.timestamp, found.offset)
-        # CreateTime timestamps need not grow with offsets: any segment may hold the target.
-        if any(segment.max_timestamp >= timestamp for segment in partition.remote):
-            remote = await self.tiering.offset_for_timestamp(partition, timestamp)
-            if remote is not None:
-                return remote
-        found = log_.offset_for_timestamp(timestamp)
-        return None if found is None else (found.timestamp, found.offset)
-
-    async def delete_records(self, partition: Partition, offset: int) -> int:
-        return await self.partitions.delete_records(partition, offset)
-
-    async def delete_topic(self, name: str) -> TopicMetadata:
-        return await self.partitions.delete_topic(name)
-
-    async def auto_create_topic(self, name: str) -> TopicMetadata | None:
-        try:
-            return await self.partitions.create_topic(name, self.config.num_partitions, {})
-        except Exception as exc:
-            log.warning("auto-creating topic %s failed: %s", name, exc)
-            return self.partitions.topics.get(name)
+    async def allocate_producer_id(self) -> int:
+        assert self.store is not None
+        return await self.store.allocate_producer_id()
 
     # --- background work -----------------------------------------------------------------
 
@@ -191,10 +156,9 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.partitions.enforce_retention()
+                await self.registry.maintain()
             except Exception:
                 log.exception("retention pass failed; will retry")
-
 
     async def _offsets_expiry_loop(self) -> None:
         while True:

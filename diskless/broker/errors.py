@@ -1,22 +1,37 @@
-"""The one table from our exceptions to Kafka error codes."""
+"""The one table from our exceptions to Kafka error codes (kio's `ErrorCode`, Kafka's numbers).
+
+Order matters: the first row whose type matches wins, so subclasses come before their bases.
+What a client does with each code is Kafka's: retriable codes (NOT_LEADER_OR_FOLLOWER,
+KAFKA_STORAGE_ERROR, UNKNOWN_LEADER_EPOCH, ...) make it refresh metadata and retry; fatal
+ones reach the application. An exception missing from the table answers UNKNOWN_SERVER_ERROR,
+and the request path that caught it logs it with its request (it is a bug to fix).
+"""
 
 from __future__ import annotations
 
-from cold_tier.errors import StoreUnavailable
+import logging
+
+from cold_tier.errors import ObjectStoreError, StoreUnavailable
 from cold_tier.remote_errors import CorruptSegmentObject, ReaderClosed, RemoteOffsetOutOfRange, RemoteSegmentMissing
-from hot_tier.errors import OffsetOutOfRange
+from hot_tier.errors import LogClosed, OffsetOutOfRange
 from hot_tier.records.errors import CorruptBatch, RecordsError
 from kio.schema.errors import ErrorCode
 from metadata.errors import (
+    FencedLeaderEpoch,
     InvalidPartitions,
     InvalidTopicName,
+    MetadataStorageError,
+    MetadataStoreClosed,
     TopicAlreadyExists,
     UnknownTopic,
     UnknownTopicId,
+    UnknownLeaderEpoch,
     UnknownTopicOrPartition,
 )
 
 from .topic_configs import InvalidConfig
+
+log = logging.getLogger(__name__)
 
 
 class RecordTooLarge(Exception):
@@ -72,10 +87,16 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (RemoteSegmentMissing, ErrorCode.offset_out_of_range),
     (CorruptSegmentObject, ErrorCode.kafka_storage_error),
     (StoreUnavailable, ErrorCode.kafka_storage_error),
+    (ObjectStoreError, ErrorCode.kafka_storage_error),  # the bucket refused or failed a request
     (ReaderClosed, ErrorCode.kafka_storage_error),
     (CorruptBatch, ErrorCode.corrupt_message),
     (RecordsError, ErrorCode.corrupt_message),
     (RecordTooLarge, ErrorCode.message_too_large),
+    (FencedLeaderEpoch, ErrorCode.fenced_leader_epoch),  # a newer leader took the partition
+    (UnknownLeaderEpoch, ErrorCode.unknown_leader_epoch),
+    (LogClosed, ErrorCode.not_leader_or_follower),  # the partition was closed (deleted, or leadership moved)
+    (MetadataStorageError, ErrorCode.kafka_storage_error),  # the metadata store failed: retriable
+    (MetadataStoreClosed, ErrorCode.kafka_storage_error),  # shutting down
     (TopicAlreadyExists, ErrorCode.topic_already_exists),
     (UnknownTopicId, ErrorCode.unknown_topic_id),
     (UnknownTopic, ErrorCode.unknown_topic_or_partition),
@@ -93,8 +114,11 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
 ]
 
 
-def error_code_for(exc: BaseException) -> ErrorCode:
+def error_code_for(exc: BaseException, request: str = "") -> ErrorCode:
+    """The Kafka error code answering `exc`. An exception the table does not know is logged
+    here, once, with `request` (what was being done, e.g. "produce to orders-0")."""
     for exc_type, code in _TABLE:
         if isinstance(exc, exc_type):
             return code
+    log.error("unexpected error in %s; answering UNKNOWN_SERVER_ERROR", request or "a request", exc_info=exc)
     return ErrorCode.unknown_server_error

@@ -185,7 +185,6 @@ def raw_fetch(client, topic: str, offset: int):
     return client.request(request).responses[0].partitions[0]
 
 
-@pytest.mark.xfail(reason="wired into append by the partition restructure", strict=False)
 def test_compression_type_recompresses_what_producers_send(broker, wire) -> None:
     topic = new_topic(broker.bootstrap, {"compression.type": "zstd"})
     base_ms = int(time.time() * 1000)

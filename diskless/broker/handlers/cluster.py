@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import SUPPORTED, Request, advertised_range
 from metadata.errors import InvalidTopicName
+from metadata.model import validate_topic_name
 
-from ..partitions import check_topic_name
+from ..api import BrokerApi
+from ..partition import PartitionLeader
 from ..responses import NO_THROTTLE, make, response_module
 
-if TYPE_CHECKING:
-    from ..app import Broker
 
-
-async def handle_api_versions(broker: Broker, request: Request) -> Any:
+async def handle_api_versions(broker: BrokerApi, request: Request) -> Any:
     version = request.header.api_version
     if request.body is None:
         # An unknown version: answer as v0 with UNSUPPORTED_VERSION and our ranges, as Kafka
@@ -34,26 +33,26 @@ async def handle_api_versions(broker: Broker, request: Request) -> Any:
     return make(mod.ApiVersionsResponse, error_code=error, api_keys=api_keys, throttle_time=NO_THROTTLE)
 
 
-async def handle_metadata(broker: Broker, request: Request) -> Any:
+async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
     version = request.header.api_version
     body = request.body
     mod = response_module(3, version)
-    partitions = broker.partitions
+    registry = broker.registry
     if body.topics is None or (version == 0 and not body.topics):
-        names = sorted(partitions.topics)
+        names = sorted(registry.topics)
         requested: list[tuple[str | None, Any]] = [(name, None) for name in names]
     else:
         requested = [(t.name, getattr(t, "topic_id", None)) for t in body.topics]
-    auto_create = broker.config.auto_create_topics_enable and getattr(body, "allow_auto_topic_creation", True)
+    auto_create = broker.settings.auto_create_topics_enable and getattr(body, "allow_auto_topic_creation", True)
     topics = []
     for name, topic_id in requested:
         topic = None
         if name is not None:
-            topic = partitions.topics.get(name)
+            topic = registry.topics.get(name)
             if topic is None and auto_create:
-                topic = await broker.auto_create_topic(name)
+                topic = await registry.auto_create_topic(name)
         elif topic_id is not None:
-            topic = partitions.topics_by_id.get(topic_id)
+            topic = registry.topic_by_id(topic_id)
         if topic is None:
             error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
             if name is not None and not _legal(name):
@@ -67,10 +66,10 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
                 mod.MetadataResponsePartition,
                 error_code=ErrorCode.none,
                 partition_index=index,
-                leader_id=broker.config.node_id,
-                leader_epoch=broker.partitions.get(topic.name, index).leader_epoch,
-                replica_nodes=(broker.config.node_id,),
-                isr_nodes=(broker.config.node_id,),
+                leader_id=broker.settings.node_id,
+                leader_epoch=_leader_epoch(registry.leader(topic.name, index)),
+                replica_nodes=(broker.settings.node_id,),
+                isr_nodes=(broker.settings.node_id,),
                 offline_replicas=(),
             )
             for index in range(topic.num_partitions)
@@ -90,23 +89,27 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
     return make(
         mod.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(make(mod.MetadataResponseBroker, node_id=broker.config.node_id, host=host, port=port, rack=None),),
+        brokers=(make(mod.MetadataResponseBroker, node_id=broker.settings.node_id, host=host, port=port, rack=None),),
         cluster_id=broker.cluster_id,
-        controller_id=broker.config.node_id,
+        controller_id=broker.settings.node_id,
         topics=tuple(topics),
         cluster_authorized_operations=-2147483648,
     )
 
 
+def _leader_epoch(leader: PartitionLeader | None) -> int:
+    return -1 if leader is None else leader.leader_epoch
+
+
 def _legal(name: str) -> bool:
     try:
-        check_topic_name(name)
+        validate_topic_name(name)
     except InvalidTopicName:
         return False
     return True
 
 
-async def handle_describe_cluster(broker: Broker, request: Request) -> Any:
+async def handle_describe_cluster(broker: BrokerApi, request: Request) -> Any:
     mod = response_module(60, request.header.api_version)
     host, port = broker.advertised_address
     return make(
@@ -116,7 +119,7 @@ async def handle_describe_cluster(broker: Broker, request: Request) -> Any:
         error_message=None,
         endpoint_type=getattr(request.body, "endpoint_type", 1),
         cluster_id=broker.cluster_id,
-        controller_id=broker.config.node_id,
-        brokers=(make(mod.DescribeClusterBroker, broker_id=broker.config.node_id, host=host, port=port, rack=None),),
+        controller_id=broker.settings.node_id,
+        brokers=(make(mod.DescribeClusterBroker, broker_id=broker.settings.node_id, host=host, port=port, rack=None),),
         cluster_authorized_operations=-2147483648,
     )

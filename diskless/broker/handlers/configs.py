@@ -55,7 +55,7 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
     for resource in body.resources:
         error, message, entries = ErrorCode.none, None, []
         if resource.resource_type == TOPIC:
-            topic = broker.partitions.topics.get(resource.resource_name)
+            topic = broker.registry.topics.get(resource.resource_name)
             if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name}"
             else:
@@ -112,13 +112,13 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
             if resource.resource_type != TOPIC:
                 error, message = ErrorCode.invalid_request, "only topic configs can be altered; broker configs are static"
             else:
-                topic = broker.partitions.topics.get(resource.resource_name)
+                topic = broker.registry.topics.get(resource.resource_name)
                 if topic is None:
                     raise UnknownTopic(resource.resource_name)
                 ops = [(c.name, AlterOp(c.config_operation), c.value) for c in resource.configs]
                 updated = topic_configs.apply_incremental(topic.configs, ops)
                 if not body.validate_only:
-                    await broker.partitions.set_topic_configs(topic.name, updated)
+                    await broker.registry.set_topic_configs(topic.name, updated)
         except ValueError as exc:
             error, message = ErrorCode.invalid_request, str(exc)
         except Exception as exc:

@@ -8,23 +8,22 @@ for an append to any of its partitions or for `max_wait` to pass, then reads aga
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import FileRecords, Request
 
+from ..api import BrokerApi
 from ..errors import error_code_for
+from ..partition import PartitionLeader
 from ..responses import NO_THROTTLE, make, response_module
 
-if TYPE_CHECKING:
-    from ..app import Broker
-    from ..partition import Partition
 
 MAX_RESPONSE_BYTES = 2**31 - 1
 
 
-async def handle_fetch(broker: Broker, request: Request) -> Any:
+async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(1, request.header.api_version)
     loop = asyncio.get_running_loop()
@@ -39,33 +38,32 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
     return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=tuple(topics))
 
 
-async def _read(broker: Broker, body: Any, mod: Any, max_bytes: int) -> tuple[list[Any], int, bool, list[Partition]]:
+async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple[list[Any], int, bool, list[PartitionLeader]]:
     topics = []
     total_bytes = 0
     failed = False
-    waiting: list[Partition] = []
+    waiting: list[PartitionLeader] = []
     for fetch_topic in body.topics:
         results = []
         for fetch in fetch_topic.partitions:
-            partition = broker.partitions.get(fetch_topic.topic, fetch.partition)
+            partition = broker.registry.leader(fetch_topic.topic, fetch.partition)
             error, records = ErrorCode.none, b""
             high_watermark = log_start_offset = -1
             if partition is None:
                 error = ErrorCode.unknown_topic_or_partition
             else:
                 # The whole log's start (bucket and DeleteRecords included), not the local one's.
-                high_watermark, log_start_offset = partition.log.high_watermark, partition.log_start_offset
+                high_watermark, log_start_offset = partition.high_watermark, partition.log_start_offset
                 error = _check_leader_epoch(getattr(fetch, "current_leader_epoch", -1), partition.leader_epoch)
                 if error is ErrorCode.none:
                     try:
-                        data = await broker.read(
-                            partition,
+                        data = await partition.read(
                             fetch.fetch_offset,
                             max(0, min(fetch.partition_max_bytes, max_bytes - total_bytes)),
                             min_one_batch=total_bytes == 0,
                         )
                     except Exception as exc:
-                        error = error_code_for(exc)
+                        error = error_code_for(exc, f"fetch from {fetch_topic.topic}-{fetch.partition}")
                     else:
                         waiting.append(partition)
                         if data is None:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
 
+from ..api import BrokerApi
 from ..errors import error_code_for
+from ..partition import PartitionLeader
 from ..responses import NO_THROTTLE, make, response_module
 from .fetch import _check_leader_epoch
-
-if TYPE_CHECKING:
-    from ..app import Broker
 
 LATEST = -1
 EARLIEST = -2
@@ -21,13 +20,13 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 
 
-async def handle_list_offsets(broker: Broker, request: Request) -> Any:
+async def handle_list_offsets(broker: BrokerApi, request: Request) -> Any:
     mod = response_module(2, request.header.api_version)
     topics = []
     for topic in request.body.topics:
         results = []
         for wanted in topic.partitions:
-            partition = broker.partitions.get(topic.name, wanted.partition_index)
+            partition = broker.registry.leader(topic.name, wanted.partition_index)
             error, found_offset, found_timestamp, epoch = ErrorCode.none, -1, -1, -1
             if partition is None:
                 error = ErrorCode.unknown_topic_or_partition
@@ -36,9 +35,9 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
                 error = _check_leader_epoch(getattr(wanted, "current_leader_epoch", -1), epoch)
             if error is ErrorCode.none:
                 try:
-                    found = await broker.list_offset(partition, wanted.timestamp)
+                    found = await _list_offset(partition, wanted.timestamp)
                 except Exception as exc:
-                    error = error_code_for(exc)
+                    error = error_code_for(exc, f"list offsets of {topic.name}-{wanted.partition_index}")
                 else:
                     if found is not None:
                         found_timestamp, found_offset = found
@@ -56,26 +55,39 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
     return make(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-async def handle_delete_records(broker: Broker, request: Request) -> Any:
+async def _list_offset(partition: PartitionLeader, timestamp: int) -> tuple[int, int] | None:
+    """(timestamp, offset) answering ListOffsets for `timestamp`, or None if no record qualifies."""
+    if timestamp == LATEST:
+        return (-1, partition.high_watermark)
+    if timestamp == EARLIEST:
+        return (-1, partition.log_start_offset)
+    if timestamp == EARLIEST_LOCAL:
+        return (-1, partition.local_log_start_offset)
+    if timestamp == MAX_TIMESTAMP:
+        return await partition.max_timestamp_offset()
+    return await partition.offset_for_timestamp(timestamp)
+
+
+async def handle_delete_records(broker: BrokerApi, request: Request) -> Any:
     mod = response_module(21, request.header.api_version)
     topics = []
     for topic in request.body.topics:
         results = []
         for wanted in topic.partitions:
-            partition = broker.partitions.get(topic.name, wanted.partition_index)
+            partition = broker.registry.leader(topic.name, wanted.partition_index)
             error, low_watermark = ErrorCode.none, -1
             if partition is None:
                 error = ErrorCode.unknown_topic_or_partition
             else:
-                high_watermark = partition.log.high_watermark
+                high_watermark = partition.high_watermark
                 offset = high_watermark if wanted.offset == -1 else wanted.offset
                 if not 0 <= offset <= high_watermark:
                     error = ErrorCode.offset_out_of_range
                 else:
                     try:
-                        low_watermark = await broker.delete_records(partition, offset)
+                        low_watermark = await partition.delete_records(offset)
                     except Exception as exc:
-                        error = error_code_for(exc)
+                        error = error_code_for(exc, f"delete records of {topic.name}-{wanted.partition_index}")
             results.append(
                 make(mod.DeleteRecordsPartitionResult, partition_index=wanted.partition_index, low_watermark=low_watermark, error_code=error)
             )

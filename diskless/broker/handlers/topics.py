@@ -5,26 +5,24 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
 from metadata.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopic
+from metadata.model import validate_topic_name
 
 from .. import topic_configs
+from ..api import BrokerApi
 from ..errors import InvalidReplicationFactor, InvalidRequest, error_code_for
-from ..partitions import check_topic_name
 from ..responses import NO_THROTTLE, make, response_module
-
-if TYPE_CHECKING:
-    from ..app import Broker
 
 log = logging.getLogger(__name__)
 NULL_UUID = uuid.UUID(int=0)
 
 
-async def handle_create_topics(broker: Broker, request: Request) -> Any:
+async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(19, request.header.api_version)
     counts = Counter(t.name for t in body.topics)
@@ -39,21 +37,19 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
             num_partitions, replication_factor = _partitioning(broker, wanted)
             configs = {c.name: c.value for c in wanted.configs}
             if body.validate_only:
-                check_topic_name(wanted.name)
+                validate_topic_name(wanted.name)
                 topic_configs.validate(configs)
-                if wanted.name in broker.partitions.topics:
+                if wanted.name in broker.registry.topics:
                     raise TopicAlreadyExists(wanted.name)
                 if num_partitions < 1:
                     raise InvalidPartitions(wanted.name, None, num_partitions, "a topic needs at least one partition")
             else:
-                topic = await broker.partitions.create_topic(wanted.name, num_partitions, configs)
+                topic = await broker.registry.create_topic(wanted.name, num_partitions, configs)
         except Exception as exc:
-            error, message = error_code_for(exc), str(exc)
-            if error is ErrorCode.unknown_server_error:
-                log.exception("creating topic %s failed", wanted.name)
+            error, message = error_code_for(exc, f"create topic {wanted.name}"), str(exc)
         described = ()
         if error is ErrorCode.none:
-            entries = topic_configs.describe(topic.configs if topic else configs, broker.config.topic_defaults)
+            entries = topic_configs.describe(topic.configs if topic else configs, broker.settings.topic_defaults)
             described = tuple(
                 make(mod.CreatableTopicConfigs, name=e.name, value=e.value, read_only=False, config_source=int(e.source), is_sensitive=False)
                 for e in entries
@@ -74,8 +70,8 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
     return make(mod.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-def _partitioning(broker: Broker, wanted: Any) -> tuple[int, int]:
-    node = broker.config.node_id
+def _partitioning(broker: BrokerApi, wanted: Any) -> tuple[int, int]:
+    node = broker.settings.node_id
     if wanted.assignments:
         if wanted.num_partitions != -1 or wanted.replication_factor != -1:
             raise InvalidRequest("give either assignments or num_partitions/replication_factor, not both")
@@ -83,8 +79,8 @@ def _partitioning(broker: Broker, wanted: Any) -> tuple[int, int]:
             if tuple(assignment.broker_ids) != (node,):
                 raise InvalidReplicationFactor(len(assignment.broker_ids), 1)
         return len(wanted.assignments), 1
-    num_partitions = broker.config.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
-    replication_factor = broker.config.default_replication_factor if wanted.replication_factor == -1 else wanted.replication_factor
+    num_partitions = broker.settings.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
+    replication_factor = broker.settings.default_replication_factor if wanted.replication_factor == -1 else wanted.replication_factor
     if replication_factor > 1:
         raise InvalidReplicationFactor(replication_factor, 1)
     if replication_factor < 1:
@@ -92,7 +88,7 @@ def _partitioning(broker: Broker, wanted: Any) -> tuple[int, int]:
     return num_partitions, replication_factor
 
 
-async def handle_delete_topics(broker: Broker, request: Request) -> Any:
+async def handle_delete_topics(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(20, request.header.api_version)
     if hasattr(body, "topics"):
@@ -103,44 +99,43 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
     for name, topic_id in wanted:
         error, message = ErrorCode.none, None
         if name is None and topic_id is not None:
-            topic = broker.partitions.topics_by_id.get(topic_id)
+            topic = broker.registry.topic_by_id(topic_id)
             name = topic.name if topic else None
             if topic is None:
                 error = ErrorCode.unknown_topic_id
         if error is ErrorCode.none:
             try:
-                deleted = await broker.delete_topic(name)
+                deleted = await broker.registry.delete_topic(name)
                 topic_id = deleted.topic_id
             except UnknownTopic as exc:
                 error, message = ErrorCode.unknown_topic_or_partition, str(exc)
             except Exception as exc:
-                error, message = error_code_for(exc), str(exc)
-                log.exception("deleting topic %s failed", name)
+                error, message = error_code_for(exc, f"delete topic {name}"), str(exc)
         results.append(
             make(mod.DeletableTopicResult, name=name, topic_id=topic_id or NULL_UUID, error_code=error, error_message=message)
         )
     return make(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-async def handle_create_partitions(broker: Broker, request: Request) -> Any:
+async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(37, request.header.api_version)
     results = []
     for wanted in body.topics:
         error, message = ErrorCode.none, None
         try:
-            topic = broker.partitions.topics.get(wanted.name)
+            topic = broker.registry.topics.get(wanted.name)
             if topic is None:
                 raise UnknownTopic(wanted.name)
             if wanted.count <= topic.num_partitions:
                 raise InvalidPartitions(wanted.name, topic.num_partitions, wanted.count, "the partition count can only grow")
             if wanted.assignments:
                 for assignment in wanted.assignments:
-                    if tuple(assignment.broker_ids) != (broker.config.node_id,):
+                    if tuple(assignment.broker_ids) != (broker.settings.node_id,):
                         raise InvalidReplicationFactor(len(assignment.broker_ids), 1)
             if not body.validate_only:
-                await broker.partitions.create_partitions(wanted.name, wanted.count)
+                await broker.registry.create_partitions(wanted.name, wanted.count)
         except Exception as exc:
-            error, message = error_code_for(exc), str(exc)
+            error, message = error_code_for(exc, f"create partitions of {wanted.name}"), str(exc)
         results.append(make(mod.CreatePartitionsTopicResult, name=wanted.name, error_code=error, error_message=message))
     return make(mod.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,73 @@
+"""What request handlers may ask of the broker: the narrow interface they are written against.
+
+Handlers never see the `Broker` class that composes the parts (app.py imports the handlers,
+so the arrow may only point this way). They ask for a partition's leader and talk to it, ask
+the topic registry for topics and topic changes, and the group shell for groups. Everything
+here is a Protocol: app.py's objects satisfy them structurally, tests may pass fakes.
+
+Only the event-loop task calls these.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from metadata import TopicMetadata
+
+if TYPE_CHECKING:
+    from .groups import Groups
+    from .partition import PartitionLeader
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSettings:
+    """The few broker settings handlers decide with (Kafka's names in the comments)."""
+
+    node_id: int  # node.id
+    auto_create_topics_enable: bool  # auto.create.topics.enable
+    num_partitions: int  # num.partitions
+    default_replication_factor: int  # default.replication.factor
+    topic_defaults: Mapping[str, str]  # broker-wide defaults of topic configs
+
+
+class TopicRegistry(Protocol):
+    """The topics of the cluster and the partitions this broker leads."""
+
+    @property
+    def topics(self) -> Mapping[str, TopicMetadata]: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+
+    def leader(self, topic: str, index: int) -> PartitionLeader | None:
+        """The partition's leader object on this broker, or None if this broker does not lead it."""
+        ...
+
+    async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicMetadata: ...
+
+    async def auto_create_topic(self, name: str) -> TopicMetadata | None:
+        """auto.create.topics.enable: create `name` with the defaults; None if that failed."""
+        ...
+
+    async def delete_topic(self, name: str) -> TopicMetadata: ...
+
+    async def create_partitions(self, name: str, count: int) -> TopicMetadata: ...
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata: ...
+
+
+class BrokerApi(Protocol):
+    """Everything a handler may reach."""
+
+    settings: RequestSettings
+    cluster_id: str
+    clock: Callable[[], int]
+    registry: TopicRegistry
+    groups: Groups
+
+    @property
+    def advertised_address(self) -> tuple[str, int]: ...
+
+    async def allocate_producer_id(self) -> int: ...

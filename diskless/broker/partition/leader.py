@@ -1,0 +1,324 @@
+"""`PartitionLeader`: the one owner of a partition this broker leads.
+
+It holds the partition's whole state: the local log (hot tier), the remote log (the bucket's
+catalogue and reads), the leader epoch, the high watermark, the log start offset, the
+idempotent producers' state and the fetches waiting for an append. Nothing else writes any
+of it; handlers, the uploader and the retention loop ask the leader.
+
+- Every batch appended carries the partition leader epoch (written into its header, outside
+  the CRC, as Kafka does), and every metadata write about the partition is fenced on it.
+- The high watermark is its own value: the offset up to which consumers may read. Today it
+  follows the log end at once after each append (one broker, durable on local append); the
+  write-ahead objects of the cluster will move it only once the bucket holds the batches.
+- The log start offset is the first offset served: the bucket's first segment, or the local
+  log's if the bucket holds nothing, raised by DeleteRecords and by retention.
+
+Only the event-loop task calls a leader. The log underneath does synchronous file I/O, which
+lands in the page cache (appends) or is an fsync on roll (bounded by segment size).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from pathlib import Path
+from typing import Protocol
+
+from hot_tier import AppendInfo, FileSlice, Log, LogConfig, OffsetOutOfRange, SegmentInfo
+from hot_tier.records.header import iter_headers
+from metadata import MetadataStore
+
+from ..compression import PRODUCER, apply_compression_type
+from ..errors import InvalidProducerEpoch, InvalidRecord, OutOfOrderSequence, RecordTooLarge, TransactionsUnsupported
+from ..producer_state import Duplicate
+from ..producer_state import InvalidProducerEpoch as EpochDecision
+from ..producer_state import OutOfOrderSequence as SequenceDecision
+from ..producer_state import ProducerStateManager
+from ..tiering import policy
+from ..tiering.remote_log import RemoteLog
+from .producer_snapshots import load_producer_state, write_producer_snapshot
+from .rules import PartitionRules
+
+logger = logging.getLogger(__name__)
+
+
+class UploadSignals(Protocol):
+    """What the leader tells the uploader, and asks it before accepting bytes."""
+
+    def check_disk(self) -> None:
+        """Raise LocalDiskFull if too much waits for the bucket."""
+        ...
+
+    def rolled(self) -> None:
+        """A segment rolled: there is something to upload."""
+        ...
+
+    def wake(self) -> None:
+        """Something changed (DeleteRecords, configs): run a retention pass soon."""
+        ...
+
+
+class PartitionLeader:
+    def __init__(
+        self,
+        topic: str,
+        topic_id: uuid.UUID,
+        index: int,
+        log: Log,
+        rules: PartitionRules,
+        remote: RemoteLog,
+        store: MetadataStore,
+        uploads: UploadSignals,
+        *,
+        leader_epoch: int,
+        log_start_offset: int,
+        producer_id_expiration_ms: int,
+    ) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.index = index
+        self.leader_epoch = leader_epoch
+        self.remote = remote
+        self._log = log
+        self._rules = rules
+        self._store = store
+        self._uploads = uploads
+        self._deleted_below = log_start_offset  # DeleteRecords and remote retention: nothing below is served
+        self.high_watermark = log.log_end_offset
+        self.producers: ProducerStateManager
+        self.producers, self._snapshot_base = load_producer_state(log, producer_id_expiration_ms)
+        self._appended: asyncio.Future[None] | None = None
+        self.maybe_snapshot_producers()
+
+    @classmethod
+    async def open(
+        cls, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: PartitionRules, remote: RemoteLog,
+        store: MetadataStore, uploads: UploadSignals, *, log_start_offset: int | None, producer_id_expiration_ms: int,
+    ) -> PartitionLeader:
+        """Take up the partition: its epoch from the store, its bucket catalogue settled, and a
+        local log that continues where the bucket ends if the disk lost what the bucket has."""
+        leader_epoch = await store.get_leader_epoch(topic, index)
+        await remote.load(leader_epoch)
+        if remote.end_offset > log.log_end_offset:
+            logger.warning(
+                "%s-%d: local log ends at %d but the bucket holds up to %d; continuing from the bucket",
+                topic, index, log.log_end_offset, remote.end_offset,
+            )  # fmt: skip
+            log.truncate_fully_and_start_at(remote.end_offset)
+        return cls(
+            topic, topic_id, index, log, rules, remote, store, uploads,
+            leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, producer_id_expiration_ms=producer_id_expiration_ms,
+        )  # fmt: skip
+
+    # --- state others read ------------------------------------------------------------------
+
+    @property
+    def rules(self) -> PartitionRules:
+        return self._rules
+
+    @property
+    def tiered(self) -> bool:
+        return self._rules.tiered
+
+    @property
+    def closed(self) -> bool:
+        return self._log.closed
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset served, from the bucket or the local log (Kafka's logStartOffset)."""
+        first = self.remote.start_offset
+        return max(self._log.log_start_offset if first is None else first, self._deleted_below)
+
+    @property
+    def local_log_start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log.log_end_offset
+
+    @property
+    def local_segments(self) -> tuple[SegmentInfo, ...]:
+        return self._log.segments
+
+    def segments_to_upload(self) -> list[SegmentInfo]:
+        return policy.segments_to_upload(self._log.segments, self.remote.end_offset)
+
+    # --- produce ----------------------------------------------------------------------------
+
+    def append(self, records: bytes, now_ms: int) -> AppendInfo:
+        """Validate and append the one batch of a produce request; wake waiting fetches.
+
+        A retried batch of an idempotent producer is not appended again: the answer is the
+        offsets it got the first time. Raises CorruptBatch, InvalidRecord, RecordTooLarge,
+        OutOfOrderSequence, InvalidProducerEpoch or LocalDiskFull; nothing is written then.
+        """
+        rules = self._rules
+        if rules.tiered:
+            self._uploads.check_disk()
+        headers = list(iter_headers(records, check_crc=False))
+        if len(headers) != 1:
+            raise InvalidRecord("produce requests v3+ carry exactly one record batch per partition")
+        header = headers[0]
+        if header.size_bytes > rules.max_message_bytes:
+            raise RecordTooLarge(header.size_bytes, rules.max_message_bytes)
+        if header.is_transactional:
+            raise TransactionsUnsupported()
+        if rules.compression_type != PRODUCER:
+            records = apply_compression_type(records, rules.compression_type)
+            if len(records) > rules.max_message_bytes:  # recompression may have grown it
+                raise RecordTooLarge(len(records), rules.max_message_bytes)
+        if header.has_producer_id:
+            decision = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence, now_ms)
+            if isinstance(decision, Duplicate):
+                # On LogAppendTime topics the retained timestamp is the first append's time.
+                log_append_time_ms = decision.timestamp_ms if rules.log_append_time else -1
+                return AppendInfo(
+                    decision.first_offset, decision.last_offset, decision.timestamp_ms, log_append_time_ms, self.log_start_offset, 0
+                )
+            if isinstance(decision, SequenceDecision):
+                raise OutOfOrderSequence(header.producer_id, header.base_sequence, decision.current_last_sequence)
+            if isinstance(decision, EpochDecision):
+                raise InvalidProducerEpoch(header.producer_id, header.producer_epoch, decision.current_epoch)
+        active_before = self._log.active_base_offset
+        info = self._log.append(bytearray(records), now_ms, log_append_time=rules.log_append_time, leader_epoch=self.leader_epoch)
+        if header.has_producer_id:
+            self.producers.record(
+                header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
+                info.first_offset, info.last_offset, info.max_timestamp,
+            )  # fmt: skip
+        self.producers.update_map_end_offset(self._log.log_end_offset)
+        self.maybe_snapshot_producers()
+        self.high_watermark = self._log.log_end_offset
+        self.notify()
+        if rules.tiered and self._log.active_base_offset != active_before:
+            self._uploads.rolled()
+        return info
+
+    def maybe_snapshot_producers(self) -> bool:
+        """Write a producer-state snapshot if the log rolled since the last one: before tiering
+        can drop a rolled segment's local copy, the snapshot covers its batches."""
+        if self._log.recovery_point <= self._snapshot_base:  # cheap check: a roll moves it
+            return False
+        active_base = self._log.active_base_offset
+        if active_base <= self._snapshot_base:
+            return False
+        write_producer_snapshot(self._log.dir, self.producers)
+        self._snapshot_base = active_base
+        return True
+
+    # --- fetch and offsets ------------------------------------------------------------------
+
+    async def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> FileSlice | bytes | memoryview | None:
+        """Record bytes from `offset`, never past the high watermark: a FileSlice of the hot
+        tier, bytes from the bucket, or None when there is nothing to send."""
+        log_start_offset = self.log_start_offset
+        if not log_start_offset <= offset <= self.high_watermark:
+            raise OffsetOutOfRange(offset, log_start_offset, self._log.log_end_offset)
+        if offset < self._log.log_start_offset:
+            return await self.remote.read(offset, max_bytes, min_one_batch=min_one_batch)
+        return self._log.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=self.high_watermark)
+
+    async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record with a timestamp >= `timestamp`, or None."""
+        if self.remote.may_hold_timestamp(timestamp):
+            found = await self.remote.offset_for_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        local = self._log.offset_for_timestamp(timestamp)
+        return None if local is None else (local.timestamp, local.offset)
+
+    async def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the record with the largest timestamp, or None."""
+        local = self._log.max_timestamp_offset()
+        remote_max = self.remote.max_timestamp()
+        if remote_max is not None and (local is None or remote_max > local.timestamp):
+            return await self.remote.offset_for_timestamp(remote_max, self.log_start_offset)
+        return None if local is None else (local.timestamp, local.offset)
+
+    def notify(self) -> None:
+        """Wake every fetch waiting on this partition (after an append or a deletion)."""
+        if self._appended is not None:
+            if not self._appended.done():
+                self._appended.set_result(None)
+            self._appended = None
+
+    def appended(self) -> asyncio.Future[None]:
+        """A future that completes at the next append: long-polling fetches wait on it."""
+        if self._appended is None:
+            self._appended = asyncio.get_running_loop().create_future()
+        return self._appended
+
+    # --- changes ----------------------------------------------------------------------------
+
+    def update_rules(self, rules: PartitionRules, log_config: LogConfig) -> None:
+        """New topic configs (IncrementalAlterConfigs)."""
+        self._rules = rules
+        self._log.update_config(log_config)
+
+    async def delete_records(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to `offset`; returns the new low watermark.
+
+        Local segments below it go now; bucket segments at the next retention pass.
+        """
+        if offset > self._log.log_start_offset:
+            self._log.advance_log_start_offset(offset)
+        self._deleted_below = max(self._deleted_below, offset)
+        await self._store.set_log_start_offset(self.topic, self.index, self.log_start_offset, leader_epoch=self.leader_epoch)
+        self._uploads.wake()
+        return self.log_start_offset
+
+    async def maintain(self, now_ms: int) -> None:
+        """One pass of time-based rolls, flush.ms, producer expiry and (untiered) local retention."""
+        if self._log.maybe_roll(now_ms):
+            self.maybe_snapshot_producers()
+            if self.tiered:
+                self._uploads.rolled()
+        self._log.maybe_flush(now_ms)
+        self.producers.expire(now_ms)
+        before = self.log_start_offset
+        deleted = self._log.delete_retention_segments(now_ms)
+        if deleted:
+            logger.info(
+                "retention deleted %d segment(s) of %s-%d; log start offset %d -> %d",
+                len(deleted), self.topic, self.index, before, self.log_start_offset,
+            )  # fmt: skip
+            await self._store.set_log_start_offset(self.topic, self.index, self.log_start_offset, leader_epoch=self.leader_epoch)
+
+    def drop_uploaded_local_copies(self, now_ms: int) -> None:
+        """Delete local copies of segments in the bucket, by local.retention.ms / .bytes."""
+        local_retention_ms, local_retention_bytes = self._rules.local_retention
+        target = policy.local_copies_to_delete(
+            self._log.segments, self.remote.end_offset,
+            local_retention_ms=local_retention_ms, local_retention_bytes=local_retention_bytes, now_ms=now_ms,
+        )  # fmt: skip
+        if target and self._log.delete_segments_to(target):
+            logger.info("%s-%d: deleted local segments now in the bucket; local log starts at %d", self.topic, self.index, self._log.log_start_offset)
+
+    async def enforce_remote_retention(self, now_ms: int) -> None:
+        """retention.ms / retention.bytes over the whole log, and DeleteRecords, in the bucket."""
+        retention_ms, retention_bytes = self._rules.retention
+        count = policy.remote_segments_to_delete(
+            self.remote.segments, self._log.segments,
+            retention_ms=retention_ms, retention_bytes=retention_bytes, log_start_offset=self._deleted_below, now_ms=now_ms,
+        )  # fmt: skip
+        for _ in range(count):
+            segment = await self.remote.delete_oldest(self.leader_epoch)
+            self._deleted_below = max(self._deleted_below, segment.next_offset)
+            await self._store.set_log_start_offset(self.topic, self.index, self.log_start_offset, leader_epoch=self.leader_epoch)
+            logger.info(
+                "%s-%d: retention deleted segment %d-%d from the bucket; log start offset is %d",
+                self.topic, self.index, segment.base_offset, segment.last_offset, self.log_start_offset,
+            )  # fmt: skip
+
+    def close(self) -> None:
+        """Stop leading: the log's files close, waiting fetches wake (and find it gone)."""
+        self._log.close()
+        self.notify()
+
+    @property
+    def dir(self) -> Path:
+        """The local log's directory (deleting a topic removes it)."""
+        return self._log.dir

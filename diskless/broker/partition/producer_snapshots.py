@@ -1,0 +1,98 @@
+"""Producer-state snapshots of a partition's local log, as Kafka's ProducerStateManager keeps them.
+
+Producer state is rebuilt at open from the newest snapshot at or below the log end plus the
+local batches after it (Kafka's loadProducerState). A snapshot is written after every roll,
+before tiering can drop the rolled segment's local copy, so producers whose last batches live
+only in the bucket are still deduplicated after a restart. A snapshot is
+`<map_end_offset, 20 digits>.snapshot` in the log directory (byte layout in producer_state.py),
+written to a temporary name, fsynced and renamed; the newest two are kept. A crash before the
+rename leaves the previous snapshot, whose gap the local log still covers.
+
+Synchronous file I/O; only the partition's leader (on the event-loop task) calls these.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from hot_tier import Log
+from hot_tier.files import fsync_dir
+from hot_tier.records.header import BatchHeader
+from hot_tier.scan import scan_batches
+
+from ..producer_state import ProducerSnapshotError, ProducerStateManager
+
+logger = logging.getLogger(__name__)
+
+PRODUCER_SNAPSHOTS_KEPT = 2
+_SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
+
+
+def load_producer_state(log: Log, producer_id_expiration_ms: int) -> tuple[ProducerStateManager, int]:
+    """(state, base offset of the active segment if no rolled local segment lacks a snapshot,
+    else -1: then the caller writes one before tiering may drop those segments).
+
+    Snapshots above the log end describe batches that are gone (the log was cut after a
+    crash) and are deleted; an unreadable snapshot is skipped for an older one.
+    """
+    log_end_offset = log.log_end_offset
+    manager: ProducerStateManager | None = None
+    for offset in sorted(_snapshot_offsets(log.dir), reverse=True):
+        path = _snapshot_path(log.dir, offset)
+        if offset > log_end_offset:
+            path.unlink(missing_ok=True)
+            continue
+        if manager is not None:
+            continue
+        try:
+            manager = ProducerStateManager.from_snapshot(path.read_bytes(), producer_id_expiration_ms)
+        except (OSError, ProducerSnapshotError) as exc:
+            logger.warning("ignoring producer-state snapshot %s: %s", path, exc)
+    for stale in log.dir.glob("*.snapshot.tmp"):
+        stale.unlink(missing_ok=True)
+    segments = log.segments
+    covered = len(segments) == 1 or (manager is not None and manager.map_end_offset >= segments[-1].base_offset)
+    manager = manager or ProducerStateManager(producer_id_expiration_ms)
+    manager.rebuild_from_batches(batch_headers(log))
+    return manager, segments[-1].base_offset if covered else -1
+
+
+def write_producer_snapshot(dir: Path, manager: ProducerStateManager) -> Path:
+    """Write `manager`'s snapshot durably under its map end offset; keep the newest few."""
+    path = _snapshot_path(dir, manager.map_end_offset)
+    tmp = path.with_name(path.name + ".tmp")
+    data = memoryview(manager.snapshot())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(dir)
+    for offset in sorted(_snapshot_offsets(dir))[:-PRODUCER_SNAPSHOTS_KEPT]:
+        _snapshot_path(dir, offset).unlink(missing_ok=True)
+    return path
+
+
+def _snapshot_path(dir: Path, offset: int) -> Path:
+    return dir / f"{offset:020d}.snapshot"
+
+
+def _snapshot_offsets(dir: Path) -> list[int]:
+    return [int(m.group(1)) for path in dir.iterdir() if (m := _SNAPSHOT_FILE.match(path.name))]
+
+
+def batch_headers(log: Log) -> Iterator[BatchHeader]:
+    """Every batch header of the local log, in offset order (reads headers only)."""
+    for segment in log.segments:
+        fd = os.open(segment.log_path, os.O_RDONLY)
+        try:
+            yield from scan_batches(fd, 0, segment.size_bytes)
+        finally:
+            os.close(fd)

@@ -1,0 +1,37 @@
+"""The topic configs a partition's leader applies above its local log, parsed once per change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hot_tier import LogConfig
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRules:
+    """The topic configs the broker applies to a partition above its local log."""
+
+    max_message_bytes: int
+    log_append_time: bool
+    tiered: bool  # remote.storage.enable
+    retention: tuple[int, int]  # retention.ms, retention.bytes
+    local_retention: tuple[int, int]  # local.retention.ms, local.retention.bytes (-2 resolved)
+    compression_type: str = "producer"  # compression.type: a codec name, or keep the producer's
+
+    @classmethod
+    def from_configs(cls, configs: dict[str, str]) -> PartitionRules:
+        retention = (int(configs["retention.ms"]), int(configs["retention.bytes"]))
+        local_ms, local_bytes = int(configs["local.retention.ms"]), int(configs["local.retention.bytes"])
+        return cls(
+            max_message_bytes=int(configs["max.message.bytes"]),
+            log_append_time=configs["message.timestamp.type"] == "LogAppendTime",
+            tiered=configs["remote.storage.enable"] == "true",
+            retention=retention,
+            local_retention=(retention[0] if local_ms == -2 else local_ms, retention[1] if local_bytes == -2 else local_bytes),
+            compression_type=configs.get("compression.type", "producer"),
+        )
+
+    def log_config(self, configs: dict[str, str]) -> LogConfig:
+        """The local log's config: for tiered topics, tiering decides what leaves the disk."""
+        config = LogConfig.from_topic_configs(configs)
+        return replace(config, retention_ms=-1, retention_bytes=-1) if self.tiered else config

@@ -1,0 +1,161 @@
+"""`RemoteLog`: one partition's committed segments in the bucket, its catalogue rows, its reads.
+
+The catalogue is a list of `CommittedSegment`s in offset order, contiguous, mirrored by rows
+of the metadata store. Its one writer is this object, called by the partition's leader (and,
+for an upload in progress, by the uploader through the leader's remote log); every store write
+carries the leader epoch the caller holds, so a broker that lost leadership is fenced.
+
+Row life cycle, crash-safe in this order (see uploader.py for the objects):
+`uploading` (before the first object is written) -> `committed` (after the commit object) ->
+`deleting` (retention; before the commit object is deleted) -> removed (after the data). A
+crash leaves `uploading` rows (committed at start-up if their commit object exists, else their
+objects and rows go) and `deleting` rows (finished at start-up); `load` settles both.
+
+Reads go through the broker-wide `RemoteLogReader` (cold_tier): chunk cache and prefetch are
+shared by every partition. Only the event-loop task calls a RemoteLog.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from cold_tier.layout import CommittedSegment, new_upload_id, parse_commit_key
+from cold_tier.remote_log import RemoteLogReader
+from cold_tier.segments import delete_segment
+from cold_tier.store import ObjectStore
+from metadata import MetadataStore, RemoteSegment, RemoteSegmentState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStorage:
+    """What every partition's remote log shares: the bucket, the catalogue's store, the reader."""
+
+    bucket: ObjectStore
+    store: MetadataStore
+    reader: RemoteLogReader
+
+
+class RemoteLog:
+    def __init__(self, storage: RemoteStorage, topic: str, index: int) -> None:
+        self._storage = storage
+        self.topic = topic
+        self.index = index
+        self._segments: list[CommittedSegment] = []
+        # The upload catalogued as `uploading` and not yet committed: a retry continues it
+        # (same upload id, same row) instead of leaving a row and partial objects per try.
+        self._upload: CommittedSegment | None = None
+
+    @property
+    def segments(self) -> tuple[CommittedSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def start_offset(self) -> int | None:
+        return self._segments[0].base_offset if self._segments else None
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the last committed segment (0 when the bucket holds nothing)."""
+        return self._segments[-1].next_offset if self._segments else 0
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self._segments)
+
+    # --- start-up ------------------------------------------------------------------------
+
+    async def load(self, leader_epoch: int) -> None:
+        """Read the committed catalogue; settle uploads and deletions a crash left half done."""
+        store, bucket = self._storage.store, self._storage.bucket
+        rows = await store.list_remote_segments(self.topic, self.index, states=tuple(RemoteSegmentState))
+        for row in rows:
+            if row.state == RemoteSegmentState.UPLOADING:
+                segment = parse_commit_key(row.object_key)
+                if await bucket.head(segment.commit_key) is not None:
+                    await store.commit_remote_segment(self.topic, self.index, row.base_offset, row.object_key, leader_epoch=leader_epoch)
+                    log.info("%s-%d: upload of segment %d was committed before a crash; kept", self.topic, self.index, row.base_offset)
+                else:
+                    await self._forget(row, segment, leader_epoch)
+                    log.info("%s-%d: removed the unfinished upload of segment %d", self.topic, self.index, row.base_offset)
+            elif row.state == RemoteSegmentState.DELETING:
+                await self._forget(row, parse_commit_key(row.object_key), leader_epoch)
+        committed = await store.list_remote_segments(self.topic, self.index)
+        self._segments = [parse_commit_key(row.object_key) for row in committed]
+
+    async def _forget(self, row: RemoteSegment, segment: CommittedSegment, leader_epoch: int) -> None:
+        store = self._storage.store
+        await delete_segment(self._storage.bucket, segment)
+        if row.state != RemoteSegmentState.DELETING:
+            await store.mark_remote_segment_deleting(row.topic, row.partition, row.base_offset, row.object_key, leader_epoch=leader_epoch)
+        await store.remove_remote_segment(row.topic, row.partition, row.base_offset, row.object_key, leader_epoch=leader_epoch)
+
+    # --- uploads -------------------------------------------------------------------------
+
+    async def begin_upload(
+        self, *, base_offset: int, last_offset: int, base_timestamp: int, max_timestamp: int, size_bytes: int, leader_epoch: int
+    ) -> CommittedSegment:
+        """The descriptor of an upload of this range, catalogued as `uploading` before any object
+        is written; the same one again while that upload is unfinished (a retry)."""
+        attempt = self._upload
+        if attempt is not None and (attempt.base_offset, attempt.size_bytes) == (base_offset, size_bytes):
+            return attempt
+        attempt = CommittedSegment(
+            topic=self.topic, partition=self.index, base_offset=base_offset, last_offset=last_offset,
+            base_timestamp=base_timestamp, max_timestamp=max_timestamp, size_bytes=size_bytes,
+            leader_epoch=leader_epoch, upload_id=new_upload_id(),
+        )  # fmt: skip
+        await self._storage.store.add_remote_segment(_row(attempt))
+        self._upload = attempt
+        return attempt
+
+    async def commit(self, segment: CommittedSegment, leader_epoch: int) -> None:
+        """The upload's commit object is in the bucket: the segment joins the remote log."""
+        await self._storage.store.commit_remote_segment(self.topic, self.index, segment.base_offset, segment.commit_key, leader_epoch=leader_epoch)
+        self._upload = None
+        self._segments.append(segment)
+
+    def abandon_upload(self) -> None:
+        """The topic is going away: forget the unfinished upload (its row goes with the topic)."""
+        self._upload = None
+
+    # --- retention -----------------------------------------------------------------------
+
+    async def delete_oldest(self, leader_epoch: int) -> CommittedSegment:
+        """Retention: the oldest segment leaves the catalogue (readers stop seeing it at once),
+        then its objects and its row go."""
+        segment = self._segments[0]
+        store = self._storage.store
+        await store.mark_remote_segment_deleting(self.topic, self.index, segment.base_offset, segment.commit_key, leader_epoch=leader_epoch)
+        self._segments.pop(0)
+        self._storage.reader.forget(segment)
+        await delete_segment(self._storage.bucket, segment)
+        await store.remove_remote_segment(self.topic, self.index, segment.base_offset, segment.commit_key, leader_epoch=leader_epoch)
+        return segment
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> bytes | memoryview | None:
+        return await self._storage.reader.read(list(self._segments), offset, max_bytes, min_one_batch=min_one_batch)
+
+    async def offset_for_timestamp(self, timestamp: int, log_start_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after `timestamp`, or None."""
+        return await self._storage.reader.offset_for_timestamp(list(self._segments), timestamp, log_start_offset=log_start_offset)
+
+    def max_timestamp(self) -> int | None:
+        """The largest max timestamp of a bucket segment, or None if the bucket holds none."""
+        return max((s.max_timestamp for s in self._segments), default=None)
+
+    def may_hold_timestamp(self, timestamp: int) -> bool:
+        """CreateTime timestamps need not grow with offsets: any segment may hold the target."""
+        return any(s.max_timestamp >= timestamp for s in self._segments)
+
+
+def _row(segment: CommittedSegment) -> RemoteSegment:
+    return RemoteSegment(
+        topic=segment.topic, partition=segment.partition, base_offset=segment.base_offset,
+        last_offset=segment.last_offset, base_timestamp=segment.base_timestamp, max_timestamp=segment.max_timestamp,
+        size_bytes=segment.size_bytes, leader_epoch=segment.leader_epoch, object_key=segment.commit_key,
+    )  # fmt: skip

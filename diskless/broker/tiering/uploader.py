@@ -1,0 +1,221 @@
+"""The uploader: rolled segments go to the bucket; local copies go once they are safe there.
+
+For each partition of a topic with `remote.storage.enable=true`, in this crash-safe order:
+
+1. a rolled (inactive) local segment at or past the bucket's end offset is catalogued as
+   `uploading` (RemoteLog.begin_upload);
+2. its `.log`, `.index` and `.timeindex` are uploaded, then the commit object (the bucket's
+   own catalogue entry) is written last;
+3. the catalogue row becomes `committed` (RemoteLog.commit); only now is the segment part of
+   the remote log;
+4. the leader deletes local copies of committed segments by `local.retention.ms` /
+   `local.retention.bytes`.
+
+A crash between 1 and 3 leaves an `uploading` row that start-up settles (remote_log.py); the
+local copy exists in every such case (step 4 waits for 3), so nothing is lost.
+
+Uploads run as one task per partition (segments in order), at most `upload_concurrency` at a
+time across partitions; produce never waits for them. If the bucket is unreachable, uploads
+retry with backoff, each retry continuing the same upload (same upload id, same row); past
+`local_disk_limit_bytes` of segments waiting, produce to tiered topics fails with
+KAFKA_STORAGE_ERROR (policy.over_disk_limit) instead of filling the disk. A pass every second
+(or when woken by a roll or a config change) starts uploads and runs local and remote
+retention through each leader.
+
+Only the event-loop task calls this class. It holds no partition state of its own: it asks
+each leader what to upload and tells the leader's remote log what landed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from cold_tier.segments import delete_topic_objects, upload_segment
+from cold_tier.store import ObjectStore
+from hot_tier import SegmentInfo
+
+from ..errors import LocalDiskFull
+from . import policy
+
+if TYPE_CHECKING:
+    from ..partition import PartitionLeader
+
+log = logging.getLogger(__name__)
+
+UPLOAD_BACKOFF_MS = 200
+UPLOAD_MAX_BACKOFF_MS = 30_000
+LAG_LOG_INTERVAL_MS = 30_000
+PASS_INTERVAL_S = 1.0
+
+
+class Uploader:
+    def __init__(
+        self,
+        bucket: ObjectStore,
+        leaders: Callable[[], list[PartitionLeader]],
+        clock: Callable[[], int],
+        *,
+        upload_concurrency: int = 4,
+        local_disk_limit_bytes: int = -1,
+    ) -> None:
+        self.bucket = bucket
+        self.leaders = leaders
+        self.clock = clock
+        self.local_disk_limit_bytes = local_disk_limit_bytes
+        self._slots = asyncio.Semaphore(upload_concurrency)
+        self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._last_lag_log_ms = 0
+        self._waiting_bytes = 0
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="tiering")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._tasks.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def wake(self) -> None:
+        """Something rolled or changed: look for work now rather than at the next tick."""
+        self._wakeup.set()
+
+    # --- what leaders tell and ask (partition.leader.UploadSignals) ----------------------
+
+    def rolled(self) -> None:
+        self.refresh_lag()
+        self.wake()
+
+    def check_disk(self) -> None:
+        if policy.over_disk_limit(self._waiting_bytes, self.local_disk_limit_bytes):
+            raise LocalDiskFull(self._waiting_bytes, self.local_disk_limit_bytes)
+
+    # --- lag -----------------------------------------------------------------------------
+
+    def lag(self) -> tuple[int, int]:
+        """(segments, bytes) rolled but not yet in the bucket, over all tiered partitions."""
+        waiting = [s for leader in self.leaders() if leader.tiered for s in leader.segments_to_upload()]
+        return len(waiting), sum(s.size_bytes for s in waiting)
+
+    def refresh_lag(self) -> None:
+        """Recount what waits for the bucket; lag changes only on a roll or an upload."""
+        self._waiting_bytes = self.lag()[1]
+
+    def _log_lag(self, now: int) -> None:
+        if now - self._last_lag_log_ms < LAG_LOG_INTERVAL_MS:
+            return
+        segments, waiting_bytes = self.lag()
+        if segments:
+            log.info("upload lag: %d segment(s), %d bytes waiting for the bucket", segments, waiting_bytes)
+            self._last_lag_log_ms = now
+
+    # --- passes --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), PASS_INTERVAL_S)
+            except TimeoutError:
+                pass
+            self._wakeup.clear()
+            try:
+                await self._pass()
+            except Exception:
+                log.exception("tiering pass failed; will retry")
+
+    async def _pass(self) -> None:
+        now = self.clock()
+        for leader in self.leaders():
+            if not leader.tiered or leader.closed:
+                continue
+            key = (leader.topic, leader.index)
+            if leader.segments_to_upload() and (key not in self._tasks or self._tasks[key].done()):
+                self._tasks[key] = asyncio.create_task(self._upload_all(leader), name=f"upload-{key[0]}-{key[1]}")
+            try:
+                leader.drop_uploaded_local_copies(now)
+                await leader.enforce_remote_retention(now)
+            except Exception as exc:
+                # One partition's failing deletion must not stop the partitions after it.
+                log.warning("%s-%d: retention failed (%r); will retry", leader.topic, leader.index, exc)
+        self.refresh_lag()
+        self._log_lag(now)
+
+    # --- uploads -------------------------------------------------------------------------
+
+    async def _upload_all(self, leader: PartitionLeader) -> None:
+        backoff = UPLOAD_BACKOFF_MS
+        while leader.tiered and not leader.closed:
+            pending = leader.segments_to_upload()
+            if not pending:
+                return
+            try:
+                async with self._slots:
+                    await self._upload(leader, pending[0])
+                self.refresh_lag()
+                backoff = UPLOAD_BACKOFF_MS
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("%s-%d: upload of segment %d failed (%s); retrying in %d ms",
+                            leader.topic, leader.index, pending[0].base_offset, exc, backoff)  # fmt: skip
+                await asyncio.sleep(backoff * random.uniform(0.5, 1.0) / 1000)
+                backoff = min(backoff * 2, UPLOAD_MAX_BACKOFF_MS)
+        self._wakeup.set()
+
+    async def _upload(self, leader: PartitionLeader, segment: SegmentInfo) -> None:
+        remote = leader.remote
+        base_timestamp = await asyncio.to_thread(_first_base_timestamp, segment)
+        committed = await remote.begin_upload(
+            base_offset=segment.base_offset, last_offset=segment.next_offset - 1, base_timestamp=base_timestamp,
+            max_timestamp=segment.max_timestamp, size_bytes=segment.size_bytes, leader_epoch=leader.leader_epoch,
+        )  # fmt: skip
+        await upload_segment(
+            self.bucket, topic=committed.topic, partition=committed.partition,
+            log_path=segment.log_path, index_path=segment.index_path, timeindex_path=segment.timeindex_path,
+            base_offset=committed.base_offset, last_offset=committed.last_offset, base_timestamp=committed.base_timestamp,
+            max_timestamp=committed.max_timestamp, size_bytes=committed.size_bytes, leader_epoch=committed.leader_epoch,
+            upload_id=committed.upload_id,
+        )  # fmt: skip
+        await remote.commit(committed, leader.leader_epoch)
+        log.info("%s-%d: segment %d-%d (%d bytes) is in the bucket", leader.topic, leader.index,
+                 committed.base_offset, committed.last_offset, committed.size_bytes)  # fmt: skip
+        leader.drop_uploaded_local_copies(self.clock())
+
+    async def delete_topic_objects(self, topic: str, leaders: list[PartitionLeader]) -> None:
+        """Remove a deleted topic's objects (commits first, so readers stop seeing it at once).
+
+        The topic's uploads are cancelled and awaited first: one left running would PUT its
+        commit object after the LIST below, a commit whose data objects were just deleted.
+        """
+        tasks = [self._tasks.pop(key) for key in [key for key in self._tasks if key[0] == topic]]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for leader in leaders:
+            leader.remote.abandon_upload()
+        try:
+            await delete_topic_objects(self.bucket, topic)
+        except Exception as exc:
+            log.warning("could not delete the objects of topic %s from the bucket: %s", topic, exc)
+
+
+_BASE_TIMESTAMP = struct.Struct(">q")
+_BASE_TIMESTAMP_AT = 27  # in the first batch's header (see hot_tier.records.header)
+
+
+def _first_base_timestamp(segment: SegmentInfo) -> int:
+    fd = os.open(segment.log_path, os.O_RDONLY)
+    try:
+        return _BASE_TIMESTAMP.unpack(os.pread(fd, 8, _BASE_TIMESTAMP_AT))[0]
+    finally:
+        os.close(fd)
