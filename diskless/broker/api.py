@@ -31,6 +31,7 @@ class RequestSettings:
     num_partitions: int  # num.partitions
     default_replication_factor: int  # default.replication.factor
     topic_defaults: Mapping[str, str]  # broker-wide defaults of topic configs
+    broker_configs: Mapping[str, str]  # the static broker configs DescribeConfigs reports, Kafka's names
 
 
 class TopicRegistry(Protocol):

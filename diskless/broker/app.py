@@ -56,6 +56,16 @@ class Broker:
             num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
             topic_defaults=config.topic_defaults,
+            broker_configs={
+                "node.id": str(config.node_id),
+                "num.partitions": str(config.num_partitions),
+                "default.replication.factor": str(config.default_replication_factor),
+                "auto.create.topics.enable": str(config.auto_create_topics_enable).lower(),
+                "socket.request.max.bytes": str(config.socket_request_max_bytes),
+                "log.retention.check.interval.ms": str(config.log_retention_check_interval_ms),
+                "group.initial.rebalance.delay.ms": str(config.group_initial_rebalance_delay_ms),
+                "offsets.retention.minutes": str(config.offsets_retention_minutes),
+            },
         )
         self.store: MetadataStore | None = None
         self.registry: Registry

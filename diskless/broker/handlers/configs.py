@@ -8,7 +8,7 @@ each only when the request asks for them).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -17,38 +17,38 @@ from metadata.errors import UnknownTopic
 
 from .. import topic_configs
 from ..errors import error_code_for
+from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
 from ..topic_configs import AlterOp, ConfigSource, ConfigType
-
-if TYPE_CHECKING:
-    from ..app import Broker
 
 TOPIC = 2
 BROKER = 4
 
 
-def _broker_entries(broker: Broker) -> list[topic_configs.ConfigEntry]:
-    c = broker.config
-    static = {
-        "node.id": (str(c.node_id), ConfigType.INT),
-        "num.partitions": (str(c.num_partitions), ConfigType.INT),
-        "default.replication.factor": (str(c.default_replication_factor), ConfigType.INT),
-        "auto.create.topics.enable": (str(c.auto_create_topics_enable).lower(), ConfigType.BOOLEAN),
-        "socket.request.max.bytes": (str(c.socket_request_max_bytes), ConfigType.INT),
-        "log.retention.check.interval.ms": (str(c.log_retention_check_interval_ms), ConfigType.LONG),
-        "group.initial.rebalance.delay.ms": (str(c.group_initial_rebalance_delay_ms), ConfigType.INT),
-        "offsets.retention.minutes": (str(c.offsets_retention_minutes), ConfigType.INT),
-    }
+# The types of the broker configs DescribeConfigs reports (their values: RequestSettings.broker_configs).
+_BROKER_CONFIG_TYPES = {
+    "node.id": ConfigType.INT,
+    "num.partitions": ConfigType.INT,
+    "default.replication.factor": ConfigType.INT,
+    "auto.create.topics.enable": ConfigType.BOOLEAN,
+    "socket.request.max.bytes": ConfigType.INT,
+    "log.retention.check.interval.ms": ConfigType.LONG,
+    "group.initial.rebalance.delay.ms": ConfigType.INT,
+    "offsets.retention.minutes": ConfigType.INT,
+}
+
+
+def _broker_entries(broker: BrokerApiApi) -> list[topic_configs.ConfigEntry]:
     return [
         topic_configs.ConfigEntry(
-            name, value, ConfigSource.STATIC_BROKER_CONFIG, kind, "",
+            name, value, ConfigSource.STATIC_BROKER_CONFIG, _BROKER_CONFIG_TYPES.get(name, ConfigType.STRING), "",
             (topic_configs.ConfigSynonym(name, value, ConfigSource.STATIC_BROKER_CONFIG),), read_only=True,
         )
-        for name, (value, kind) in static.items()
+        for name, value in broker.settings.broker_configs.items()
     ]
 
 
-async def handle_describe_configs(broker: Broker, request: Request) -> Any:
+async def handle_describe_configs(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(32, request.header.api_version)
     results = []
@@ -59,9 +59,9 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
             if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name}"
             else:
-                entries = topic_configs.describe(topic.configs, broker.config.topic_defaults)
+                entries = topic_configs.describe(topic.configs, broker.settings.topic_defaults)
         elif resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(broker.config.node_id)):
+            if resource.resource_name not in ("", str(broker.settings.node_id)):
                 error, message = ErrorCode.invalid_request, f"unknown broker {resource.resource_name}"
             else:
                 entries = _broker_entries(broker)
@@ -102,7 +102,7 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
     return make(mod.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(44, request.header.api_version)
     results = []

@@ -166,10 +166,6 @@ class PartitionLeader:
             raise RecordTooLarge(header.size_bytes, rules.max_message_bytes)
         if header.is_transactional:
             raise TransactionsUnsupported()
-        if rules.compression_type != PRODUCER:
-            records = apply_compression_type(records, rules.compression_type)
-            if len(records) > rules.max_message_bytes:  # recompression may have grown it
-                raise RecordTooLarge(len(records), rules.max_message_bytes)
         if header.has_producer_id:
             decision = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence, now_ms)
             if isinstance(decision, Duplicate):
@@ -182,6 +178,10 @@ class PartitionLeader:
                 raise OutOfOrderSequence(header.producer_id, header.base_sequence, decision.current_last_sequence)
             if isinstance(decision, EpochDecision):
                 raise InvalidProducerEpoch(header.producer_id, header.producer_epoch, decision.current_epoch)
+        if rules.compression_type != PRODUCER:  # after the duplicate check: a retry is not rewritten
+            records = apply_compression_type(records, rules.compression_type)
+            if len(records) > rules.max_message_bytes:  # recompression may have grown it
+                raise RecordTooLarge(len(records), rules.max_message_bytes)
         active_before = self._log.active_base_offset
         info = self._log.append(bytearray(records), now_ms, log_append_time=rules.log_append_time, leader_epoch=self.leader_epoch)
         if header.has_producer_id:
