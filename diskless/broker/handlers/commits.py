@@ -1,89 +1,127 @@
-"""OffsetCommit, OffsetFetch and OffsetDelete: committed offsets of consumer groups."""
+"""OffsetCommit, OffsetFetch and OffsetDelete: committed offsets of consumer groups.
+
+As in groups.py, committed offsets are reached only through `broker.groups`, and an exception
+while serving a group is logged once and answered with `coordinator_error`'s code.
+"""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
 
+from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
-
-if TYPE_CHECKING:
-    from ..app import Broker
+from .groups import answers_failure, coordinator_error
 
 
-async def handle_offset_commit(broker: Broker, request: Request) -> Any:
+def _offset_commit_response(request: Request, codes: Iterator[ErrorCode]) -> Any:
+    """The response with `codes` given to the request's partitions in order."""
+    mod = response_module(8, request.header.api_version)
+    topics = tuple(
+        make(
+            mod.OffsetCommitResponseTopic,
+            name=topic.name,
+            partitions=tuple(make(mod.OffsetCommitResponsePartition, partition_index=p.partition_index, error_code=next(codes)) for p in topic.partitions),
+        )
+        for topic in request.body.topics
+    )
+    return make(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+def _offset_commit_failed(request: Request, error: ErrorCode) -> Any:
+    return _offset_commit_response(request, itertools.repeat(error))
+
+
+@answers_failure("OffsetCommit", lambda body: (body.group_id,), _offset_commit_failed)
+async def handle_offset_commit(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
-    mod = response_module(8, version)
     offsets = [
         (topic.name, p.partition_index, p.committed_offset, _epoch(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)
         for topic in body.topics
         for p in topic.partitions
     ]
-    errors = iter(
-        await broker.groups.commit_offsets(
-            body.group_id,
-            body.generation_id_or_member_epoch,
-            body.member_id,
-            getattr(body, "group_instance_id", None),
-            version,
-            offsets,
-            known=lambda topic, partition: broker.partitions.get(topic, partition) is not None,
-        )
+    errors = await broker.groups.commit_offsets(
+        body.group_id,
+        body.generation_id_or_member_epoch,
+        body.member_id,
+        getattr(body, "group_instance_id", None),
+        version,
+        offsets,
+        known=lambda topic, partition: broker.registry.leader(topic, partition) is not None,
     )
-    topics = tuple(
-        make(
-            mod.OffsetCommitResponseTopic,
-            name=topic.name,
-            partitions=tuple(make(mod.OffsetCommitResponsePartition, partition_index=p.partition_index, error_code=next(errors)) for p in topic.partitions),
-        )
-        for topic in body.topics
-    )
-    return make(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    return _offset_commit_response(request, iter(errors))
 
 
 def _epoch(value: int) -> int | None:
     return None if value < 0 else value
 
 
-async def _fetch_group(broker: Broker, mod: Any, group_id: str, topics: Any, partition_cls: str, topic_cls: str) -> tuple:
+def _offset_fetch_partition(mod: Any, partition_cls: str, partition: int, found: Any, error: ErrorCode) -> Any:
+    return make(
+        getattr(mod, partition_cls),
+        partition_index=partition,
+        committed_offset=found.offset if found else -1,
+        committed_leader_epoch=found.leader_epoch if found and found.leader_epoch is not None else -1,
+        metadata=found.metadata if found else "",
+        error_code=error,
+    )
+
+
+async def _fetch_group(broker: BrokerApi, mod: Any, group_id: str, topics: Any, partition_cls: str, topic_cls: str) -> tuple:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     committed = {(o.topic, o.partition): o for o in await broker.groups.fetch_offsets(group_id, wanted)}
     if wanted is None:
         wanted = sorted(committed)
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for topic, partition in wanted:
-        found = committed.get((topic, partition))
-        by_topic[topic].append(
-            make(
-                getattr(mod, partition_cls),
-                partition_index=partition,
-                committed_offset=found.offset if found else -1,
-                committed_leader_epoch=found.leader_epoch if found and found.leader_epoch is not None else -1,
-                metadata=found.metadata if found else "",
-                error_code=ErrorCode.none,
-            )
-        )
+        by_topic[topic].append(_offset_fetch_partition(mod, partition_cls, partition, committed.get((topic, partition)), ErrorCode.none))
     return tuple(make(getattr(mod, topic_cls), name=topic, partitions=tuple(parts)) for topic, parts in by_topic.items())
 
 
-async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+async def handle_offset_fetch(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(9, version)
     if version >= 8:
         groups = []
         for group in body.groups:
-            topics = await _fetch_group(broker, mod, group.group_id, group.topics, "OffsetFetchResponsePartitions", "OffsetFetchResponseTopics")
-            groups.append(make(mod.OffsetFetchResponseGroup, group_id=group.group_id, topics=topics, error_code=ErrorCode.none))
+            error, topics = ErrorCode.none, ()
+            try:
+                topics = await _fetch_group(broker, mod, group.group_id, group.topics, "OffsetFetchResponsePartitions", "OffsetFetchResponseTopics")
+            except Exception as exc:
+                error = coordinator_error(exc, "OffsetFetch", (group.group_id,), request)
+            groups.append(make(mod.OffsetFetchResponseGroup, group_id=group.group_id, topics=topics, error_code=error))
         return make(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
-    topics = await _fetch_group(broker, mod, body.group_id, body.topics, "OffsetFetchResponsePartition", "OffsetFetchResponseTopic")
+    try:
+        topics = await _fetch_group(broker, mod, body.group_id, body.topics, "OffsetFetchResponsePartition", "OffsetFetchResponseTopic")
+    except Exception as exc:
+        error = coordinator_error(exc, "OffsetFetch", (body.group_id,), request)
+        if version >= 2:
+            return make(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(), error_code=error)
+        # v1 has no group-level error: Kafka puts it on every partition asked for.
+        topics = tuple(
+            make(
+                mod.OffsetFetchResponseTopic,
+                name=t.name,
+                partitions=tuple(_offset_fetch_partition(mod, "OffsetFetchResponsePartition", p, None, error) for p in t.partition_indexes),
+            )
+            for t in body.topics
+        )
     return make(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=ErrorCode.none)
 
 
-async def handle_offset_delete(broker: Broker, request: Request) -> Any:
+def _offset_delete_failed(request: Request, error: ErrorCode) -> Any:
+    mod = response_module(47, request.header.api_version)
+    return make(mod.OffsetDeleteResponse, error_code=error, throttle_time=NO_THROTTLE, topics=())
+
+
+@answers_failure("OffsetDelete", lambda body: (body.group_id,), _offset_delete_failed)
+async def handle_offset_delete(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(47, request.header.api_version)
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]

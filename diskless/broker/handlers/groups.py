@@ -1,31 +1,81 @@
 """FindCoordinator and the classic group protocol: JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup, DescribeGroups, ListGroups, DeleteGroups. This broker coordinates every group.
+
+Group state is reached only through `broker.groups` (groups.py). An exception raised while a
+request is served (the metadata store failing, a bug) is logged once with the API and the
+group, and answered with an error code as Kafka's group coordinator answers it
+(`coordinator_error`); the connection stays open.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
 
+from ..api import BrokerApi
+from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
 from ..server import PEER_HOST
 
-if TYPE_CHECKING:
-    from ..app import Broker
+log = logging.getLogger(__name__)
 
 GROUP_KEY = 0
 NO_AUTHORIZED_OPERATIONS = -2147483648
 
+# Kafka's GroupCoordinatorService.normalizeException: a coordinator whose storage failed
+# answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE, which clients retry after looking the
+# coordinator up again; KAFKA_STORAGE_ERROR itself is fatal to a consumer's OffsetCommit.
+_COORDINATOR_ERRORS = {
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+}
+
+Handler = Callable[[BrokerApi, Request], Awaitable[Any]]
+
+
+def coordinator_error(exc: Exception, api: str, group_ids: Iterable[str], request: Request) -> ErrorCode:
+    """The code answering `exc`, raised while serving `api` for `group_ids`; logs it once.
+
+    `error_code_for` logs an exception the broker's table does not know (with its traceback);
+    a known one (the metadata store failed, ...) is logged here as one warning line.
+    """
+    ids = [repr(g) for g in group_ids]
+    of = f" of group {ids[0]}" if len(ids) == 1 else f" of groups {', '.join(ids)}" if ids else ""
+    what = f"{api}{of} from client {request.header.client_id!r}"
+    code = error_code_for(exc, what)
+    answer = _COORDINATOR_ERRORS.get(code, code)
+    if code is not ErrorCode.unknown_server_error:
+        log.warning("%s failed: %s; answering %s", what, exc, answer.name.upper())
+    return answer
+
+
+def answers_failure(
+    api: str, group_ids: Callable[[Any], Iterable[str]], failure: Callable[[Request, ErrorCode], Any]
+) -> Callable[[Handler], Handler]:
+    """Serve the request with the decorated handler; if it raises, answer `failure(request, code)`."""
+
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def guarded(broker: BrokerApi, request: Request) -> Any:
+            try:
+                return await handler(broker, request)
+            except Exception as exc:
+                return failure(request, coordinator_error(exc, api, group_ids(request.body), request))
+
+        return guarded
+
+    return decorate
+
 
 def _ms(value: Any) -> int:
     return round(value.total_seconds() * 1000)
-
-
-def _kafka(code: Any) -> ErrorCode:
-    return ErrorCode(int(code))
 
 
 def _nullable(value: str | None, version: int, nullable_from: int) -> str | None:
@@ -33,24 +83,67 @@ def _nullable(value: str | None, version: int, nullable_from: int) -> str | None
     return value if version >= nullable_from else (value or "")
 
 
-async def handle_find_coordinator(broker: Broker, request: Request) -> Any:
+def _one_group(body: Any) -> tuple[str]:
+    return (body.group_id,)
+
+
+# --- FindCoordinator -----------------------------------------------------------------------
+
+
+def _coordinator_keys(body: Any) -> tuple[str, ...]:
+    return tuple(body.coordinator_keys) if hasattr(body, "coordinator_keys") else (body.key,)
+
+
+def _find_coordinator_response(request: Request, answer: Callable[[str], dict[str, Any]]) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(10, version)
-    host, port = broker.advertised_address
-    key_type = getattr(body, "key_type", GROUP_KEY)
-
-    def answer(key: str) -> dict[str, Any]:
-        if key_type != GROUP_KEY:
-            return dict(key=key, error_code=ErrorCode.coordinator_not_available, error_message="transactions are not supported", node_id=-1, host="", port=-1)
-        return dict(key=key, error_code=ErrorCode.none, error_message=None, node_id=broker.config.node_id, host=host, port=port)
-
     if version >= 4:
         coordinators = tuple(make(mod.Coordinator, **answer(key)) for key in body.coordinator_keys)
         return make(mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators)
     return make(mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **answer(body.key))
 
 
-async def handle_join_group(broker: Broker, request: Request) -> Any:
+def _find_coordinator_failed(request: Request, error: ErrorCode) -> Any:
+    return _find_coordinator_response(
+        request, lambda key: dict(key=key, error_code=error, error_message=None, node_id=-1, host="", port=-1)
+    )
+
+
+@answers_failure("FindCoordinator", _coordinator_keys, _find_coordinator_failed)
+async def handle_find_coordinator(broker: BrokerApi, request: Request) -> Any:
+    host, port = broker.advertised_address
+    node_id = broker.settings.node_id
+    key_type = getattr(request.body, "key_type", GROUP_KEY)
+
+    def answer(key: str) -> dict[str, Any]:
+        if key_type != GROUP_KEY:
+            return dict(key=key, error_code=ErrorCode.coordinator_not_available, error_message="transactions are not supported", node_id=-1, host="", port=-1)
+        return dict(key=key, error_code=ErrorCode.none, error_message=None, node_id=node_id, host=host, port=port)
+
+    return _find_coordinator_response(request, answer)
+
+
+# --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------
+
+
+def _join_group_failed(request: Request, error: ErrorCode) -> Any:
+    version = request.header.api_version
+    return make(
+        response_module(11, version).JoinGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        generation_id=-1,
+        protocol_type=None,
+        protocol_name=_nullable(None, version, 7),
+        leader="",
+        skip_assignment=False,
+        member_id=request.body.member_id,
+        members=(),
+    )
+
+
+@answers_failure("JoinGroup", _one_group, _join_group_failed)
+async def handle_join_group(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(11, version)
     session_timeout_ms = _ms(body.session_timeout)
@@ -74,7 +167,7 @@ async def handle_join_group(broker: Broker, request: Request) -> Any:
     return make(
         mod.JoinGroupResponse,
         throttle_time=NO_THROTTLE,
-        error_code=_kafka(result.error_code),
+        error_code=result.error_code,
         generation_id=result.generation_id,
         protocol_type=result.protocol_type,
         protocol_name=_nullable(result.protocol_name, version, 7),
@@ -85,9 +178,20 @@ async def handle_join_group(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_sync_group(broker: Broker, request: Request) -> Any:
-    body, version = request.body, request.header.api_version
-    mod = response_module(14, version)
+def _sync_group_response(request: Request, error: ErrorCode, protocol_type: str | None = None, protocol_name: str | None = None, assignment: bytes = b"") -> Any:
+    return make(
+        response_module(14, request.header.api_version).SyncGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        protocol_type=protocol_type,
+        protocol_name=protocol_name,
+        assignment=assignment,
+    )
+
+
+@answers_failure("SyncGroup", _one_group, _sync_group_response)
+async def handle_sync_group(broker: BrokerApi, request: Request) -> Any:
+    body = request.body
     result = await broker.groups.sync_group(
         group_id=body.group_id,
         generation_id=body.generation_id,
@@ -97,29 +201,32 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
         protocol_name=getattr(body, "protocol_name", None),
         assignments=[(a.member_id, a.assignment) for a in body.assignments],
     )
-    return make(
-        mod.SyncGroupResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=_kafka(result.error_code),
-        protocol_type=result.protocol_type,
-        protocol_name=result.protocol_name,
-        assignment=result.assignment,
-    )
+    return _sync_group_response(request, result.error_code, result.protocol_type, result.protocol_name, result.assignment)
 
 
-async def handle_heartbeat(broker: Broker, request: Request) -> Any:
+def _heartbeat_response(request: Request, error: ErrorCode) -> Any:
+    return make(response_module(12, request.header.api_version).HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
+
+
+@answers_failure("Heartbeat", _one_group, _heartbeat_response)
+async def handle_heartbeat(broker: BrokerApi, request: Request) -> Any:
     body = request.body
-    mod = response_module(12, request.header.api_version)
     error = broker.groups.heartbeat(
         group_id=body.group_id,
         generation_id=body.generation_id,
         member_id=body.member_id,
         group_instance_id=getattr(body, "group_instance_id", None),
     )
-    return make(mod.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=_kafka(error))
+    return _heartbeat_response(request, error)
 
 
-async def handle_leave_group(broker: Broker, request: Request) -> Any:
+def _leave_group_failed(request: Request, error: ErrorCode) -> Any:
+    mod = response_module(13, request.header.api_version)
+    return make(mod.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error, members=())
+
+
+@answers_failure("LeaveGroup", _one_group, _leave_group_failed)
+async def handle_leave_group(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(13, version)
     if version >= 3:
@@ -127,26 +234,44 @@ async def handle_leave_group(broker: Broker, request: Request) -> Any:
     else:
         leaving = [(body.member_id, None)]
     result = await broker.groups.leave_group(body.group_id, leaving)
-    error = _kafka(result.error_code)
+    error = result.error_code
     if version < 3 and error is ErrorCode.none and result.members:
-        error = _kafka(result.members[0].error_code)
+        error = result.members[0].error_code
     members = tuple(
-        make(mod.MemberResponse, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=_kafka(m.error_code))
+        make(mod.MemberResponse, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error_code)
         for m in result.members
     ) if version >= 3 else ()
     return make(mod.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error, members=members)
 
 
-async def handle_describe_groups(broker: Broker, request: Request) -> Any:
+# --- DescribeGroups, ListGroups, DeleteGroups ----------------------------------------------
+
+
+def _described_group(mod: Any, group_id: str, error: ErrorCode, state: str, protocol_type: str = "", protocol_data: str = "", members: tuple[Any, ...] = ()) -> Any:
+    return make(
+        mod.DescribedGroup,
+        error_code=error,
+        group_id=group_id,
+        group_state=state,
+        protocol_type=protocol_type,
+        protocol_data=protocol_data,
+        members=members,
+        authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _describe_groups_failed(request: Request, error: ErrorCode) -> Any:
+    mod = response_module(15, request.header.api_version)
+    groups = tuple(_described_group(mod, group_id, error, "") for group_id in request.body.groups)
+    return make(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
+
+
+@answers_failure("DescribeGroups", lambda body: body.groups, _describe_groups_failed)
+async def handle_describe_groups(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(15, version)
-    with_offsets = set(await broker.store.list_groups_with_offsets())
     groups = []
-    for group_id in body.groups:
-        d = broker.groups.coordinator.describe_group(group_id, api_version=version)
-        state, protocol_type = d.group_state, d.protocol_type
-        if state == "Dead" and group_id in with_offsets:
-            state, protocol_type = "Empty", "consumer"  # known only by its committed offsets
+    for d in await broker.groups.describe_groups(body.groups, version):
         members = tuple(
             make(
                 mod.DescribedGroupMember,
@@ -159,45 +284,33 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Any:
             )
             for m in d.members
         )
-        groups.append(
-            make(
-                mod.DescribedGroup,
-                error_code=_kafka(d.error_code),
-                group_id=group_id,
-                group_state=state,
-                protocol_type=protocol_type,
-                protocol_data=d.protocol_data,
-                members=members,
-                authorized_operations=NO_AUTHORIZED_OPERATIONS,
-            )
-        )
+        groups.append(_described_group(mod, d.group_id, d.error_code, d.group_state, d.protocol_type, d.protocol_data, members))
     return make(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
-async def handle_list_groups(broker: Broker, request: Request) -> Any:
-    body = request.body
+def _list_groups_response(request: Request, error: ErrorCode, groups: tuple[Any, ...] = ()) -> Any:
     mod = response_module(16, request.header.api_version)
-    states = tuple(getattr(body, "states_filter", ()) or ())
-    coordinator = broker.groups.coordinator
-    listed = {g.group_id: (g.protocol_type, g.group_state) for g in coordinator.list_groups(states)}
-    if not states or "empty" in {s.lower() for s in states}:
-        # Groups known only by their committed offsets are Empty; a group the coordinator
-        # knows in another state was filtered out above and must stay out.
-        known = {g.group_id for g in coordinator.list_groups()}
-        for group_id in await broker.store.list_groups_with_offsets():
-            if group_id not in known:
-                listed[group_id] = ("consumer", "Empty")
+    return make(mod.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error, groups=groups)
+
+
+@answers_failure("ListGroups", lambda body: (), _list_groups_response)
+async def handle_list_groups(broker: BrokerApi, request: Request) -> Any:
+    mod = response_module(16, request.header.api_version)
+    states = tuple(getattr(request.body, "states_filter", ()) or ())
     groups = tuple(
-        make(mod.ListedGroup, group_id=group_id, protocol_type=protocol_type, group_state=state)
-        for group_id, (protocol_type, state) in sorted(listed.items())
+        make(mod.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state)
+        for g in await broker.groups.list_groups(states)
     )
-    return make(mod.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
+    return _list_groups_response(request, ErrorCode.none, groups)
 
 
-async def handle_delete_groups(broker: Broker, request: Request) -> Any:
+async def handle_delete_groups(broker: BrokerApi, request: Request) -> Any:
     mod = response_module(42, request.header.api_version)
     results = []
     for group_id in request.body.groups_names:
-        error = await broker.groups.delete_group(group_id)
+        try:
+            error = await broker.groups.delete_group(group_id)
+        except Exception as exc:
+            error = coordinator_error(exc, "DeleteGroups", (group_id,), request)
         results.append(make(mod.DeletableGroupResult, group_id=group_id, error_code=error))
     return make(mod.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
