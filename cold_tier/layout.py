@@ -58,6 +58,8 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from metadata.model import MAX_TOPIC_NAME_LENGTH, is_legal_topic_name
+
 from .errors import InvalidSegmentKey
 
 LOG_SUFFIX = ".log"
@@ -67,7 +69,7 @@ COMMIT_SUFFIX = ".commit"
 COMMITS_DIRECTORY = "commits"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
-MAX_TOPIC_LENGTH = 249
+MAX_TOPIC_LENGTH = MAX_TOPIC_NAME_LENGTH
 MAX_PARTITION = 2**31 - 1
 MAX_OFFSET = 2**63 - 1
 MIN_TIMESTAMP = -(2**63)
@@ -75,7 +77,6 @@ MAX_TIMESTAMP = 2**63 - 1
 MAX_LEADER_EPOCH = 2**31 - 1
 OFFSET_DIGITS = 20
 
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _PARTITION = re.compile(r"0|[1-9][0-9]*")
 _UPLOAD_ID = re.compile(r"[0-9a-z]{1,64}")
 _UNSIGNED = r"0|[1-9][0-9]*"
@@ -289,7 +290,7 @@ def _split_partition_key(key: str, parts: int) -> list:
 
 
 def _is_topic(topic: object) -> bool:
-    return isinstance(topic, str) and _TOPIC.fullmatch(topic) is not None and topic not in (".", "..")
+    return is_legal_topic_name(topic)
 
 
 def _is_int(value: object) -> bool:

@@ -169,6 +169,11 @@ class ProducerIdBlock:
 # --- checks ------------------------------------------------------------------------------
 
 
+def is_legal_topic_name(name: object) -> bool:
+    """Kafka's rules (Topic.validate) as a yes/no, for the bucket layout and anything else."""
+    return isinstance(name, str) and 0 < len(name) <= MAX_TOPIC_NAME_LENGTH and name not in (".", "..") and _LEGAL_TOPIC_NAME.fullmatch(name) is not None
+
+
 def validate_topic_name(name: str) -> None:
     """Kafka's rules (Topic.validate): legal in a file name on every platform."""
     if not name:
