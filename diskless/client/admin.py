@@ -19,7 +19,6 @@ Used from one event loop; methods may run concurrently.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -34,6 +33,7 @@ from .errors import (
     UnknownTopicOrPartitionError,
     error_for,
 )
+from .retry import retrying
 from .structs import (
     BrokerInfo,
     ClusterDescription,
@@ -113,23 +113,23 @@ class Admin(GroupAdmin):
         self._check_open()
         if not self._started:
             await self.start()
-        deadline = time.monotonic() + self.default_api_timeout_ms / 1000
-        backoff = self.retry_backoff_ms / 1000
-        while True:
-            try:
-                return await attempt()
-            except KafkaError as exc:
-                if getattr(exc, "errno", None) in final or not exc.retriable:
-                    raise
-                if time.monotonic() + backoff > deadline or self._closed:
-                    raise
-                if exc.invalid_metadata:
-                    try:
-                        await self._cluster.refresh()
-                    except KafkaError:
-                        pass
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+        def retriable(exc: KafkaError) -> bool:
+            return exc.retriable and getattr(exc, "errno", None) not in final and not self._closed
+
+        async def on_retry(exc: KafkaError) -> None:
+            if exc.invalid_metadata:
+                try:
+                    await self._cluster.refresh()
+                except KafkaError:
+                    pass
+
+        return await retrying(
+            attempt,
+            retry_backoff_ms=self.retry_backoff_ms,
+            timeout_ms=self.default_api_timeout_ms,
+            retriable=retriable,
+            on_retry=on_retry,
+        )
 
     async def _controller_request(self, api_key: int, make: Callable[[int], Any], timeout_ms: int | None = None) -> Any:
         controller = self._cluster.metadata.controller_id

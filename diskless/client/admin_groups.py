@@ -27,7 +27,7 @@ class GroupAdmin:
     _cluster: Cluster
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]], final: frozenset[int] = frozenset()) -> T:
-        """Admin's retry loop (this class is a mixin of Admin, which defines it)."""
+        """Admin's retries through retry.retrying (this class is a mixin of Admin, which defines it)."""
         ...
 
     async def _group_request(self, group_id: str, api_key: int, make: Callable[[int], Any]) -> Any:

@@ -28,8 +28,10 @@ from .errors import (
     KafkaError,
     KafkaTimeoutError,
     NoBrokersAvailable,
+    UnknownTopicOrPartitionError,
     error_for,
 )
+from .retry import retrying
 from .structs import BrokerInfo
 
 log = logging.getLogger(__name__)
@@ -355,21 +357,25 @@ class Cluster:
             return count
         self.add_topics([topic])
         deadline = time.monotonic() + timeout_ms / 1000
-        backoff = self.retry_backoff_ms / 1000
-        while True:
+
+        async def attempt() -> int:
             try:
                 await asyncio.wait_for(self.refresh([topic]), max(deadline - time.monotonic(), 0.001))
             except (KafkaError, asyncio.TimeoutError):
                 pass
             count = self.metadata.partition_count(topic)
-            if count is not None:
-                return count
-            if time.monotonic() + backoff >= deadline:
-                error = self.metadata.topic_errors.get(topic)
-                why = f" (last error {error_for(error).name})" if error else ""
-                raise KafkaTimeoutError(f"finding topic {topic!r} in the cluster metadata{why}", timeout_ms)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+            if count is None:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the cluster metadata yet")
+            return count
+
+        def timed_out(_exc: KafkaError) -> KafkaTimeoutError:
+            error = self.metadata.topic_errors.get(topic)
+            why = f" (last error {error_for(error).name})" if error else ""
+            return KafkaTimeoutError(f"finding topic {topic!r} in the cluster metadata{why}", timeout_ms)
+
+        return await retrying(
+            attempt, retry_backoff_ms=self.retry_backoff_ms, deadline=deadline, on_deadline=timed_out
+        )
 
     async def _refresh_loop(self) -> None:
         while not self._closed:

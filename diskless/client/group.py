@@ -45,6 +45,7 @@ from .consumer_protocol import (
 )
 from .errors import KafkaError, RebalanceInProgressError, error_for
 from .offsets import committed_offsets, offset_fetch_request
+from .retry import retrying
 from .structs import OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
 
@@ -241,20 +242,16 @@ class GroupMember:
             raise
 
     async def _with_retries(self, attempt: Callable[[], Any]) -> Any:
-        backoff = self.config.retry_backoff_ms / 1000
-        deadline = asyncio.get_running_loop().time() + self.config.request_timeout_ms / 1000
-        while True:
-            try:
-                return await attempt()
-            except KafkaError as exc:
-                code = getattr(exc, "errno", None)
-                retriable = exc.retriable or code in _COORDINATOR_ERRORS or code == _UNSTABLE_OFFSET_COMMIT
-                if code in _COORDINATOR_ERRORS:
-                    self.cluster.forget_coordinator(self.group_id)
-                if not retriable or asyncio.get_running_loop().time() + backoff > deadline:
-                    raise
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+        def on_retry(exc: KafkaError) -> None:
+            if getattr(exc, "errno", None) in _COORDINATOR_ERRORS:
+                self.cluster.forget_coordinator(self.group_id)
+
+        return await retrying(
+            attempt,
+            retry_backoff_ms=self.config.retry_backoff_ms,
+            timeout_ms=self.config.request_timeout_ms,
+            on_retry=on_retry,
+        )
 
     def _member_error(self, code: int) -> None:
         """React to an answer saying our membership is stale."""

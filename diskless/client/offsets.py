@@ -10,7 +10,6 @@ until `timeout_ms`; other errors raise with the partition they concern.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from . import protocol
 from .cluster import NO_LEADER, Cluster
 from .errors import KafkaError, KafkaTimeoutError, LeaderNotAvailableError, error_for
+from .retry import retrying
 from .structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 LATEST = -1
@@ -34,26 +34,30 @@ async def list_offsets(
 ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
     """The answer per partition; None where no record has a timestamp that recent."""
     results: dict[TopicPartition, OffsetAndTimestamp | None] = {}
-    deadline = time.monotonic() + timeout_ms / 1000
-    backoff = cluster.retry_backoff_ms / 1000
-    while True:
-        remaining = {tp: ts for tp, ts in timestamps.items() if tp not in results}
-        if not remaining:
-            return results
-        try:
-            await _attempt(cluster, remaining, isolation_level, results)
-        except KafkaError as exc:
-            if not exc.retriable:
-                raise
-            if time.monotonic() + backoff > deadline:
-                raise KafkaTimeoutError(f"listing offsets ({exc})", timeout_ms) from exc
-            if exc.invalid_metadata:
-                try:
-                    await cluster.refresh({tp.topic for tp in remaining})
-                except KafkaError:
-                    pass
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+
+    def remaining() -> dict[TopicPartition, int]:
+        return {tp: ts for tp, ts in timestamps.items() if tp not in results}
+
+    async def attempt() -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        left = remaining()
+        if left:
+            await _attempt(cluster, left, isolation_level, results)
+        return results
+
+    async def on_retry(exc: KafkaError) -> None:
+        if exc.invalid_metadata:
+            try:
+                await cluster.refresh({tp.topic for tp in remaining()})
+            except KafkaError:
+                pass
+
+    return await retrying(
+        attempt,
+        retry_backoff_ms=cluster.retry_backoff_ms,
+        timeout_ms=timeout_ms,
+        on_retry=on_retry,
+        on_deadline=lambda exc: KafkaTimeoutError(f"listing offsets ({exc})", timeout_ms),
+    )
 
 
 async def _attempt(
