@@ -1,80 +1,53 @@
-"""The sparse indexes of a segment, in Kafka's `.index` and `.timeindex` formats.
-
-Offset index (Kafka's OffsetIndex), 8-byte entries, big-endian:
-
-    offset  size  field
-    0       4     relative_offset   offset - segment base_offset (int32)
-    4       4     position          byte position of a batch in the segment's .log (int32)
-
-An entry (offset, position) says: the batch that starts at `position` ends at `offset` (its
-last offset, as Kafka's LogSegment.append records it), so every offset >= entry.offset sits at
-or after `position`. Entries strictly increase in offset and in position.
-
-Time index (Kafka's TimeIndex), 12-byte entries, big-endian:
-
-    offset  size  field
-    0       8     timestamp         the segment's max timestamp so far (int64, ms)
-    8       4     relative_offset   last offset of the batch holding it - base_offset (int32)
-
-Entries strictly increase in timestamp and never decrease in offset. The last slot is kept
-for the entry written when the segment is rolled or closed (Kafka's TimeIndex.isFull).
+"""The sparse indexes of a segment in memory, as LogSegment keeps and appends them: Kafka's
+`.index` and `.timeindex`, whose byte format, entry types and lookups live in index_format.py
+(the one copy, shared with cold_tier and spark_reader).
 
 Both files hold nothing but entries (Kafka preallocates and trims on close; these are written
-append-only, so the file length is always entries x entry size). The classes here are pure:
-they keep the entries in memory (arrays, 8 and 12 bytes per entry), answer lookups, and hand
-back the bytes of each new entry for LogSegment to append to the file. cold_tier may import
-them to build or read index objects. Not safe to share between threads while appending.
+append-only, so the file length is always entries x entry size). The classes here keep the
+entries in memory (arrays, 8 and 12 bytes per entry), answer lookups, and hand back the bytes
+of each new entry for LogSegment to append to the file. The time index keeps its last slot for
+the entry written when the segment is rolled or closed (Kafka's TimeIndex.isFull). Not safe to
+share between threads while appending.
 """
 
 from __future__ import annotations
 
-import struct
-import sys
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
-from itertools import islice
-from operator import lt
 from pathlib import Path
 
 from .errors import CorruptIndex
+from .index_format import (
+    INT32_MAX,
+    NO_TIMESTAMP,
+    OFFSET_ENTRY,
+    OFFSET_ENTRY_BYTES,
+    TIME_ENTRY,
+    TIME_ENTRY_BYTES,
+    IndexEntry,
+    MalformedIndex,
+    TimestampOffset,
+    check_offset_entries,
+    check_time_entries,
+    decode_offset_entries,
+    decode_time_entries,
+    encode_offset_entries,
+    encode_time_entries,
+    lookup_offset,
+    lookup_timestamp,
+)
 
-NO_TIMESTAMP = -1
-OFFSET_ENTRY_BYTES = 8
-TIME_ENTRY_BYTES = 12
-INT32_MAX = 2**31 - 1
-
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-_SWAP = sys.byteorder == "little"
-
-
-@dataclass(frozen=True, slots=True)
-class IndexEntry:
-    """An offset and the byte position of the batch that ends at it (or, from a lookup, a
-    position at or before the batch holding the target offset)."""
-
-    offset: int
-    position: int
-
-
-@dataclass(frozen=True, slots=True)
-class TimestampOffset:
-    timestamp: int
-    offset: int
-
-
-def _int32s(data: bytes) -> array:
-    values = array("i")
-    values.frombytes(data)
-    if _SWAP:
-        values.byteswap()
-    return values
-
-
-def _strictly_increasing(values: array) -> bool:
-    return all(map(lt, values, islice(values, 1, None)))
+__all__ = [
+    "INT32_MAX",
+    "NO_TIMESTAMP",
+    "OFFSET_ENTRY_BYTES",
+    "TIME_ENTRY_BYTES",
+    "IndexEntry",
+    "OffsetIndex",
+    "TimeIndex",
+    "TimestampOffset",
+]
 
 
 class OffsetIndex:
@@ -93,18 +66,12 @@ class OffsetIndex:
         cls, base_offset: int, data: bytes, max_index_bytes: int, *, path: Path | None = None
     ) -> OffsetIndex:
         """Parse a `.index` file. Raises CorruptIndex unless its entries are well-formed."""
-        if len(data) % OFFSET_ENTRY_BYTES:
-            raise CorruptIndex(path, f"length {len(data)} is not a multiple of {OFFSET_ENTRY_BYTES}")
         index = cls(base_offset, max_index_bytes)
-        values = _int32s(data)
-        index._offsets = values[0::2]
-        index._positions = values[1::2]
-        if index._offsets and index._offsets[0] < 0:
-            raise CorruptIndex(path, f"first relative offset {index._offsets[0]} is negative")
-        if index._positions and index._positions[0] < 0:
-            raise CorruptIndex(path, f"first position {index._positions[0]} is negative")
-        if not _strictly_increasing(index._offsets) or not _strictly_increasing(index._positions):
-            raise CorruptIndex(path, "offsets and positions do not strictly increase")
+        try:
+            index._offsets, index._positions = decode_offset_entries(data)
+            check_offset_entries(index._offsets, index._positions)
+        except MalformedIndex as error:
+            raise CorruptIndex(path, error.reason) from None
         return index
 
     def __len__(self) -> int:
@@ -132,10 +99,7 @@ class OffsetIndex:
 
     def lookup(self, offset: int) -> IndexEntry:
         """The entry with the largest offset <= `offset`; (base_offset, 0) if there is none."""
-        slot = bisect_right(self._offsets, offset - self.base_offset) - 1
-        if slot < 0:
-            return IndexEntry(self.base_offset, 0)
-        return self.entry(slot)
+        return lookup_offset(self.base_offset, self._offsets, self._positions, offset)
 
     def slot_below(self, offset: int) -> int:
         """The slot of the last entry with offset < `offset`, or -1."""
@@ -157,7 +121,7 @@ class OffsetIndex:
             raise ValueError(f"entry ({offset}, {position}) is not after {self.last_entry}")
         self._offsets.append(relative)
         self._positions.append(position)
-        return _OFFSET_ENTRY.pack(relative, position)
+        return OFFSET_ENTRY.pack(relative, position)
 
     def truncate_to_slots(self, slots: int) -> None:
         del self._offsets[slots:]
@@ -168,12 +132,7 @@ class OffsetIndex:
         self.truncate_to_slots(bisect_right(self._offsets, offset - self.base_offset - 1))
 
     def to_bytes(self) -> bytes:
-        values = array("i", bytes(8 * len(self._offsets)))
-        values[0::2] = self._offsets
-        values[1::2] = self._positions
-        if _SWAP:
-            values.byteswap()
-        return values.tobytes()
+        return encode_offset_entries(self._offsets, self._positions)
 
 
 class TimeIndex:
@@ -190,18 +149,15 @@ class TimeIndex:
     @classmethod
     def from_bytes(cls, base_offset: int, data: bytes, max_index_bytes: int, *, path: Path | None = None) -> TimeIndex:
         """Parse a `.timeindex` file. Raises CorruptIndex unless its entries are well-formed."""
-        if len(data) % TIME_ENTRY_BYTES:
-            raise CorruptIndex(path, f"length {len(data)} is not a multiple of {TIME_ENTRY_BYTES}")
         index = cls(base_offset, max_index_bytes)
-        for timestamp, relative in _TIME_ENTRY.iter_unpack(data):
-            index._timestamps.append(timestamp)
-            index._offsets.append(relative)
-        if index._offsets and (index._offsets[0] < 0 or index._timestamps[0] < 0):
-            raise CorruptIndex(path, "first entry has a negative timestamp or relative offset")
-        if not _strictly_increasing(index._timestamps):
-            raise CorruptIndex(path, "timestamps do not strictly increase")
-        if any(map(lt, islice(index._offsets, 1, None), index._offsets)):
-            raise CorruptIndex(path, "offsets decrease")
+        try:
+            index._timestamps, index._offsets = decode_time_entries(data)
+            # A local time index never holds a negative timestamp (NO_TIMESTAMP never goes in).
+            if index._timestamps and index._timestamps[0] < 0:
+                raise MalformedIndex(f"first timestamp {index._timestamps[0]} is negative")
+            check_time_entries(index._timestamps, index._offsets)
+        except MalformedIndex as error:
+            raise CorruptIndex(path, error.reason) from None
         return index
 
     def __len__(self) -> int:
@@ -230,10 +186,7 @@ class TimeIndex:
 
     def lookup(self, timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= `timestamp`; (-1, base_offset) if none."""
-        slot = bisect_right(self._timestamps, timestamp) - 1
-        if slot < 0:
-            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return self.entry(slot)
+        return lookup_timestamp(self.base_offset, self._timestamps, self._offsets, timestamp)
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bytes | None:
         """Record (timestamp, offset) if timestamp is past the last entry's; return its 12 bytes.
@@ -251,7 +204,7 @@ class TimeIndex:
             raise ValueError(f"time index entry ({timestamp}, {offset}) does not fit segment {self.base_offset}")
         self._timestamps.append(timestamp)
         self._offsets.append(relative)
-        return _TIME_ENTRY.pack(timestamp, relative)
+        return TIME_ENTRY.pack(timestamp, relative)
 
     def truncate_to_slots(self, slots: int) -> None:
         del self._timestamps[slots:]
@@ -262,4 +215,4 @@ class TimeIndex:
         self.truncate_to_slots(bisect_right(self._offsets, offset - self.base_offset - 1))
 
     def to_bytes(self) -> bytes:
-        return b"".join(_TIME_ENTRY.pack(t, o) for t, o in zip(self._timestamps, self._offsets))
+        return encode_time_entries(self._timestamps, self._offsets)

@@ -59,10 +59,10 @@ def test_time_index_lookup_gives_the_last_entry_at_or_below():
 @pytest.mark.parametrize(
     "data, reason",
     [
-        (b"\x00" * 7, "whole number"),
-        (offset_index_bytes([(5, 100), (5, 200)]), "relative offsets"),
-        (offset_index_bytes([(5, 100), (6, 100)]), "positions"),
-        (offset_index_bytes([(-1, 100)]), "outside"),
+        (b"\x00" * 7, "not a multiple of 8"),
+        (offset_index_bytes([(5, 100), (5, 200)]), "offsets and positions do not strictly increase"),
+        (offset_index_bytes([(5, 100), (6, 100)]), "offsets and positions do not strictly increase"),
+        (offset_index_bytes([(-1, 100)]), "first relative offset -1 is negative"),
         (offset_index_bytes([(1000, 100)]), "outside"),  # past last_offset (base + 999)
         (offset_index_bytes([(5, 1 << 20)]), "position"),  # at the .log's size
         (offset_index_bytes([(5, -4)]), "position"),
@@ -78,10 +78,10 @@ def test_corrupt_offset_index_objects_are_refused(data, reason):
 @pytest.mark.parametrize(
     "data, reason",
     [
-        (b"\x00" * 13, "whole number"),
-        (time_index_bytes([(100, 1), (100, 2)]), "timestamps"),
-        (time_index_bytes([(100, 5), (200, 4)]), "relative offsets"),
-        (time_index_bytes([(100, -1)]), "outside"),
+        (b"\x00" * 13, "not a multiple of 12"),
+        (time_index_bytes([(100, 1), (100, 2)]), "timestamps do not strictly increase"),
+        (time_index_bytes([(100, 5), (200, 4)]), "offsets decrease"),
+        (time_index_bytes([(100, -1)]), "first relative offset -1 is negative"),
         (time_index_bytes([(100, 1000)]), "outside"),
     ],
 )
