@@ -145,7 +145,7 @@ class KafkaServer:
         suppressed = self._refusals.admit(f"{type(exc).__name__}{api}: {reason}" if internal else reason, time.monotonic_ns() // 1_000_000)
         if suppressed is None:
             return
-        more = f" [{suppressed} similar closes not logged in the last {self._refusals.interval_ms} ms or more]" if suppressed else ""
+        more = f" [{suppressed} similar closes since the last such line were not logged]" if suppressed else ""
         if internal:
             log.error("closing connection from %s%s: %s%s", client, api, reason, more, exc_info=exc)
         else:
