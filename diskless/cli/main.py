@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from . import settings, tools
+from . import settings
 
 DESCRIPTION = """\
 Diskless: a Kafka-compatible broker whose local disk is only a cache.
@@ -16,6 +16,9 @@ Rolled segments live in S3-compatible object storage; any Kafka client works unc
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # run as the `diskless` program, not called by a test
+        _skip_optional_test_imports()
+    from . import tools  # after the line above: it imports the client, and so kio
     parser = argparse.ArgumentParser(prog="diskless", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
@@ -31,6 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     return tools.run(args)
+
+
+def _skip_optional_test_imports() -> None:
+    # kio imports hypothesis, when it is installed, only to register test strategies for its
+    # types: a quarter of a second at every start of the command. A None entry makes that
+    # import fail fast, which kio handles; a process that already imported it keeps it.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import functools
 import os
 import sys
 from typing import Any
 
 from diskless.client import Admin, Consumer, KafkaError, Producer, TopicPartition
+
+from .progress import Progress, want_progress
 
 BOOTSTRAP_HELP = "broker address HOST:PORT (default 127.0.0.1:9092; env DISKLESS_BOOTSTRAP_SERVERS)"
 
@@ -39,8 +43,12 @@ def add_commands(commands: Any) -> None:
     produce.add_argument("topic")
     produce.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE")
     produce.add_argument("--partition", type=int, help="produce to this partition (default: by key)")
-    produce.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    produce.add_argument("--acks", default="all", choices=["0", "1", "all"])
+    produce.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                         help="compression.type of the record batches: none, gzip, snappy, lz4 or zstd (default none)")
+    produce.add_argument("--acks", default="all", choices=["0", "1", "all"],
+                         help="acks: 0 (do not wait), 1 (the leader appended) or all (durable; default all)")
+    produce.add_argument("--progress", default="auto", choices=["auto", "on", "off"],
+                         help="progress bar on standard error (default auto: when it is a terminal and input is not)")
 
     consume = commands.add_parser("consume", help="print records, one per line")
     consume.add_argument("topic")
@@ -50,6 +58,8 @@ def add_commands(commands: Any) -> None:
     consume.add_argument("--timeout-ms", type=int, help="stop when no record arrives for this long")
     consume.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE")
     consume.add_argument("--print-offset", action="store_true", help="print PARTITION:OFFSET<TAB> first")
+    consume.add_argument("--progress", default="auto", choices=["auto", "on", "off"],
+                         help="progress bar on standard error (default auto: when it is a terminal and standard output is not)")
 
     for parser in (create, actions.choices["list"], describe, delete, alter, produce, consume):
         parser.add_argument("--bootstrap-server", "-b", default=None, help=BOOTSTRAP_HELP)
@@ -150,26 +160,67 @@ async def _describe(admin: Admin, topic: str) -> None:
         print(f"  {'*' if not entry.is_default else ' '} {name} = {entry.value}")
 
 
+READ_BLOCK_BYTES = 1 << 20  # one thread hand-off per block of input, not per line
+
+
 async def _produce(args: argparse.Namespace, bootstrap: str) -> int:
     acks = -1 if args.acks == "all" else int(args.acks)
-    count = 0
-    async with Producer(bootstrap_servers=bootstrap, acks=acks, compression_type=args.compression) as producer:
-        loop = asyncio.get_running_loop()
-        pending = []
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.buffer.readline)
-            if not line:
-                break
-            line = line.rstrip(b"\r\n")
-            key = None
-            if args.key_separator is not None:
-                key, _sep, line = line.partition(args.key_separator.encode())
-            pending.append(await producer.send(args.topic, line, key=key, partition=args.partition))
-            count += 1
-        for delivery in pending:
-            await delivery
-    print(f"produced {count} record(s) to {args.topic}", file=sys.stderr)
+    progress = Progress("produced", args.topic, enabled=want_progress(args.progress, sys.stderr, sys.stdin))
+    try:
+        async with Producer(bootstrap_servers=bootstrap, acks=acks, compression_type=args.compression) as producer:
+            await _produce_lines(producer, args, progress)
+    finally:
+        progress.close()
+    progress.finish("to")
     return 0
+
+
+async def _produce_lines(producer: Producer, args: argparse.Namespace, progress: Progress) -> None:
+    """Send each line of standard input as one record; raise the first delivery error."""
+    loop = asyncio.get_running_loop()
+    stdin = sys.stdin.buffer
+    read = functools.partial(stdin.read1, READ_BLOCK_BYTES)  # what one read() returns, up to a block
+    send = producer.send
+    topic, partition = args.topic, args.partition
+    separator = args.key_separator.encode() if args.key_separator is not None else None
+    unconfirmed: collections.deque[Any] = collections.deque()  # delivery futures, oldest first
+    rest = b""
+    next_block = loop.run_in_executor(None, read)  # the next block is read while this one is sent
+    while True:
+        block = await next_block
+        if not block:
+            lines = [rest] if rest else []
+        else:
+            next_block = loop.run_in_executor(None, read)
+            lines = (rest + block).split(b"\n") if rest else block.split(b"\n")
+            rest = lines.pop()
+        # The records' bytes: the input without its line ends (a last line without one was counted as read).
+        size_bytes = len(block) - len(lines) if block else 0
+        if lines and (b"\r" in block or not block):
+            lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+            size_bytes -= block.count(b"\r\n")
+        append = unconfirmed.append
+        if separator is None:
+            for line in lines:
+                append(await send(topic, line, None, partition))
+        else:
+            for line in lines:
+                key, _sep, value = line.partition(separator)
+                append(await send(topic, value, key, partition))
+        _confirm_done(unconfirmed)
+        progress.add(len(lines), size_bytes)
+        if not block:
+            break
+    await producer.flush()
+    _confirm_done(unconfirmed)
+
+
+def _confirm_done(futures: collections.deque[Any]) -> None:
+    """Drop the delivered futures from the front (batches complete about in order, so the
+    rest waits for a later block); raises the error of the first that failed."""
+    while futures and futures[0].done():
+        if (error := futures.popleft().exception()) is not None:
+            raise error
 
 
 async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
@@ -177,6 +228,7 @@ async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
     if args.group:
         settings["group_id"] = args.group
     count = 0
+    progress = Progress("consumed", args.topic, enabled=want_progress(args.progress, sys.stderr, sys.stdout))
     async with Consumer(bootstrap_servers=bootstrap, **settings) as consumer:
         if args.group:
             consumer.subscribe([args.topic])
@@ -191,6 +243,7 @@ async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
             records = [r for batch in batches.values() for r in batch]
             if not records and args.timeout_ms is not None:
                 break
+            progress.add(len(records), sum(len(r.value or b"") for r in records))
             for record in records:
                 parts = []
                 if args.print_offset:
@@ -202,4 +255,5 @@ async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
                 count += 1
                 if args.max_messages is not None and count >= args.max_messages:
                     break
+    progress.finish("from")
     return 0
