@@ -137,7 +137,7 @@ def _length_prefixed(name: str, flexible: bool, nullable: bool, length_bytes: in
     return step
 
 
-def _array(name: str, flexible: bool, nullable: bool, item: Step, item_min_bytes: int) -> Step:
+def _array(name: str, flexible: bool, nullable: bool, item: Step, item_min_bytes: int, item_fixed: bool = False) -> Step:
     def step(frame: bytes, position: int, end: int, unknown: list) -> int:
         if flexible:
             encoded, position = _uvarint(frame, position, end)
@@ -152,6 +152,8 @@ def _array(name: str, flexible: bool, nullable: bool, item: Step, item_min_bytes
             raise _Refused(f"array {name} has negative length {count}")
         if count * item_min_bytes > end - position:
             raise _Refused(f"array {name} claims {count} entries of at least {item_min_bytes} bytes, {end - position} bytes remain")
+        if item_fixed:  # every entry is item_min_bytes long, and they fit: nothing to walk
+            return position + count * item_min_bytes
         for _ in range(count):
             position = item(frame, position, end, unknown)
         return position
@@ -186,7 +188,7 @@ def _field_plan(entity_type: type, field: dataclasses.Field, tagged: bool) -> _P
     if type(shape).__name__ in ("EntityField", "EntityTupleField"):
         inner = _entity_plan(shape.type_)
         if shape.is_array:
-            return _Plan(_array(name, flexible, nullable, inner.walk, max(inner.min_bytes, 1)), 1 if flexible else 4)
+            return _Plan(_array(name, flexible, nullable, inner.walk, max(inner.min_bytes, 1), inner.fixed and inner.min_bytes > 0), 1 if flexible else 4)
         if nullable:
             return _Plan(_nullable_entity(name, inner.walk), 1)
         return inner
@@ -198,7 +200,7 @@ def _field_plan(entity_type: type, field: dataclasses.Field, tagged: bool) -> _P
     else:
         raise TypeError(f"no bounds rule for kafka_type {kafka_type!r} of {name}")  # a kio upgrade added a type
     if shape.is_array:
-        return _Plan(_array(name, flexible, nullable, item.walk, max(item.min_bytes, 1)), 1 if flexible else 4)
+        return _Plan(_array(name, flexible, nullable, item.walk, max(item.min_bytes, 1), item.fixed), 1 if flexible else 4)
     return item
 
 
@@ -207,6 +209,7 @@ def _entity_plan(entity_type: type) -> _Plan:
     steps: list[Step] = []
     min_bytes = 0
     fixed_run = 0
+    variable = False  # a field whose size depends on the bytes (or tagged fields) follows
     tagged: dict[int, Step] = {}
     for field in dataclasses.fields(entity_type):
         tag = get_field_tag(field)
@@ -221,6 +224,7 @@ def _entity_plan(entity_type: type) -> _Plan:
             steps.append(_skip(fixed_run))
             min_bytes += fixed_run
             fixed_run = 0
+        variable = True
         steps.append(plan.walk)
         min_bytes += plan.min_bytes
     if fixed_run:
@@ -230,6 +234,8 @@ def _entity_plan(entity_type: type) -> _Plan:
         steps.append(_tagged_fields(entity_type.__name__, tagged))
         min_bytes += 1
     fields_steps = tuple(steps)
+    if len(fields_steps) == 1:  # only fixed-size fields, or only tagged fields, or one field
+        return _Plan(fields_steps[0], min_bytes, fixed=not (variable or entity_type.__flexible__))
 
     def walk(frame: bytes, position: int, end: int, unknown: list) -> int:
         for step in fields_steps:
@@ -241,6 +247,8 @@ def _entity_plan(entity_type: type) -> _Plan:
 
 def _tagged_fields(entity_name: str, known: dict[int, Step]) -> Step:
     def step(frame: bytes, position: int, end: int, unknown: list) -> int:
+        if position < end and frame[position] == 0:  # no tagged fields: by far the usual case
+            return position + 1
         count_start = position
         count, position = _uvarint(frame, position, end)
         count_end = position
