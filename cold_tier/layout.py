@@ -58,7 +58,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from metadata.model import MAX_TOPIC_NAME_LENGTH, is_legal_topic_name
+from metadata.model import MAX_TOPIC_NAME_LENGTH, SegmentDescriptor, is_legal_topic_name
 
 from .errors import InvalidSegmentKey
 
@@ -125,17 +125,10 @@ def time_index_key(topic: str, partition: int, base_offset: int, upload_id: str)
 
 
 @dataclass(frozen=True, slots=True)
-class CommittedSegment:
-    """One committed segment upload, exactly what its commit key says."""
+class CommittedSegment(SegmentDescriptor):
+    """One committed segment upload, exactly what its commit key says: the descriptor every
+    catalogue row also carries, plus the upload id that names its objects."""
 
-    topic: str
-    partition: int
-    base_offset: int
-    last_offset: int
-    base_timestamp: int
-    max_timestamp: int
-    size_bytes: int
-    leader_epoch: int
     upload_id: str
 
     def __post_init__(self) -> None:
@@ -154,10 +147,6 @@ class CommittedSegment:
         if not _is_int(self.leader_epoch) or not 0 <= self.leader_epoch <= MAX_LEADER_EPOCH:
             raise ValueError(f"leader_epoch must be in [0, {MAX_LEADER_EPOCH}], got {self.leader_epoch!r}")
         _checked_upload_id(self.upload_id)
-
-    @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
 
     @property
     def log_key(self) -> str:

@@ -92,6 +92,34 @@ async def upload_segment(
     )
     if upload_id is not None and await _is_committed(store, segment.commit_key):
         return segment
+    return await _upload(store, segment, log_path, index_path, timeindex_path, part_bytes)
+
+
+async def upload_committed(
+    store: ObjectStore,
+    segment: CommittedSegment,
+    *,
+    log_path: str | os.PathLike[str],
+    index_path: str | os.PathLike[str],
+    timeindex_path: str | os.PathLike[str],
+    part_bytes: int = DEFAULT_PART_BYTES,
+) -> CommittedSegment:
+    """`upload_segment` for a descriptor the caller already made (and catalogued): a retry
+    of the same descriptor whose commit landed returns at once."""
+    if await _is_committed(store, segment.commit_key):
+        return segment
+    return await _upload(store, segment, log_path, index_path, timeindex_path, part_bytes)
+
+
+async def _upload(
+    store: ObjectStore,
+    segment: CommittedSegment,
+    log_path: str | os.PathLike[str],
+    index_path: str | os.PathLike[str],
+    timeindex_path: str | os.PathLike[str],
+    part_bytes: int,
+) -> CommittedSegment:
+    size_bytes = segment.size_bytes
     async with _exact_prefix(log_path, segment.log_key, size_bytes) as log_source:
         await _all_or_none(
             store.put_file(segment.log_key, log_source, part_bytes=part_bytes),

@@ -108,14 +108,15 @@ REMOTE_SEGMENT_TRANSITIONS: Mapping[RemoteSegmentState, frozenset[RemoteSegmentS
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteSegment:
+class SegmentDescriptor:
     """A rolled segment in the bucket: offsets [base_offset, last_offset], both inclusive.
 
+    The one description of a bucket segment: the catalogue row (`RemoteSegment`) and the
+    bucket's commit key (`cold_tier.layout.CommittedSegment`) both extend it.
     `base_timestamp` and `max_timestamp` are in ms (first batch's base timestamp, largest
     max timestamp); no order between them is assumed, since LogAppendTime rewrites only the
     max timestamp. `leader_epoch` is the epoch of the leader that uploaded it, the epoch every
-    write about this segment is fenced on. `object_key` names the segment's data object and
-    is unique across the bucket.
+    write about this segment is fenced on.
     """
 
     topic: str
@@ -126,6 +127,21 @@ class RemoteSegment:
     max_timestamp: int
     size_bytes: int
     leader_epoch: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    def descriptor_fields(self) -> dict[str, object]:
+        """The descriptor's fields by name, to build another extension of it."""
+        return {name: getattr(self, name) for name in SegmentDescriptor.__dataclass_fields__}
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSegment(SegmentDescriptor):
+    """A catalogue row: the segment, where its commit is (`object_key`, unique across the
+    bucket) and how far its upload or deletion got (`state`)."""
+
     object_key: str
     state: RemoteSegmentState = RemoteSegmentState.UPLOADING
 

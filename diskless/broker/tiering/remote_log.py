@@ -154,8 +154,5 @@ class RemoteLog:
 
 
 def _row(segment: CommittedSegment) -> RemoteSegment:
-    return RemoteSegment(
-        topic=segment.topic, partition=segment.partition, base_offset=segment.base_offset,
-        last_offset=segment.last_offset, base_timestamp=segment.base_timestamp, max_timestamp=segment.max_timestamp,
-        size_bytes=segment.size_bytes, leader_epoch=segment.leader_epoch, object_key=segment.commit_key,
-    )  # fmt: skip
+    """The catalogue row of an upload: the same descriptor, found by its commit key."""
+    return RemoteSegment(**segment.descriptor_fields(), object_key=segment.commit_key)

@@ -36,7 +36,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cold_tier.segments import delete_topic_objects, upload_segment
+from cold_tier.segments import delete_topic_objects, upload_committed
 from cold_tier.store import ObjectStore
 from hot_tier import SegmentInfo
 
@@ -179,13 +179,9 @@ class Uploader:
             base_offset=segment.base_offset, last_offset=segment.next_offset - 1, base_timestamp=base_timestamp,
             max_timestamp=segment.max_timestamp, size_bytes=segment.size_bytes, leader_epoch=leader.leader_epoch,
         )  # fmt: skip
-        await upload_segment(
-            self.bucket, topic=committed.topic, partition=committed.partition,
-            log_path=segment.log_path, index_path=segment.index_path, timeindex_path=segment.timeindex_path,
-            base_offset=committed.base_offset, last_offset=committed.last_offset, base_timestamp=committed.base_timestamp,
-            max_timestamp=committed.max_timestamp, size_bytes=committed.size_bytes, leader_epoch=committed.leader_epoch,
-            upload_id=committed.upload_id,
-        )  # fmt: skip
+        await upload_committed(
+            self.bucket, committed, log_path=segment.log_path, index_path=segment.index_path, timeindex_path=segment.timeindex_path
+        )
         await remote.commit(committed, leader.leader_epoch)
         log.info("%s-%d: segment %d-%d (%d bytes) is in the bucket", leader.topic, leader.index,
                  committed.base_offset, committed.last_offset, committed.size_bytes)  # fmt: skip
