@@ -87,7 +87,7 @@ class _Refused(Exception):
 def _uvarint(frame: bytes, position: int, end: int) -> tuple[int, int]:
     """Kafka's unsigned varint (at most 5 bytes), as kio and ByteUtils.readUnsignedVarint read it."""
     value = shift = 0
-    for i in range(5):
+    for _ in range(5):
         if position >= end:
             raise _Refused(f"truncated varint at byte {position}")
         byte = frame[position]

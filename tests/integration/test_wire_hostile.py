@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import datetime
 import re
 import select
 import socket

@@ -14,11 +14,11 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.create_topics.v7.request import CreateTopicsRequest
 from kio.schema.fetch.v4 import request as fetch_v4
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.metadata.v4.request import MetadataRequest as MetadataRequestV4
-from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.metadata.v12.request import MetadataRequestTopic
 from kio.schema.produce.v3.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from diskless.broker.server import RefusalLog
