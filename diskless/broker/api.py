@@ -10,6 +10,7 @@ Only the event-loop task calls these.
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +21,11 @@ from metadata import TopicMetadata
 if TYPE_CHECKING:
     from .groups import Groups
     from .partition import PartitionLeader
+
+
+# The peer's host ("/127.0.0.1"), for handlers that report it (JoinGroup's client_host); the
+# TCP shell sets it in each connection's task.
+PEER_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", default="")
 
 
 @dataclass(frozen=True, slots=True)

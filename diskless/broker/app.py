@@ -72,7 +72,7 @@ class Broker:
         self.uploader: Uploader
         self.groups: Groups
         self.cluster_id = ""
-        self.server = KafkaServer(self, config.listen_host, config.listen_port, config.socket_request_max_bytes)
+        self.server = KafkaServer(self.handle, config.listen_host, config.listen_port, config.socket_request_max_bytes)
         self._tasks: list[asyncio.Task[None]] = []
         self.http: AdminHttp | None = None
 

@@ -19,25 +19,19 @@ per kind of reason per second, the next one saying how many were suppressed.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import re
 import socket
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from diskless.wire import ProtocolError, encode_response, frame_size, parse_request
+from diskless.wire import ProtocolError, Request, encode_response, frame_size, parse_request
 
-
-if TYPE_CHECKING:
-    from .app import Broker
+from .api import PEER_HOST
 
 log = logging.getLogger(__name__)
-
-# The peer's host, for handlers that report it (JoinGroup's client_host); set per connection task.
-PEER_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", default="")
-
 
 class RefusalLog:
     """Which refusals to log: at most one line per kind of reason per `interval_ms`.
@@ -84,8 +78,8 @@ def _describe_api(exc: BaseException, frame_start: bytes | None) -> str:
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker, host: str, port: int, max_request_bytes: int) -> None:
-        self.broker = broker
+    def __init__(self, handle: Callable[[Request], Awaitable[Any]], host: str, port: int, max_request_bytes: int) -> None:
+        self.handle = handle  # the broker's: a parsed request in, its response (or None) out
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -152,7 +146,6 @@ class KafkaServer:
             log.warning("closing connection from %s%s: %s%s", client, api, reason, more)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, current: list[bytes | None]) -> None:
-        broker = self.broker
         while True:
             current[0] = None
             prefix = await reader.readexactly(4)
@@ -162,7 +155,7 @@ class KafkaServer:
             frame = await reader.readexactly(size)
             current[0] = frame
             request = parse_request(frame)
-            response = await broker.handle(request)
+            response = await self.handle(request)
             if response is not None:
                 await self._send(writer, encode_response(request.header.correlation_id, response))
 

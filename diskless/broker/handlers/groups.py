@@ -18,10 +18,9 @@ from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
 
-from ..api import BrokerApi
+from ..api import PEER_HOST, BrokerApi
 from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
-from ..server import PEER_HOST
 
 log = logging.getLogger(__name__)
 
