@@ -21,7 +21,7 @@ class BrokerConfig:
     node_id: int = 1
     # Kafka broker settings, same names with dots as underscores.
     socket_request_max_bytes: int = 104857600
-    auto_create_topics_enable: bool = False
+    auto_create_topics_enable: bool = True  # Kafka's default
     num_partitions: int = 1
     default_replication_factor: int = 1
     log_retention_check_interval_ms: int = 300000

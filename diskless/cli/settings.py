@@ -144,7 +144,7 @@ SETTINGS = [
     Setting("http", host_port, None, "address of the admin HTTP endpoint (default: off)", "HOST:PORT"),
     Setting("node_id", integer, 1, "this broker's node.id"),
     Setting("num_partitions", integer, 1, "num.partitions: partitions of auto-created topics and of CreateTopics with -1"),
-    Setting("auto_create_topics", boolean, False, "auto.create.topics.enable: create unknown topics on Metadata requests", "BOOL"),
+    Setting("auto_create_topics", boolean, True, "auto.create.topics.enable: create a topic when a producer or consumer names one that does not exist, with --num-partitions partitions (Kafka's default, true)", "BOOL"),
     Setting("socket_request_max_bytes", integer, 104857600, "socket.request.max.bytes: largest request frame accepted"),
     Setting("log_retention_check_interval_ms", integer, 300000, "log.retention.check.interval.ms: how often retention runs"),
     Setting("group_initial_rebalance_delay_ms", integer, 3000, "group.initial.rebalance.delay.ms: wait for more members before the first rebalance"),

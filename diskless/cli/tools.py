@@ -9,13 +9,17 @@ import collections
 import functools
 import os
 import sys
+import time
 from typing import Any
 
 from diskless.client import Admin, Consumer, KafkaError, Producer, TopicPartition
+from diskless.client.cluster import Cluster
+from diskless.client.errors import InvalidTopicError, UnknownTopicOrPartitionError
 
 from .progress import Progress, want_progress
 
-BOOTSTRAP_HELP = "broker address HOST:PORT (default 127.0.0.1:9092; env DISKLESS_BOOTSTRAP_SERVERS)"
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_HELP = f"broker address HOST:PORT (default {DEFAULT_BOOTSTRAP}; env DISKLESS_BOOTSTRAP_SERVERS)"
 
 
 def add_commands(commands: Any) -> None:
@@ -66,10 +70,13 @@ def add_commands(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    bootstrap = args.bootstrap_server or os.environ.get("DISKLESS_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+    bootstrap = args.bootstrap_server or os.environ.get("DISKLESS_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP)
     command = {"topics": _topics, "produce": _produce, "consume": _consume}[args.command]
     try:
         return asyncio.run(command(args, bootstrap))
+    except TopicNotFound as exc:
+        print(f"diskless {args.command}: {exc}", file=sys.stderr)
+        return 2
     except KafkaError as exc:
         print(f"diskless {args.command}: {exc}", file=sys.stderr)
         return 1
@@ -160,11 +167,55 @@ async def _describe(admin: Admin, topic: str) -> None:
         print(f"  {'*' if not entry.is_default else ' '} {name} = {entry.value}")
 
 
+class TopicNotFound(Exception):
+    def __init__(self, topic: str, bootstrap: str) -> None:
+        self.topic = topic
+        self.bootstrap = bootstrap
+        where = "" if bootstrap == DEFAULT_BOOTSTRAP else f" -b {bootstrap}"
+        super().__init__(f"topic {topic} does not exist and the broker does not create topics on use; "
+                         f"create it with: diskless topics create {topic}{where}")
+
+
+async def _require_topic(bootstrap: str, topic: str, command: str) -> int:
+    """The partition count of `topic`; TopicNotFound at once if there is none.
+
+    First asks without creating anything; if the topic is missing, asks again as Kafka's
+    producers and consumers do (allow_auto_topic_creation), so a broker with
+    auto.create.topics.enable creates it (and we say so), while one without answers
+    UNKNOWN_TOPIC_OR_PARTITION at once instead of the client waiting out max_block_ms.
+    """
+    cluster = Cluster(bootstrap, client_id=f"diskless-{command}", allow_auto_topic_creation=False)
+    try:
+        await cluster.fetch_metadata([topic])
+        if (count := cluster.metadata.partition_count(topic)) is not None:
+            return count
+        cluster.allow_auto_topic_creation = True
+        deadline = time.monotonic() + 10
+        while True:
+            await cluster.fetch_metadata([topic])
+            if (count := cluster.metadata.partition_count(topic)) is not None:
+                break
+            error = cluster.metadata.topic_errors.get(topic)
+            if error == InvalidTopicError.errno:
+                raise ValueError(f"{topic!r} is not a valid topic name: at most 249 letters, digits, '.', '_' or '-'")
+            if error == UnknownTopicOrPartitionError.errno:
+                raise TopicNotFound(topic, bootstrap)  # asked with allow_auto_topic_creation: the broker creates nothing
+            if time.monotonic() > deadline:
+                raise KafkaError(f"topic {topic} has no leader after 10 s; try again")
+            await asyncio.sleep(0.05)  # LEADER_NOT_AVAILABLE: the topic being created is getting its leaders
+    finally:
+        await cluster.close()
+    print(f"diskless {command}: topic {topic} did not exist; the broker created it with {count} partition(s) "
+          "(auto.create.topics.enable)", file=sys.stderr)
+    return count
+
+
 READ_BLOCK_BYTES = 1 << 20  # one thread hand-off per block of input, not per line
 
 
 async def _produce(args: argparse.Namespace, bootstrap: str) -> int:
     acks = -1 if args.acks == "all" else int(args.acks)
+    await _require_topic(bootstrap, args.topic, "produce")
     progress = Progress("produced", args.topic, enabled=want_progress(args.progress, sys.stderr, sys.stdin))
     try:
         async with Producer(bootstrap_servers=bootstrap, acks=acks, compression_type=args.compression) as producer:
@@ -227,16 +278,14 @@ async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
     settings: dict[str, Any] = {"auto_offset_reset": "earliest" if args.from_beginning else "latest"}
     if args.group:
         settings["group_id"] = args.group
+    partition_count = await _require_topic(bootstrap, args.topic, "consume")
     count = 0
     progress = Progress("consumed", args.topic, enabled=want_progress(args.progress, sys.stderr, sys.stdout))
     async with Consumer(bootstrap_servers=bootstrap, **settings) as consumer:
         if args.group:
             consumer.subscribe([args.topic])
         else:
-            partitions = await consumer.partitions_for_topic(args.topic)
-            if not partitions:
-                raise ValueError(f"unknown topic {args.topic}")
-            consumer.assign([TopicPartition(args.topic, p) for p in sorted(partitions)])
+            consumer.assign([TopicPartition(args.topic, p) for p in range(partition_count)])
         while args.max_messages is None or count < args.max_messages:
             timeout_ms = args.timeout_ms if args.timeout_ms is not None else 1000
             batches = await consumer.getmany(timeout_ms=timeout_ms)
