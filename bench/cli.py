@@ -10,7 +10,7 @@ directory); with `--bootstrap`, a broker already running is used. N lines of tex
   1-partition topic, acks=all and no compression for both (librdkafka's defaults), timed from
   the start of the process to its exit: start-up is part of what a person waits for. Each
   topic must then hold exactly N records.
-- consume: `kcat -C -e -t T2` and `diskless consume T2 --from-beginning --max-messages N`, to
+- consume: `kcat -C -e -t T2` and `diskless consume T2 --from-beginning --until-end`, to
   /dev/null, each must print N lines.
 
 Each figure is the best of `--rounds` rounds (the machine is shared; the best round is the least
@@ -125,7 +125,7 @@ def main() -> None:
                 if count != lines:
                     raise SystemExit(f"topic {topic} holds {count} records, not {lines}")
             kcat_time, kcat_out = timed([kcat, "-b", bootstrap, "-t", our_topic, "-C", "-e", "-q"])
-            our_time, our_out = timed([*DISKLESS, "consume", our_topic, "-b", bootstrap, "--from-beginning", "--max-messages", str(lines)])
+            our_time, our_out = timed([*DISKLESS, "consume", our_topic, "-b", bootstrap, "--from-beginning", "--until-end"])
             for who, out in (("kcat", kcat_out), ("diskless consume", our_out)):
                 printed = out.count(b"\n")
                 if printed != lines:

@@ -28,12 +28,50 @@ def main(argv: list[str] | None = None) -> int:
         "bucket in a local directory, both under --data-dir. Every flag also reads from an "
         "environment variable and from the --config TOML file (flag > env > file > default).",
     )
+    parser.add_argument("--version", action="version", version=f"diskless {_version()}")
     settings.add_arguments(serve)
     tools.add_commands(commands)
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unrecognized(_chosen_parser(parser, args), extras)
     if args.command == "serve":
         return _serve(args)
     return tools.run(args)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("diskless")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def _chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)command's parser, so a mistake shows that command's usage."""
+    for dest in ("command", "action"):
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = getattr(args, dest, None)
+        if sub is None or chosen not in sub.choices:
+            break
+        parser = sub.choices[chosen]
+    return parser
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> None:
+    """argparse's error for unknown arguments, from the subcommand, with a guess at the flag meant."""
+    import difflib
+
+    flags = [flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")]
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    for extra in extras:
+        if extra.startswith("-"):
+            guess = difflib.get_close_matches(extra.split("=", 1)[0], flags, n=1)
+            if guess:
+                message += f" (did you mean {guess[0]}?)"
+                break
+    parser.error(message)
 
 
 def _skip_optional_test_imports() -> None:

@@ -14,9 +14,10 @@ from typing import Any
 
 from diskless.client import Admin, Consumer, KafkaError, Producer, TopicPartition
 from diskless.client.cluster import Cluster
-from diskless.client.errors import InvalidTopicError, UnknownTopicOrPartitionError
+from diskless.client.errors import InvalidTopicError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 from .progress import Progress, want_progress
+from .record_format import compile_format, legacy_format
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_HELP = f"broker address HOST:PORT (default {DEFAULT_BOOTSTRAP}; env DISKLESS_BOOTSTRAP_SERVERS)"
@@ -28,7 +29,7 @@ def add_commands(commands: Any) -> None:
 
     create = actions.add_parser("create", help="create a topic")
     create.add_argument("topic")
-    create.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
+    create.add_argument("--partitions", type=positive, default=1, help="number of partitions (default 1)")
     create.add_argument("--config", action="append", default=[], metavar="NAME=VALUE", help="topic config, e.g. retention.ms=3600000 (repeatable)")
     actions.add_parser("list", help="list topics")
     describe = actions.add_parser("describe", help="partitions, offsets and configs of a topic (and tiering, with --http)")
@@ -41,12 +42,13 @@ def add_commands(commands: Any) -> None:
     alter.add_argument("topic")
     alter.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="set a config (repeatable)")
     alter.add_argument("--delete", action="append", default=[], metavar="NAME", help="reset a config to its default (repeatable)")
-    alter.add_argument("--partitions", type=int, help="grow the topic to this many partitions")
+    alter.add_argument("--partitions", type=positive, help="grow the topic to this many partitions")
 
     produce = commands.add_parser("produce", help="produce lines from standard input, one record each")
     produce.add_argument("topic")
     produce.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE")
-    produce.add_argument("--partition", type=int, help="produce to this partition (default: by key)")
+    produce.add_argument("--partition", type=non_negative, metavar="N",
+                         help="produce to this partition (default: by key; without keys, batches spread over partitions)")
     produce.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
                          help="compression.type of the record batches: none, gzip, snappy, lz4 or zstd (default none)")
     produce.add_argument("--acks", default="all", choices=["0", "1", "all"],
@@ -54,19 +56,67 @@ def add_commands(commands: Any) -> None:
     produce.add_argument("--progress", default="auto", choices=["auto", "on", "off"],
                          help="progress bar on standard error (default auto: when it is a terminal and input is not)")
 
-    consume = commands.add_parser("consume", help="print records, one per line")
+    consume = commands.add_parser(
+        "consume", help="print records, one per line (like kcat -C)",
+        description="Print the records of a topic, by default the value of each on its own line, from the end of "
+        "every partition on (only new records), until interrupted. A summary line goes to standard error at the end.",
+    )
     consume.add_argument("topic")
-    consume.add_argument("--group", help="consume as a member of this group (commits offsets)")
-    consume.add_argument("--from-beginning", action="store_true", help="start at the earliest offset (default: latest)")
-    consume.add_argument("--max-messages", type=int, help="stop after this many records")
-    consume.add_argument("--timeout-ms", type=int, help="stop when no record arrives for this long")
-    consume.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE")
+    consume.add_argument("--group", help="consume as a member of this group: partitions assigned by the group, "
+                         "starting at its committed offsets, which are committed as records are read")
+    consume.add_argument("--partition", type=non_negative, action="append", metavar="N",
+                         help="read only this partition (repeatable; default all; not with --group)")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true",
+                       help="start at the earliest offset (--offset beginning; with --group: where a new group starts)")
+    start.add_argument("--offset", type=offset_spec, metavar="OFFSET",
+                       help="where to start in each partition: beginning, end (default), N (that offset) or -N "
+                       "(N records before the end); not with --group")
+    start.add_argument("--timestamp", type=non_negative, metavar="MS",
+                       help="start at the first record with a timestamp at or after MS (epoch milliseconds); not with --group")
+    consume.add_argument("--until-end", action="store_true",
+                         help="exit once every partition is read up to the end it had at the start (like kcat -e)")
+    consume.add_argument("--max-messages", type=positive, metavar="N", help="exit after N records")
+    consume.add_argument("--timeout-ms", type=positive, metavar="MS", help="exit when no record arrives for this long")
+    consume.add_argument("--format", metavar="FMT",
+                         help="output format, as kcat's -f: %%t topic, %%p partition, %%o offset, %%T timestamp (ms), %%k key, "
+                         "%%s value, %%K / %%S key / value length, %%h headers, \\n newline, \\t tab (default '%%s\\n')")
+    consume.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE (--format '%%k\\t%%s\\n')")
     consume.add_argument("--print-offset", action="store_true", help="print PARTITION:OFFSET<TAB> first")
     consume.add_argument("--progress", default="auto", choices=["auto", "on", "off"],
                          help="progress bar on standard error (default auto: when it is a terminal and standard output is not)")
 
     for parser in (create, actions.choices["list"], describe, delete, alter, produce, consume):
         parser.add_argument("--bootstrap-server", "-b", default=None, help=BOOTSTRAP_HELP)
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {text!r}")
+    return value
+
+
+def offset_spec(text: str) -> str | int:
+    if text in ("beginning", "end"):
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected beginning, end, N or -N, got {text!r}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `diskless consume ... | head`: the reader left; so do we, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ValueError as exc:
         print(f"diskless {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -93,11 +146,39 @@ def _pairs(items: list[str]) -> dict[str, str]:
         name, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"expected NAME=VALUE, got {item!r}")
-        pairs[name.strip()] = value.strip()
+        pairs[_config_name(name.strip())] = value.strip()
     return pairs
 
 
+def _config_name(name: str) -> str:
+    """`name` if Kafka has such a topic config; else ValueError with the nearest names.
+
+    Checked here, before anything is sent, against Kafka's list of topic configs (which the
+    broker's table follows), so a typo gets a suggestion rather than the broker's refusal.
+    """
+    import difflib
+
+    from diskless.broker.topic_configs import TOPIC_CONFIGS
+
+    if name in TOPIC_CONFIGS:
+        return name
+    guesses = difflib.get_close_matches(name, TOPIC_CONFIGS, n=1, cutoff=0.75)
+    if guesses:
+        raise ValueError(f"unknown config {name}; did you mean {guesses[0]}?")
+    raise ValueError(f"unknown config {name}; the topic configs are listed by: diskless topics describe TOPIC")
+
+
 async def _topics(args: argparse.Namespace, bootstrap: str) -> int:
+    try:
+        return await _topic_action(args, bootstrap)
+    except UnknownTopicOrPartitionError:
+        where = "" if bootstrap == DEFAULT_BOOTSTRAP else f" -b {bootstrap}"
+        raise TopicNotFound(args.topic, f"; diskless topics list{where} shows the topics there are") from None
+    except TopicAlreadyExistsError:
+        raise ValueError(f"topic {args.topic} already exists; diskless topics describe {args.topic} shows it") from None
+
+
+async def _topic_action(args: argparse.Namespace, bootstrap: str) -> int:
     async with Admin(bootstrap_servers=bootstrap) as admin:
         if args.action == "create":
             await admin.create_topics(args.topic, args.partitions, _pairs(args.config))
@@ -109,7 +190,7 @@ async def _topics(args: argparse.Namespace, bootstrap: str) -> int:
             await admin.delete_topics(args.topic)
             print(f"deleted topic {args.topic}")
         elif args.action == "alter":
-            changes: dict[str, str | None] = {**_pairs(args.set), **{name: None for name in args.delete}}
+            changes: dict[str, str | None] = {**_pairs(args.set), **{_config_name(name): None for name in args.delete}}
             if changes:
                 await admin.alter_configs(args.topic, changes)
                 print(f"updated configs of {args.topic}: {', '.join(sorted(changes))}")
@@ -118,8 +199,9 @@ async def _topics(args: argparse.Namespace, bootstrap: str) -> int:
                 print(f"topic {args.topic} now has {args.partitions} partitions")
         else:
             http = args.http or os.environ.get("DISKLESS_HTTP")
+            described = await _describe(admin, args.topic)
             tiering = await _fetch_tiering(http, args.topic) if http else None  # before printing: an error is one line
-            await _describe(admin, args.topic)
+            print("\n".join(described))
             if tiering is not None:
                 _print_tiering(tiering)
     return 0
@@ -150,30 +232,29 @@ def _print_tiering(state: dict[str, Any]) -> None:
               f"{p['remote_segments']:>11}  {p['remote_bytes']:>12}  {lag:>18}")
 
 
-async def _describe(admin: Admin, topic: str) -> None:
+async def _describe(admin: Admin, topic: str) -> list[str]:
+    lines = []
     description = (await admin.describe_topics(topic))[topic]
     earliest = await admin.list_offsets(topic, "earliest")
     latest = await admin.list_offsets(topic, "latest")
     configs = await admin.describe_configs(topic)
-    print(f"topic {topic}  id {description.topic_id}  partitions {len(description.partitions)}")
-    print(f"{'partition':>9}  {'leader':>6}  {'log start':>12}  {'high watermark':>14}  {'records':>10}")
+    lines.append(f"topic {topic}  id {description.topic_id}  partitions {len(description.partitions)}")
+    lines.append(f"{'partition':>9}  {'leader':>6}  {'log start':>12}  {'high watermark':>14}  {'records':>10}")
     for p in sorted(description.partitions, key=lambda p: p.partition):
         start = earliest[p.partition].offset if earliest[p.partition] else 0
         end = latest[p.partition].offset if latest[p.partition] else 0
-        print(f"{p.partition:>9}  {p.leader:>6}  {start:>12}  {end:>14}  {end - start:>10}")
-    print("configs (* = set on the topic):")
+        lines.append(f"{p.partition:>9}  {p.leader:>6}  {start:>12}  {end:>14}  {end - start:>10}")
+    lines.append("configs (* = set on the topic):")
     for name in sorted(configs):
         entry = configs[name]
-        print(f"  {'*' if not entry.is_default else ' '} {name} = {entry.value}")
+        lines.append(f"  {'*' if not entry.is_default else ' '} {name} = {entry.value}")
+    return lines
 
 
 class TopicNotFound(Exception):
-    def __init__(self, topic: str, bootstrap: str) -> None:
+    def __init__(self, topic: str, what_to_do: str) -> None:
         self.topic = topic
-        self.bootstrap = bootstrap
-        where = "" if bootstrap == DEFAULT_BOOTSTRAP else f" -b {bootstrap}"
-        super().__init__(f"topic {topic} does not exist and the broker does not create topics on use; "
-                         f"create it with: diskless topics create {topic}{where}")
+        super().__init__(f"topic {topic} does not exist{what_to_do}")
 
 
 async def _require_topic(bootstrap: str, topic: str, command: str) -> int:
@@ -199,7 +280,9 @@ async def _require_topic(bootstrap: str, topic: str, command: str) -> int:
             if error == InvalidTopicError.errno:
                 raise ValueError(f"{topic!r} is not a valid topic name: at most 249 letters, digits, '.', '_' or '-'")
             if error == UnknownTopicOrPartitionError.errno:
-                raise TopicNotFound(topic, bootstrap)  # asked with allow_auto_topic_creation: the broker creates nothing
+                # Asked with allow_auto_topic_creation: this broker creates nothing on use.
+                where = "" if bootstrap == DEFAULT_BOOTSTRAP else f" -b {bootstrap}"
+                raise TopicNotFound(topic, f" and the broker does not create topics on use; create it with: diskless topics create {topic}{where}")
             if time.monotonic() > deadline:
                 raise KafkaError(f"topic {topic} has no leader after 10 s; try again")
             await asyncio.sleep(0.05)  # LEADER_NOT_AVAILABLE: the topic being created is getting its leaders
@@ -275,34 +358,80 @@ def _confirm_done(futures: collections.deque[Any]) -> None:
 
 
 async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
+    if args.group and (args.partition or args.offset is not None or args.timestamp is not None):
+        raise ValueError("--partition, --offset and --timestamp choose partitions and offsets themselves: "
+                         "use them without --group (a group reads what it is assigned from its committed offsets)")
+    render = compile_format(args.format if args.format is not None else legacy_format(args.print_offset, args.print_key))
+    partition_count = await _require_topic(bootstrap, args.topic, "consume")
+    for partition in args.partition or ():
+        if partition >= partition_count:
+            raise ValueError(f"topic {args.topic} has partitions 0 to {partition_count - 1}; there is no partition {partition}")
     settings: dict[str, Any] = {"auto_offset_reset": "earliest" if args.from_beginning else "latest"}
     if args.group:
         settings["group_id"] = args.group
-    partition_count = await _require_topic(bootstrap, args.topic, "consume")
-    count = 0
     progress = Progress("consumed", args.topic, enabled=want_progress(args.progress, sys.stderr, sys.stdout))
-    async with Consumer(bootstrap_servers=bootstrap, **settings) as consumer:
-        if args.group:
-            consumer.subscribe([args.topic])
-        else:
-            consumer.assign([TopicPartition(args.topic, p) for p in range(partition_count)])
-        while args.max_messages is None or count < args.max_messages:
-            timeout_ms = args.timeout_ms if args.timeout_ms is not None else 1000
-            batches = await consumer.getmany(timeout_ms=timeout_ms)
-            records = [r for batch in batches.values() for r in batch]
-            if not records and args.timeout_ms is not None:
-                break
-            progress.add(len(records), sum(len(r.value or b"") for r in records))
-            for record in records:
-                parts = []
-                if args.print_offset:
-                    parts.append(f"{record.partition}:{record.offset}")
-                if args.print_key:
-                    parts.append((record.key or b"").decode(errors="replace"))
-                parts.append((record.value or b"").decode(errors="replace"))
-                print("\t".join(parts), flush=True)
-                count += 1
-                if args.max_messages is not None and count >= args.max_messages:
+    out = sys.stdout.buffer
+    try:
+        async with Consumer(bootstrap_servers=bootstrap, **settings) as consumer:
+            if args.group:
+                consumer.subscribe([args.topic])
+            else:
+                partitions = [TopicPartition(args.topic, p) for p in sorted(set(args.partition or range(partition_count)))]
+                consumer.assign(partitions)
+                await _seek(consumer, partitions, args)
+            ends: dict[TopicPartition, int] = {}  # --until-end: each partition's end when first assigned
+            poll_ms = args.timeout_ms or 1000
+            while args.max_messages is None or progress.records < args.max_messages:
+                if args.until_end and await _at_end(consumer, ends):
                     break
+                limit = None if args.max_messages is None else args.max_messages - progress.records
+                batches = await consumer.getmany(timeout_ms=poll_ms, max_records=limit)
+                records = [r for batch in batches.values() for r in batch]
+                if not records:
+                    if args.timeout_ms is not None:
+                        break
+                    continue
+                out.write(render(records))
+                out.flush()
+                progress.add(len(records), sum(len(r.value) for r in records if r.value is not None))
+    finally:
+        progress.close()
     progress.finish("from")
     return 0
+
+
+async def _seek(consumer: Consumer, partitions: list[TopicPartition], args: argparse.Namespace) -> None:
+    offset = "beginning" if args.from_beginning else args.offset
+    if args.timestamp is not None:
+        found = await consumer.offsets_for_times({tp: args.timestamp for tp in partitions})
+        later = [tp for tp in partitions if found.get(tp) is None]
+        for tp in partitions:
+            if found.get(tp) is not None:
+                consumer.seek(tp, found[tp].offset)
+        if later:
+            await consumer.seek_to_end(*later)  # no record that late yet: wait for new ones
+    elif offset == "beginning":
+        await consumer.seek_to_beginning(*partitions)
+    elif offset is None or offset == "end":
+        await consumer.seek_to_end(*partitions)
+    elif offset >= 0:
+        for tp in partitions:
+            consumer.seek(tp, offset)
+    else:
+        begins, ends = await consumer.beginning_offsets(partitions), await consumer.end_offsets(partitions)
+        for tp in partitions:
+            consumer.seek(tp, max(begins[tp], ends[tp] + offset))
+
+
+async def _at_end(consumer: Consumer, ends: dict[TopicPartition, int]) -> bool:
+    """Whether every assigned partition is read up to the end it had when first seen."""
+    assigned = consumer.assignment()
+    if not assigned:
+        return False  # a group member before its first assignment
+    new = [tp for tp in assigned if tp not in ends]
+    if new:
+        ends.update(await consumer.end_offsets(new))
+    for tp in assigned:
+        if await consumer.position(tp) < ends[tp]:
+            return False
+    return True
