@@ -1,17 +1,27 @@
 # Set-up is part of every target: a fresh machine needs only `make run` or `make test`.
+# `make run` installs the broker alone; `make test` adds the test tools, the Kafka clients the
+# tests talk to, and Spark (the `test` and `spark` extras in pyproject.toml).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+UV := $(VENV)/bin/uv
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test test-unit bench system-deps clean
+.PHONY: run test test-unit bench-cli system-deps clean
 
 # uv (from PyPI) resolves and installs several times faster than pip.
-$(STAMP): pyproject.toml
+$(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q uv
-	$(VENV)/bin/uv pip install -q -p $(PY) -e '.[spark,test]'
-	touch $(STAMP)
+
+$(RUN_STAMP): pyproject.toml | $(UV)
+	$(UV) pip install -q -p $(PY) -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(UV)
+	$(UV) pip install -q -p $(PY) -e '.[spark,test]'
+	touch $@
 
 # kcat comes from Debian; Spark needs a Java runtime (17 is on the machines we target).
 system-deps:
@@ -22,14 +32,18 @@ system-deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(VENV)/bin/diskless serve
 
-test: $(STAMP) system-deps
+test: $(TEST_STAMP) system-deps
 	$(PY) -m pytest -q -p no:cacheprovider
 
-test-unit: $(STAMP)
+test-unit: $(TEST_STAMP)
 	$(PY) -m pytest -q tests/unit tests/property
+
+# `diskless produce` / `consume` beside kcat.
+bench-cli: $(RUN_STAMP) system-deps
+	$(PY) bench/cli.py
 
 clean:
 	rm -rf $(VENV) diskless-data
