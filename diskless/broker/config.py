@@ -8,6 +8,18 @@ from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
+class Listener:
+    """One more Kafka listener, as an entry of Kafka's `listeners` / `advertised.listeners`
+    past the first (the first is listen_host/listen_port and advertised_host/advertised_port):
+    clients that connect here are told `advertised_host:advertised_port` in Metadata."""
+
+    host: str
+    port: int
+    advertised_host: str | None = None  # defaults to host
+    advertised_port: int | None = None  # defaults to the bound port
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerConfig:
     data_dir: Path = Path("diskless-data")
     listen_host: str = "127.0.0.1"
@@ -16,6 +28,8 @@ class BrokerConfig:
     advertised_port: int | None = None  # defaults to the bound port
     metadata_url: str | None = None  # defaults to sqlite:///<data_dir>/metadata.db
     object_store_url: str | None = None  # defaults to file://<data_dir>/bucket
+    # More listeners, e.g. one for the host and one for a container network (docker-compose.yml).
+    extra_listeners: tuple[Listener, ...] = ()
     http_host: str | None = None
     http_port: int | None = None
     node_id: int = 1

@@ -90,17 +90,22 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     from diskless.broker.app import Broker
 
+    from .listeners import ExtraListeners, MultiListenerBroker
+
     async def run() -> None:
-        broker = Broker(config)
+        broker = MultiListenerBroker(config) if config.extra_listeners else Broker(config)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await broker.start()
+        extra = ExtraListeners(broker, config)
         try:
+            await extra.start()
             await stop.wait()
             logging.getLogger("diskless").info("shutting down")
         finally:
+            await extra.stop()
             await broker.stop()
 
     from diskless.broker.data_dir import DataDirError

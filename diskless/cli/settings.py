@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from diskless.broker.config import BrokerConfig
+from diskless.broker.config import BrokerConfig, Listener
 
 
 class SettingsError(Exception):
@@ -29,6 +29,13 @@ def host_port(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or int(port) > 65535:
         raise SettingsError(f"expected HOST:PORT, got {text!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def host_ports(text: str) -> list[tuple[str, int]]:
+    """One or more HOST:PORT, comma-separated (Kafka's listeners list, without names)."""
+    if not isinstance(text, str):
+        raise SettingsError(f"expected \"HOST:PORT[,HOST:PORT...]\", got {text!r}")
+    return [host_port(item.strip()) for item in text.split(",")]
 
 
 def boolean(text: str | bool) -> bool:
@@ -115,7 +122,8 @@ def resolved_object_store_url(url: str | None, data_dir: Path, env: Mapping[str,
     query = {"endpoint_url": config.endpoint_url} if config.endpoint_url else {}
     query["region"] = config.region
     prefix = quote(config.prefix.rstrip("/"))
-    return f"s3://{config.bucket}/{prefix}?{urlencode(query)}" if prefix else f"s3://{config.bucket}?{urlencode(query)}"
+    query_text = urlencode(query, safe=":/")
+    return f"s3://{config.bucket}/{prefix}?{query_text}" if prefix else f"s3://{config.bucket}?{query_text}"
 
 
 @dataclass(frozen=True)
@@ -136,8 +144,10 @@ class Setting:
 
 
 SETTINGS = [
-    Setting("listen", host_port, "127.0.0.1:9092", "address the Kafka listener binds to", "HOST:PORT"),
-    Setting("advertised_listener", host_port, None, "address clients are told to connect to (default: --listen)", "HOST:PORT"),
+    Setting("listen", host_ports, "127.0.0.1:9092", "address the Kafka listener binds to; several, comma-separated, "
+            "for several networks (listeners)", "HOST:PORT[,...]"),
+    Setting("advertised_listener", host_ports, None, "address clients are told to connect to, one per --listen address "
+            "(advertised.listeners; default: the --listen address)", "HOST:PORT[,...]"),
     Setting("data_dir", directory, "./diskless-data", "directory for the hot tier (active segments), meta.properties and the embedded defaults", "DIR"),
     Setting("metadata", metadata_url, None, "metadata store URL: sqlite:///PATH (default sqlite:///<data-dir>/metadata.db)", "URL"),
     Setting("object_store", object_store_url, None, "object store URL: s3://BUCKET[/PREFIX][?endpoint_url=...&region=...] or file:///PATH (default file://<data-dir>/bucket)", "URL"),
@@ -211,8 +221,15 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         object_store = resolved_object_store_url(values["object_store"], values["data_dir"], aws_env)
     except SettingsError as exc:
         raise SettingsError(f"{sources['object_store']}: {exc}") from None
-    listen_host, listen_port = values["listen"]
-    advertised = values["advertised_listener"] or (None, None)
+    listens = values["listen"]
+    advertiseds = values["advertised_listener"] or [(None, None)] * len(listens)
+    if len(advertiseds) != len(listens):
+        raise SettingsError(f"{sources['advertised_listener']}: {len(advertiseds)} address(es) for {len(listens)} "
+                            f"--listen address(es); give one advertised address per listener, in the same order")
+    if len({port for _host, port in listens if port}) != len([port for _host, port in listens if port]):
+        raise SettingsError(f"{sources['listen']}: two listeners on one port")
+    (listen_host, listen_port), advertised = listens[0], advertiseds[0]
+    extra_listeners = tuple(Listener(host, port, a_host, a_port) for (host, port), (a_host, a_port) in zip(listens[1:], advertiseds[1:]))
     http = values["http"] or (None, None)
     config = BrokerConfig(
         data_dir=values["data_dir"],
@@ -220,6 +237,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         listen_port=listen_port,
         advertised_host=advertised[0],
         advertised_port=advertised[1],
+        extra_listeners=extra_listeners,
         metadata_url=values["metadata"],
         object_store_url=object_store,
         http_host=http[0],

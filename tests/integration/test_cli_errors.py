@@ -70,9 +70,10 @@ def test_ready_line_shows_the_absolute_object_store_url(tmp_path):
     assert ready[0].endswith(f", data in {tmp_path / 'data'}, object store file://{tmp_path / 'data' / 'bucket'}")
 
 
-def test_describe_with_http_when_the_admin_endpoint_is_off(shared_broker):
+def test_describe_with_http_when_the_admin_endpoint_is_off(shared_broker, create_topic):
+    topic = create_topic(shared_broker.bootstrap, partitions=1)
     http = f"127.0.0.1:{free_port()}"
-    result = diskless("topics", "describe", "anything", "-b", shared_broker.bootstrap, "--http", http)
+    result = diskless("topics", "describe", topic, "-b", shared_broker.bootstrap, "--http", http)
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
         f"diskless topics: no admin HTTP endpoint answers at http://{http}; start the broker with --http {http}, or leave out --http\n"

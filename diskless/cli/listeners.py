@@ -1,0 +1,69 @@
+"""Kafka listeners past the first, for `diskless serve --listen A,B --advertised-listener A',B'`.
+
+Kafka answers Metadata (and FindCoordinator, DescribeCluster) with the advertised address of
+the listener the request came in on, so one broker can be reached both from the host
+(127.0.0.1:9092) and from a container network (diskless:19092). The broker binds its first
+listener itself; each further one is another `KafkaServer` over the same broker, whose
+requests run with that listener's advertised address in a context variable, which the
+broker's `advertised_address` returns while it is set.
+
+Built and run by the CLI's `serve` only, in the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any
+
+from diskless.broker.app import Broker
+from diskless.broker.config import BrokerConfig
+from diskless.broker.server import KafkaServer
+
+log = logging.getLogger("diskless")
+
+# The advertised (host, port) of the listener the current request came in on; None: the first.
+ADVERTISED: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("advertised", default=None)
+
+
+class MultiListenerBroker(Broker):
+    """A Broker that tells each client the address of the listener it connected to."""
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        current = ADVERTISED.get()
+        return current if current is not None else super().advertised_address
+
+
+class ExtraListeners:
+    def __init__(self, broker: Broker, config: BrokerConfig) -> None:
+        self.broker = broker
+        self.config = config
+        self.servers: list[KafkaServer] = []
+
+    async def start(self) -> None:
+        for listener in self.config.extra_listeners:
+            address: list[tuple[str, int]] = []  # filled once the port is bound (port 0 picks one)
+            server = KafkaServer(self._handler(address), listener.host, listener.port, self.config.socket_request_max_bytes)
+            await server.start()
+            self.servers.append(server)
+            address.append((listener.advertised_host or listener.host, listener.advertised_port or server.port))
+            log.info("also listening on %s:%d (advertised %s:%d)", listener.host, server.port, *address[0])
+
+    def _handler(self, address: list[tuple[str, int]]) -> Any:
+        handle = self.broker.handle
+
+        async def handle_here(request: Any) -> Any:
+            token = ADVERTISED.set(address[0])
+            try:
+                return await handle(request)
+            finally:
+                ADVERTISED.reset(token)
+
+        return handle_here
+
+    async def stop(self) -> None:
+        for server in self.servers:
+            await server.stop()
+        self.servers.clear()
+
