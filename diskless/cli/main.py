@@ -7,8 +7,12 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from . import settings
+
+if TYPE_CHECKING:
+    from diskless.broker.config import BrokerConfig
 
 DESCRIPTION = """\
 Diskless: a Kafka-compatible broker whose local disk is only a cache.
@@ -74,6 +78,28 @@ def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> None:
     parser.error(message)
 
 
+async def _check_object_store(config: BrokerConfig) -> None:
+    """One small request to an s3:// store before the broker starts, so a wrong endpoint,
+    bucket or credential shows in the first lines of the log. It only warns: the broker serves
+    the hot tier without the bucket, and its uploads retry until the bucket answers."""
+    url = config.resolved_object_store_url
+    if not url.startswith("s3://"):
+        return
+    from cold_tier.errors import ObjectStoreError
+    from cold_tier.retry import RetryPolicy
+    from cold_tier.url import open_object_store
+
+    store = open_object_store(url, env=config.object_store_env, retry=RetryPolicy(max_attempts=1),
+                              connect_timeout_ms=3000, read_timeout_ms=3000)
+    try:
+        await store.list("diskless-reachability-check/")
+    except (ObjectStoreError, OSError) as exc:
+        logging.getLogger("diskless").warning(
+            "object store %s does not answer (%s); starting anyway: uploads retry until it does", url, str(exc).splitlines()[0])
+    finally:
+        await store.close()
+
+
 def _skip_optional_test_imports() -> None:
     # kio imports hypothesis, when it is installed, only to register test strategies for its
     # types: a quarter of a second at every start of the command. A None entry makes that
@@ -98,6 +124,7 @@ def _serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        await _check_object_store(config)
         await broker.start()
         extra = ExtraListeners(broker, config)
         try:

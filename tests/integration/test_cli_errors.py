@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -78,3 +79,20 @@ def test_describe_with_http_when_the_admin_endpoint_is_off(shared_broker, create
     assert result.stderr == (
         f"diskless topics: no admin HTTP endpoint answers at http://{http}; start the broker with --http {http}, or leave out --http\n"
     )
+
+
+def test_an_object_store_that_does_not_answer_is_a_warning_at_start(tmp_path):
+    closed = free_port()
+    url = f"s3://diskless/x?endpoint_url=http://127.0.0.1:{closed}"
+    broker = BrokerProcess(tmp_path / "data", "--object-store", url,
+                           env={"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}).start()
+    try:
+        deadline = time.monotonic() + 30
+        while " ready on " not in broker.log_text():
+            assert time.monotonic() < deadline, broker.log_text()
+            time.sleep(0.02)
+    finally:
+        assert broker.stop() == 0
+    (warning,) = [line for line in broker.log_text().splitlines() if " WARNING " in line]
+    assert re.search(rf"WARNING diskless: object store {re.escape(url)}&region=us-east-1 does not answer "
+                     r"\(object store unavailable: .+\); starting anyway: uploads retry until it does$", warning), warning
