@@ -40,6 +40,7 @@ from .model import (
     RemoteSegmentState,
     TopicMetadata,
     TopicPartition,
+    WalBatch,
 )
 from .store import MetadataStore
 from .url import open_metadata_store, parse_metadata_url, sqlite_url
@@ -75,6 +76,7 @@ __all__ = [
     "UnknownRemoteSegment",
     "UnknownTopic",
     "UnknownTopicId",
+    "WalBatch",
     "UnknownTopicOrPartition",
     "UnsupportedMetadataUrl",
     "UnsupportedSchemaVersion",

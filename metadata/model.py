@@ -147,6 +147,26 @@ class RemoteSegment(SegmentDescriptor):
 
 
 @dataclass(frozen=True, slots=True)
+class WalBatch:
+    """One record batch of a partition inside a write-ahead object: offsets [base_offset,
+    last_offset] at bytes [position, position + size_bytes) of the object `object_key`,
+    appended under `leader_epoch`. Durable once its object is committed."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    object_key: str
+    position: int
+    size_bytes: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerStateEntry:
     """What an idempotent producer last wrote to one partition, after the entries of Kafka's
     producer snapshot files (ProducerStateManager): the last batch ended at `last_offset`

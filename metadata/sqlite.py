@@ -31,7 +31,7 @@ import asyncio
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -46,6 +46,7 @@ from .model import (
     RemoteSegment,
     RemoteSegmentState,
     TopicMetadata,
+    WalBatch,
 )
 from .sqlite_schema import ensure_schema
 
@@ -240,6 +241,28 @@ class SqliteMetadataStore:
         self, topic: str, partition: int, base_offset: int, object_key: str, *, leader_epoch: int
     ) -> None:
         await self._call(ops.remove_remote_segment, topic, partition, base_offset, object_key, leader_epoch)
+
+    # --- write-ahead objects ---------------------------------------------------------------
+
+    async def commit_wal_object(self, object_key: str, batches: Sequence[WalBatch]) -> None:
+        await self._call(ops.commit_wal_object, object_key, tuple(batches))
+
+    async def list_wal_batches(self, topic: str, partition: int, from_offset: int = 0) -> list[WalBatch]:
+        return await self._call(ops.list_wal_batches, topic, partition, from_offset)
+
+    async def delete_wal_batches_below(self, topic: str, partition: int, offset: int, *, leader_epoch: int) -> int:
+        return await self._call(ops.delete_wal_batches_below, topic, partition, offset, leader_epoch)
+
+    async def list_unreferenced_wal_objects(self) -> list[str]:
+        return await self._call(ops.list_unreferenced_wal_objects)
+
+    async def delete_wal_object(self, object_key: str) -> None:
+        await self._call(ops.delete_wal_object, object_key)
+
+    # --- cluster ---------------------------------------------------------------------------
+
+    async def get_or_create_cluster_id(self, proposed: str) -> str:
+        return await self._call(ops.get_or_create_cluster_id, proposed)
 
     # --- lifecycle -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -35,6 +35,7 @@ from .model import (
     RemoteSegment,
     RemoteSegmentState,
     TopicMetadata,
+    WalBatch,
     apply_config_changes,
     check_leader_epoch,
     check_offset,
@@ -466,3 +467,65 @@ def remove_remote_segment(
             "DELETE FROM remote_segments WHERE topic_id = ? AND partition = ? AND base_offset = ? AND object_key = ?",
             (topic_id, partition, base_offset, object_key),
         )
+
+
+# --- write-ahead objects -----------------------------------------------------------------
+
+
+_WAL_COLUMNS = "base_offset, last_offset, leader_epoch, object_key, position, size_bytes"
+
+
+def commit_wal_object(conn: sqlite3.Connection, object_key: str, batches: Sequence[WalBatch]) -> None:
+    with _write(conn):
+        conn.execute("INSERT OR IGNORE INTO wal_objects (object_key) VALUES (?)", (object_key,))
+        for b in batches:
+            topic_id = _fenced_partition(conn, b.topic, b.partition, b.leader_epoch)
+            # A retried commit of the same object writes the same rows: replace, not fail.
+            conn.execute(
+                f"INSERT OR REPLACE INTO wal_batches (topic_id, partition, {_WAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (topic_id, b.partition, b.base_offset, b.last_offset, b.leader_epoch, object_key, b.position, b.size_bytes),
+            )
+
+
+def list_wal_batches(conn: sqlite3.Connection, topic: str, partition: int, from_offset: int) -> list[WalBatch]:
+    with _read(conn):
+        topic_id, _ = _partition_row(conn, topic, partition)
+        rows = conn.execute(
+            f"SELECT {_WAL_COLUMNS} FROM wal_batches WHERE topic_id = ? AND partition = ? AND last_offset >= ?"
+            " ORDER BY base_offset",
+            (topic_id, partition, from_offset),
+        ).fetchall()
+    return [WalBatch(topic, partition, *row) for row in rows]
+
+
+def delete_wal_batches_below(conn: sqlite3.Connection, topic: str, partition: int, offset: int, leader_epoch: int) -> int:
+    with _write(conn):
+        topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
+        cursor = conn.execute(
+            "DELETE FROM wal_batches WHERE topic_id = ? AND partition = ? AND last_offset < ?", (topic_id, partition, offset)
+        )
+        return cursor.rowcount
+
+
+def list_unreferenced_wal_objects(conn: sqlite3.Connection) -> list[str]:
+    with _read(conn):
+        rows = conn.execute(
+            "SELECT object_key FROM wal_objects o"
+            " WHERE NOT EXISTS (SELECT 1 FROM wal_batches b WHERE b.object_key = o.object_key) ORDER BY object_key"
+        ).fetchall()
+    return [key for (key,) in rows]
+
+
+def delete_wal_object(conn: sqlite3.Connection, object_key: str) -> None:
+    with _write(conn):
+        conn.execute("DELETE FROM wal_objects WHERE object_key = ?", (object_key,))
+
+
+# --- cluster ------------------------------------------------------------------------------
+
+
+def get_or_create_cluster_id(conn: sqlite3.Connection, proposed: str) -> str:
+    with _write(conn):
+        conn.execute("INSERT OR IGNORE INTO cluster (name, value) VALUES ('cluster.id', ?)", (proposed,))
+        (cluster_id,) = conn.execute("SELECT value FROM cluster WHERE name = 'cluster.id'").fetchone()
+    return cluster_id

@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -104,7 +104,33 @@ CREATE TABLE counters (
 INSERT INTO counters (name, value) VALUES ('next_producer_id_block', 0);
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1}
+# v2: write-ahead objects (their durable batches) and the cluster id.
+_SCHEMA_V2 = """
+CREATE TABLE wal_objects (
+    object_key  TEXT PRIMARY KEY
+) WITHOUT ROWID;
+
+CREATE TABLE wal_batches (
+    topic_id      TEXT    NOT NULL,
+    partition     INTEGER NOT NULL,
+    base_offset   INTEGER NOT NULL,
+    last_offset   INTEGER NOT NULL,
+    leader_epoch  INTEGER NOT NULL,
+    object_key    TEXT    NOT NULL REFERENCES wal_objects (object_key) ON DELETE CASCADE,
+    position      INTEGER NOT NULL CHECK (position >= 0),
+    size_bytes    INTEGER NOT NULL CHECK (size_bytes > 0),
+    PRIMARY KEY (topic_id, partition, base_offset),
+    FOREIGN KEY (topic_id, partition) REFERENCES partitions (topic_id, partition) ON DELETE CASCADE
+) WITHOUT ROWID;
+CREATE INDEX wal_batches_by_object ON wal_batches (object_key);
+
+CREATE TABLE cluster (
+    name   TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

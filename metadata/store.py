@@ -15,7 +15,7 @@ transaction (`FencedLeaderEpoch`, `UnknownLeaderEpoch`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
@@ -25,6 +25,7 @@ from .model import (
     RemoteSegment,
     RemoteSegmentState,
     TopicMetadata,
+    WalBatch,
 )
 
 
@@ -184,6 +185,44 @@ class MetadataStore(Protocol):
         self, topic: str, partition: int, base_offset: int, object_key: str, *, leader_epoch: int
     ) -> None:
         """The objects are gone: drop the row. Only a deleting segment can be removed."""
+        ...
+
+    # --- write-ahead objects ---------------------------------------------------------------
+
+    async def commit_wal_object(self, object_key: str, batches: Sequence[WalBatch]) -> None:
+        """A write-ahead object is in the bucket: record its batches as durable, all or none.
+        Each batch is conditional on its partition's leader epoch (compare-and-set): one stale
+        or unknown epoch raises FencedLeaderEpoch / UnknownLeaderEpoch naming that partition,
+        and nothing is written. A batch whose partition (or topic) no longer exists raises
+        UnknownTopicOrPartition / UnknownTopic, and nothing is written."""
+        ...
+
+    async def list_wal_batches(self, topic: str, partition: int, from_offset: int = 0) -> list[WalBatch]:
+        """The partition's durable batches in write-ahead objects whose last offset is at or
+        above `from_offset`, ordered by base offset. Raises UnknownTopic,
+        UnknownTopicOrPartition."""
+        ...
+
+    async def delete_wal_batches_below(self, topic: str, partition: int, offset: int, *, leader_epoch: int) -> int:
+        """Forget the partition's write-ahead batches whose last offset is below `offset`
+        (they are inside committed segments now); returns how many. Fenced on `leader_epoch`."""
+        ...
+
+    async def list_unreferenced_wal_objects(self) -> list[str]:
+        """Keys of committed write-ahead objects none of whose batches is still recorded (their
+        topics were deleted or their batches are in segments): the bucket may drop them."""
+        ...
+
+    async def delete_wal_object(self, object_key: str) -> None:
+        """The object is gone from the bucket: drop its row (and any batch rows left). A key
+        not recorded is a no-op."""
+        ...
+
+    # --- cluster ---------------------------------------------------------------------------
+
+    async def get_or_create_cluster_id(self, proposed: str) -> str:
+        """The cluster id every broker sharing this store reports: the one recorded, or
+        `proposed` if none is (recorded then, atomically: two brokers starting at once agree)."""
         ...
 
     # --- lifecycle -------------------------------------------------------------------------
