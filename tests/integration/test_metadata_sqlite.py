@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from metadata.sqlite_schema import SCHEMA_VERSION
 from metadata import (
     CommittedOffset,
     ConflictingConfigChanges,
@@ -733,7 +734,7 @@ async def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
         conn.execute("PRAGMA user_version = 99")
     with pytest.raises(UnsupportedSchemaVersion) as e:
         await open_metadata_store(sqlite_url(path))
-    assert (e.value.found_version, e.value.supported_version) == (99, 1)
+    assert (e.value.found_version, e.value.supported_version) == (99, SCHEMA_VERSION)
 
 
 async def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
