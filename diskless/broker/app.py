@@ -28,7 +28,7 @@ from metadata import MetadataStore, open_metadata_store
 from .admin_http import AdminHttp
 from .api import RequestSettings
 from .config import BrokerConfig
-from .data_dir import claim_data_dir
+from .data_dir import DataDirLock, claim_data_dir
 from .group import GroupConfig
 from .groups import Groups
 from .handlers import HANDLERS
@@ -72,6 +72,7 @@ class Broker:
         self.uploader: Uploader
         self.groups: Groups
         self.cluster_id = ""
+        self.data_dir_lock: DataDirLock | None = None
         self.server = KafkaServer(self.handle, config.listen_host, config.listen_port, config.socket_request_max_bytes)
         self._tasks: list[asyncio.Task[None]] = []
         self.http: AdminHttp | None = None
@@ -135,7 +136,7 @@ class Broker:
             await self.bucket.close()
             await self.store.close()
         log.info("diskless broker %d stopped", self.config.node_id)
-        if getattr(self, "data_dir_lock", None) is not None:
+        if self.data_dir_lock is not None:
             self.data_dir_lock.release()
 
     async def __aenter__(self) -> Broker:

@@ -25,6 +25,8 @@ from kio.schema.produce.v9 import request as produce_v9
 
 from hot_tier.records import Record, decode_batches, encode_batch
 
+from .broker_process import BrokerProcess
+
 DEADLINE_S = 10.0
 
 
@@ -157,9 +159,22 @@ def test_unknown_topic_is_unknown_topic_or_partition(shared_broker, create_topic
     # A partition past the end of an existing topic is unknown too.
     topic = create_topic(shared_broker.bootstrap, partitions=1)
     assert produce_result(client.request(produce(topic, batch(), partition=1))).error_code == ErrorCode.unknown_topic_or_partition
-    # And a real client sees the same through Metadata.
+    # auto.create.topics.enable is true (Kafka's default): a real client's Metadata for the
+    # name creates it, as Kafka does; Produce, Fetch and ListOffsets above never did.
     listed = AdminClient({"bootstrap.servers": shared_broker.bootstrap}).list_topics(missing, timeout=DEADLINE_S)
-    assert listed.topics[missing].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert listed.topics[missing].error is None
+    assert sorted(listed.topics[missing].partitions) == [0]
+
+
+def test_unknown_topic_without_auto_create(tmp_path) -> None:
+    """auto.create.topics.enable=false: a real client's Metadata answers UNKNOWN_TOPIC_OR_PARTITION."""
+    process = BrokerProcess(tmp_path / "data", "--auto-create-topics", "false").start()
+    try:
+        missing = "no-such-topic-" + str(time.monotonic_ns())
+        listed = AdminClient({"bootstrap.servers": process.bootstrap}).list_topics(missing, timeout=DEADLINE_S)
+        assert listed.topics[missing].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    finally:
+        process.close()
 
 
 def test_fetch_out_of_range(shared_broker, create_topic, wire) -> None:
