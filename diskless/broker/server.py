@@ -14,11 +14,21 @@ allocates anything). Nothing it sent can affect another connection.
 Each such close is one log line - client address, api key and version when known, reason -
 rate-limited by `RefusalLog` so that a flood of bad frames cannot flood the log: at most one line
 per kind of reason per second, the next one saying how many were suppressed.
+
+Limits (decisions in connection_limits.py): max.connections (accepting pauses at the limit),
+max.connections.per.ip (the extra connection is closed), connections.max.idle.ms, a deadline
+for a request to arrive once it has begun (slow senders), and queued.max.request.bytes (reading
+request bodies pauses while the bytes read and not yet answered, across connections, would pass
+it). The shell owns the accept loop (not asyncio.start_server): when accept fails for lack of
+descriptors (EMFILE, ENFILE) it waits with backoff and logs one warning per interval, while the
+connections already open keep being served. RLIMIT_NOFILE's soft limit is raised to the hard
+one when the server is built, before the broker opens its logs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import re
 import socket
@@ -29,7 +39,22 @@ from typing import Any
 
 from diskless.wire import ProtocolError, Request, encode_response, frame_size, parse_request
 
+from hot_tier.open_files import OPEN_SEGMENTS
+
 from .api import PEER_HOST
+from .connection_limits import (
+    AcceptBackoff,
+    Admission,
+    ConnectionLimits,
+    ConnectionQuotas,
+    Phase,
+    QueuedRequestBytes,
+    descriptor_budget,
+    overdue,
+    raise_descriptor_limit,
+    soft_descriptor_limit,
+    sweep_interval_ms,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,49 +102,203 @@ def _describe_api(exc: BaseException, frame_start: bytes | None) -> str:
     return f" (api key {api_key} version {'?' if api_version is None else api_version})"
 
 
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+# accept() failures that mean "no resources now, try later": the connection stays in the backlog.
+_OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+# accept() failures that concern only the connection being accepted.
+_CONNECTION_GONE = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ETIMEDOUT, errno.ECONNRESET}
+
+
+def _limits_from(handle: Callable[[Request], Awaitable[Any]]) -> ConnectionLimits:
+    """The limits of the broker whose bound `handle` this is (its BrokerConfig), else defaults.
+    A bridge while the broker builds its servers without passing `limits` (app.py)."""
+    config = getattr(getattr(handle, "__self__", None), "config", None)
+    limits = getattr(config, "connection_limits", None)
+    return limits if isinstance(limits, ConnectionLimits) else ConnectionLimits()
+
+
+class _Connection:
+    """What the shell tracks of one connection: its address, task and deadline phase."""
+
+    __slots__ = ("host", "task", "phase", "since_ms", "closing_reason")
+
+    def __init__(self, host: str, task: asyncio.Task[None], now_ms: int) -> None:
+        self.host = host
+        self.task = task
+        self.phase = Phase.IDLE
+        self.since_ms = now_ms
+        self.closing_reason: str | None = None  # set when the shell cuts the connection
+
+    def enter(self, phase: Phase) -> None:
+        self.phase = phase
+        self.since_ms = _now_ms()
+
+
 class KafkaServer:
-    def __init__(self, handle: Callable[[Request], Awaitable[Any]], host: str, port: int, max_request_bytes: int) -> None:
+    def __init__(
+        self, handle: Callable[[Request], Awaitable[Any]], host: str, port: int, max_request_bytes: int,
+        limits: ConnectionLimits | None = None,
+    ) -> None:  # fmt: skip
         self.handle = handle  # the broker's: a parsed request in, its response (or None) out
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self.limits = limits if limits is not None else _limits_from(handle)
+        before, after = raise_descriptor_limit()  # before the broker opens logs and the store
+        if after > before:
+            log.info("raised the open file limit (RLIMIT_NOFILE) from %d to %d", before, after)
+        self._listeners: list[socket.socket] = []
+        self._tasks: list[asyncio.Task[None]] = []  # accept loops and the deadline sweeper
+        self._connections: dict[asyncio.Task[None], _Connection] = {}
+        self._quotas = ConnectionQuotas(self.limits.max_connections, self.limits.max_connections_per_ip)
+        self._queued = QueuedRequestBytes(self.limits.queued_max_request_bytes)
+        self._room: asyncio.Event | None = None  # set when queued request bytes fall below the bound
+        self._slot_freed: asyncio.Event | None = None
         self._refusals = RefusalLog()
+        self._accept_warnings = RefusalLog(interval_ms=5000)
+
+    @property
+    def connection_count(self) -> int:
+        return self._quotas.total
+
+    @property
+    def queued_request_bytes(self) -> int:
+        return self._queued.used_bytes
+
+    def connection_cap(self) -> int:
+        """max.connections, lowered to what the descriptor limit leaves beside segment files."""
+        return min(self.limits.max_connections, descriptor_budget(soft_descriptor_limit(), OPEN_SEGMENTS.max_descriptors()))
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._on_connection, self.host, self.port, reuse_address=True, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        self._slot_freed = asyncio.Event()
+        self._room = asyncio.Event()
+        self._listeners = _listen(self.host, self.port)
+        self.port = self._listeners[0].getsockname()[1]
+        for listener in self._listeners:
+            self._tasks.append(loop.create_task(self._accept_loop(listener), name=f"accept {self.host}:{self.port}"))
+        self._tasks.append(loop.create_task(self._sweep_loop(), name=f"connection deadlines {self.host}:{self.port}"))
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for listener in self._listeners:
+            listener.close()
+        self._listeners.clear()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # --- accepting ------------------------------------------------------------------------
+
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = AcceptBackoff()
+        assert self._slot_freed is not None
+        while True:
+            cap = self.connection_cap()
+            while self._quotas.total >= cap:
+                # As Kafka's acceptor: stop accepting until a connection closes; new ones wait
+                # in the kernel's backlog.
+                self._warn_accept(f"accepting paused: {self._quotas.total} connections open, the limit is {cap} "
+                                  f"(max.connections {self.limits.max_connections}, and the open file limit)")
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                cap = self.connection_cap()
+            try:
+                sock, address = await loop.sock_accept(listener)
+            except OSError as exc:
+                if exc.errno in _CONNECTION_GONE:
+                    continue
+                delay_ms = backoff.failed()
+                if exc.errno in _OUT_OF_RESOURCES:
+                    self._warn_accept(f"cannot accept connections: {exc.strerror} (errno {exc.errno}); "
+                                      f"retrying with backoff, open connections are still served ({self._quotas.total} open)")
+                else:
+                    self._warn_accept(f"accept failed: {type(exc).__name__}: {exc}; retrying")
+                await asyncio.sleep(delay_ms / 1000)
+                continue
+            backoff.succeeded()
+            host = address[0] if isinstance(address, tuple) else str(address)
+            if self._quotas.admit(host) is Admission.TOO_MANY_FOR_IP:
+                sock.close()
+                self._refused(f"{host}:{address[1]}", ConnectionRefusedError(), None,
+                              f"too many connections from {host} (max.connections.per.ip {self.limits.max_connections_per_ip})")
+                continue
+            task = loop.create_task(self._on_socket(sock, address))
+            self._connections[task] = _Connection(host, task, _now_ms())
+
+    def _warn_accept(self, reason: str) -> None:
+        suppressed = self._accept_warnings.admit(reason, _now_ms())
+        if suppressed is not None:
+            more = f" [{suppressed} similar lines since the last one were not logged]" if suppressed else ""
+            log.warning("%s%s", reason, more)
+
+    async def _sweep_loop(self) -> None:
+        """Close connections past connections.max.idle.ms or the request arrival deadline."""
+        interval_s = sweep_interval_ms(self.limits) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            now_ms = _now_ms()
+            for connection in list(self._connections.values()):
+                if connection.closing_reason is None:
+                    reason = overdue(connection.phase, connection.since_ms, now_ms, self.limits)
+                    if reason is not None:
+                        connection.closing_reason = reason
+                        connection.task.cancel()
+
+    # --- one connection -------------------------------------------------------------------
+
+    async def _on_socket(self, sock: socket.socket, address: Any) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        try:
+            loop = asyncio.get_running_loop()
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                reader = asyncio.StreamReader(limit=2**16, loop=loop)
+                protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+                transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+            except (OSError, asyncio.CancelledError):
+                sock.close()
+                return
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+            await self._on_connection(reader, writer, self._connections[task])
+        finally:
+            connection = self._connections.pop(task, None)
+            if connection is not None:
+                self._quotas.release(connection.host)
+            if self._slot_freed is not None:
+                self._slot_freed.set()
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection: _Connection) -> None:
         peer = writer.get_extra_info("peername")
         PEER_HOST.set(f"/{peer[0]}" if peer else "")
         client = f"{peer[0]}:{peer[1]}" if peer else "unknown peer"
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         current: list[bytes | None] = [None]  # the frame being handled, for the log line
         try:
-            await self._serve(reader, writer, current)
+            await self._serve(reader, writer, current, connection)
         except asyncio.IncompleteReadError as exc:
-            if exc.partial or exc.expected != 4:  # not a peer leaving between two requests
+            if exc.partial or exc.expected != 1:  # not a peer leaving between two requests
                 self._refused(client, exc, exc.partial, f"truncated frame ({len(exc.partial)} bytes of {exc.expected})")
         except ProtocolError as exc:
             self._refused(client, exc, current[0], str(exc))
-        except (ConnectionError, asyncio.CancelledError):
+        except asyncio.CancelledError:
+            reason = connection.closing_reason
+            if reason is None:
+                pass  # the server is stopping
+            elif connection.phase is Phase.IDLE:
+                log.debug("closing connection from %s: %s", client, reason)  # as Kafka: routine
+            else:
+                self._refused(client, TimeoutError(), None, reason)
+        except ConnectionError:
             pass
         except RuntimeError as exc:
             if writer.is_closing():  # the peer left while sendfile was running
@@ -129,14 +308,13 @@ class KafkaServer:
         except Exception as exc:
             self._refused(client, exc, current[0], f"internal error: {type(exc).__name__}: {exc}", internal=True)
         finally:
-            self._connections.discard(task)
             writer.close()
 
     def _refused(self, client: str, exc: BaseException, frame_start: bytes | None, reason: str, internal: bool = False) -> None:
         """One rate-limited log line for a connection closed because of what it sent (or of a
         bug its request hit: then with the traceback, also rate-limited)."""
         api = _describe_api(exc, frame_start)
-        suppressed = self._refusals.admit(f"{type(exc).__name__}{api}: {reason}" if internal else reason, time.monotonic_ns() // 1_000_000)
+        suppressed = self._refusals.admit(f"{type(exc).__name__}{api}: {reason}" if internal else reason, _now_ms())
         if suppressed is None:
             return
         more = f" [{suppressed} similar closes since the last such line were not logged]" if suppressed else ""
@@ -145,19 +323,54 @@ class KafkaServer:
         else:
             log.warning("closing connection from %s%s: %s%s", client, api, reason, more)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, current: list[bytes | None]) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, current: list[bytes | None], connection: _Connection
+    ) -> None:
         while True:
             current[0] = None
-            prefix = await reader.readexactly(4)
+            connection.enter(Phase.IDLE)
+            first = await reader.readexactly(1)
+            connection.enter(Phase.ARRIVING)  # from the first byte on, the request must arrive in time
+            prefix = first + await reader.readexactly(3)
             # The size is checked before any of the body is read: nothing is buffered for a frame
             # above socket.request.max.bytes, or for a negative size.
             size = frame_size(prefix, self.max_request_bytes)
-            frame = await reader.readexactly(size)
-            current[0] = frame
-            request = parse_request(frame)
-            response = await self.handle(request)
-            if response is not None:
-                await self._send(writer, encode_response(request.header.correlation_id, response))
+            taken = [0]  # bytes of this request counted in queued.max.request.bytes
+            try:
+                frame = await self._read_body(reader, size, connection, taken)
+                connection.enter(Phase.BUSY)
+                current[0] = frame
+                request = parse_request(frame)
+                response = await self.handle(request)
+                if response is not None:
+                    await self._send(writer, encode_response(request.header.correlation_id, response))
+            finally:
+                self._give_request_bytes(taken[0])
+
+    # --- queued.max.request.bytes ---------------------------------------------------------
+
+    async def _read_body(self, reader: asyncio.StreamReader, size: int, connection: _Connection, taken: list[int]) -> bytes:
+        """The `size` bytes of a request body, each chunk counted before it is read; waits
+        while the bytes queued across connections are at queued.max.request.bytes."""
+        parts: list[bytes] = []
+        for chunk in self._queued.chunks(size):
+            if not self._queued.has_room():
+                connection.enter(Phase.WAITING)
+                while not self._queued.has_room():
+                    assert self._room is not None
+                    self._room.clear()
+                    await self._room.wait()
+                connection.enter(Phase.ARRIVING)  # the sender was not late while we held it back
+            self._queued.take(chunk)
+            taken[0] += chunk
+            parts.append(await reader.readexactly(chunk))
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _give_request_bytes(self, size: int) -> None:
+        if size:
+            self._queued.give(size)
+            if self._room is not None and self._queued.has_room():
+                self._room.set()
 
     async def _send(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
         loop = asyncio.get_running_loop()
@@ -169,3 +382,31 @@ class KafkaServer:
                 # transport's buffer is empty (uvloop cannot; see DESIGN.md).
                 await loop.sendfile(writer.transport, part.file, part.position, part.size_bytes, fallback=True)
         await writer.drain()
+
+
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets for every address `host` resolves to, as asyncio.start_server binds
+    them (reuse_address, backlog 1024), non-blocking, for the shell's own accept loop."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    seen: set[tuple[int, Any]] = set()
+    try:
+        for family, type_, proto, _name, address in infos:
+            if (family, address) in seen:
+                continue
+            seen.add((family, address))
+            sock = socket.socket(family, type_, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:  # one port for every address of the listener
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+            sock.listen(1024)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
