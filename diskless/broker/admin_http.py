@@ -1,6 +1,9 @@
 """The admin HTTP endpoint (aiohttp): health, and what the Kafka protocol cannot say.
 
     GET /healthz                 200 "ok" once the broker serves
+    GET /metrics                 Prometheus' text format (metrics.py names them): requests,
+                                 bytes and messages per topic, both tiers per partition,
+                                 uploads and remote reads, consumer group lag
     GET /v1/topics               every topic with its partitions' state
     GET /v1/topics/{topic}       one topic: per partition the log start offset, the local log
                                  start offset, the high watermark, local and bucket segments
@@ -11,10 +14,14 @@ Read-only; bind it to 127.0.0.1 unless a trusted network needs it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from typing import Any
 
 from aiohttp import web
 
+from . import metrics
 from .partition import PartitionLeader
 from .registry import Registry
 from .tiering.uploader import Uploader
@@ -58,10 +65,12 @@ class AdminHttp:
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
+        self._loop_lag: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/healthz", self._health)
+        app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/v1/topics", self._topics)
         app.router.add_get("/v1/topics/{topic}", self._topic)
         self._runner = web.AppRunner(app, access_log=None)
@@ -69,13 +78,31 @@ class AdminHttp:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # the bound port when 0 was asked
+        self._loop_lag = asyncio.create_task(metrics.watch_event_loop_lag(), name="event-loop-lag")
 
     async def stop(self) -> None:
+        if self._loop_lag is not None:
+            self._loop_lag.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_lag
         if self._runner is not None:
             await self._runner.cleanup()
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        state = metrics.BrokerStateCollector(self.registry.leaders(), await self._group_offsets(), time.time())
+        return web.Response(body=metrics.exposition(state), headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    async def _group_offsets(self) -> list[metrics.GroupOffset]:
+        """Every committed offset of every group, from the metadata store (their one home)."""
+        store = self.registry.store
+        return [
+            metrics.GroupOffset(group_id, o.topic, o.partition, o.offset)
+            for group_id in sorted(await store.list_groups_with_offsets())
+            for o in await store.fetch_offsets(group_id, None)
+        ]
 
     async def _topics(self, request: web.Request) -> web.Response:
         names = sorted(self.registry.topics)

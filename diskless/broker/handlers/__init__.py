@@ -1,14 +1,17 @@
 """Request handlers: one async function per Kafka API, registered in `HANDLERS` by api key.
 
 A handler takes the broker and a parsed request and returns the kio response entity, or
-None when Kafka sends no response (Produce with acks=0).
+None when Kafka sends no response (Produce with acks=0). Each is wrapped by
+`metrics.instrument`, which counts and times it under its API's name (Kafka's RequestMetrics)
+and counts bytes and messages per topic for Produce and Fetch.
 """
 
 from __future__ import annotations
 
+from .. import metrics
 from . import cluster, commits, configs, fetch, groups, offsets, produce, topics
 
-HANDLERS = {
+HANDLERS = metrics.instrument({
     0: produce.handle_produce,
     1: fetch.handle_fetch,
     2: offsets.handle_list_offsets,
@@ -33,4 +36,4 @@ HANDLERS = {
     44: configs.handle_incremental_alter_configs,
     47: commits.handle_offset_delete,
     60: cluster.handle_describe_cluster,
-}
+})
