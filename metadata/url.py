@@ -3,7 +3,9 @@
     sqlite:///RELATIVE/PATH.db     a file relative to the working directory at open time
     sqlite:////ABSOLUTE/PATH.db    an absolute path: "sqlite:///" followed by "/ABSOLUTE/..."
     sqlite://                      an in-memory database (tests only: nothing survives close)
-    postgresql://...               the cluster backend, not available yet
+    postgresql://USER:PASSWORD@HOST:PORT/DATABASE
+                                   the cluster backend (also postgres://); query keys in
+                                   `postgres_url` (pool size, timeouts)
 
 The SQLite form is SQLAlchemy's: everything after "sqlite:///" is the path, verbatim (no
 percent-decoding), so `"sqlite:///" + str(path)` is right for relative and absolute paths
@@ -17,11 +19,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import MetadataBackendNotAvailable, UnsupportedMetadataUrl
+from .errors import UnsupportedMetadataUrl
+from .postgres_url import POSTGRES_SCHEMES, PostgresUrl, parse_postgres_url
 from .store import MetadataStore
 
 _SQLITE_PREFIX = "sqlite://"
-_POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,17 +33,17 @@ class SqliteUrl:
     path: str
 
 
-def parse_metadata_url(url: str) -> SqliteUrl:
+def parse_metadata_url(url: str) -> SqliteUrl | PostgresUrl:
     """Parse without opening anything, so a bad URL fails at start-up, with the URL in the
-    message. Raises UnsupportedMetadataUrl, MetadataBackendNotAvailable."""
+    message. Raises UnsupportedMetadataUrl."""
     scheme, sep, _ = url.partition(":")
     if not sep or not scheme:
-        raise UnsupportedMetadataUrl(url, "not a URL; expected sqlite:///PATH")
+        raise UnsupportedMetadataUrl(url, "not a URL; expected sqlite:///PATH or postgresql://HOST/DATABASE")
     scheme = scheme.lower()
-    if scheme.split("+", 1)[0] in _POSTGRES_SCHEMES:
-        raise MetadataBackendNotAvailable(url, "postgresql")
+    if scheme.split("+", 1)[0] in POSTGRES_SCHEMES:
+        return parse_postgres_url(url)
     if scheme != "sqlite":
-        raise UnsupportedMetadataUrl(url, f"unknown scheme {scheme!r}; supported: sqlite (postgresql later)")
+        raise UnsupportedMetadataUrl(url, f"unknown scheme {scheme!r}; supported: sqlite, postgresql")
     if not url.lower().startswith(_SQLITE_PREFIX):
         raise UnsupportedMetadataUrl(url, "expected sqlite:///PATH (three slashes, then the path)")
     rest = url[len(_SQLITE_PREFIX) :]
@@ -60,7 +62,8 @@ def parse_metadata_url(url: str) -> SqliteUrl:
 def sqlite_url(path: str | os.PathLike[str]) -> str:
     """The URL of the SQLite file at `path` (relative or absolute)."""
     url = "sqlite:///" + os.fspath(path)
-    if parse_metadata_url(url).path != os.fspath(path):
+    parsed = parse_metadata_url(url)
+    if not isinstance(parsed, SqliteUrl) or parsed.path != os.fspath(path):
         raise UnsupportedMetadataUrl(url, "this path cannot be written as a sqlite URL")
     return url
 
@@ -70,6 +73,10 @@ async def open_metadata_store(url: str) -> MetadataStore:
     `store = await open_metadata_store(url)` ... `await store.close()`, or
     `async with await open_metadata_store(url) as store:`."""
     parsed = parse_metadata_url(url)
-    from .sqlite import SqliteMetadataStore  # the only backend today
+    if isinstance(parsed, PostgresUrl):
+        from .postgres import PostgresMetadataStore  # imports asyncpg only when asked for
+
+        return await PostgresMetadataStore.open(parsed)
+    from .sqlite import SqliteMetadataStore
 
     return await SqliteMetadataStore.open(parsed.path)

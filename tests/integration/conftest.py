@@ -138,3 +138,29 @@ def wire():
     yield connect
     for client in clients:
         client.close()
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL server for the test session (initdb + pg_ctl on 127.0.0.1, as the
+    unprivileged postgres user); tests take a database of their own with `postgres_database`."""
+    from .postgres_server import PostgresServer
+
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def postgres_database(postgres_server):
+    """The URL of a new, empty database on the session's server, dropped after the test."""
+    url = postgres_server.create_database()
+    try:
+        yield url
+    finally:
+        postgres_server.drop_database(url)

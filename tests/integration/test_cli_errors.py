@@ -29,7 +29,7 @@ def diskless(*args: str, env: dict[str, str] | None = None, cwd=None) -> subproc
      "--object-store: invalid object store URL 's3://Bad_Bucket': bad bucket name 'Bad_Bucket': 3 to 63 lowercase letters, "
      "digits, '.' or '-', starting and ending with a letter or digit"),
     (("--metadata", "postgres://x"),
-     "--metadata: metadata URL 'postgres://x': the postgresql backend is not available yet; use sqlite:///PATH for now"),
+     "--metadata: metadata URL 'postgres://x': name one database: postgresql://USER:PASSWORD@HOST:PORT/DATABASE"),
     (("--log-level", "verbose"), "--log-level: expected DEBUG, INFO, WARNING or ERROR, got 'verbose'"),
     (("--listen", "9092"), "--listen: expected HOST:PORT, got '9092'"),
     (("--node-id", "one"), "--node-id: expected an integer, got 'one'"),

@@ -18,7 +18,6 @@ from metadata import (
     InvalidRemoteSegmentTransition,
     InvalidTopicId,
     InvalidTopicName,
-    MetadataBackendNotAvailable,
     ProducerSnapshot,
     ProducerStateEntry,
     RemoteSegment,
@@ -333,13 +332,40 @@ def test_refused_urls(url: str, reason_part: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["postgresql://u:p@127.0.0.1/diskless", "postgres://127.0.0.1/d", "postgresql+asyncpg://h/d"]
+    ("url", "dsn", "location"),
+    [
+        ("postgresql://u:p@127.0.0.1/diskless", "postgresql://u:p@127.0.0.1/diskless", "postgresql://u@127.0.0.1/diskless"),
+        ("postgres://127.0.0.1:5433/d?sslmode=disable", "postgresql://127.0.0.1:5433/d?sslmode=disable", "postgresql://127.0.0.1:5433/d"),
+        ("postgresql+asyncpg://h/d?timeout_ms=200&pool_max_size=3", "postgresql://h/d", "postgresql://h/d"),
+    ],
 )
-def test_postgresql_is_not_available_yet(url: str) -> None:
-    with pytest.raises(MetadataBackendNotAvailable) as e:
+def test_parse_postgresql_urls(url: str, dsn: str, location: str) -> None:
+    parsed = parse_metadata_url(url)
+    assert (parsed.dsn, parsed.location) == (dsn, location)
+    assert "p@" not in parsed.location  # never the password in messages
+
+
+def test_postgresql_url_settings() -> None:
+    settings = parse_metadata_url("postgresql://h/d?timeout_ms=200&pool_max_size=3&connect_timeout_ms=50").settings
+    assert (settings.timeout_ms, settings.pool_max_size, settings.connect_timeout_ms) == (200, 3, 50)
+
+
+@pytest.mark.parametrize(
+    ("url", "reason_part"),
+    [
+        ("postgresql://h:port/d", "not a valid postgresql URL"),
+        ("postgresql://h", "name one database"),
+        ("postgresql://h/d/e", "name one database"),
+        ("postgresql://h/d#x", "fragment"),
+        ("postgresql://h/d?timeout_ms=soon", "whole number"),
+        ("postgresql://h/d?pool_max_size=0", "at least 1"),
+    ],
+)
+def test_refused_postgresql_urls(url: str, reason_part: str) -> None:
+    with pytest.raises(UnsupportedMetadataUrl) as e:
         parse_metadata_url(url)
-    assert (e.value.url, e.value.scheme) == (url, "postgresql")
-    assert "not available yet" in str(e.value)
+    assert e.value.url == url
+    assert reason_part in e.value.reason
 
 
 @pytest.mark.parametrize("path", ["/abs/dir/metadata.db", "rel/metadata.db", "./diskless-data/metadata.db"])

@@ -1,7 +1,8 @@
 """The metadata store scenarios, written once against the `MetadataStore` protocol and run
-against every backend in BACKENDS (today SQLite files in a temporary directory; a
-PostgreSQL backend adds one entry). Only the tests at the end, under "SQLite only", look
-beneath the protocol.
+against every backend in BACKENDS: SQLite files in a temporary directory, and PostgreSQL
+databases (one new database per test) on the session's real server (`postgres_server` in
+conftest). Only the tests at the end, under "SQLite only", look beneath the protocol;
+PostgreSQL-only tests (migrations, faults) are in test_metadata_postgres.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import sqlite3
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,6 @@ from metadata import (
     InvalidRemoteSegment,
     InvalidRemoteSegmentTransition,
     InvalidTopicName,
-    MetadataBackendNotAvailable,
     MetadataStorageError,
     MetadataStore,
     MetadataStoreClosed,
@@ -49,6 +49,7 @@ from metadata import (
     UnknownTopicOrPartition,
     UnsupportedMetadataUrl,
     UnsupportedSchemaVersion,
+    WalBatch,
     open_metadata_store,
     sqlite_url,
 )
@@ -61,11 +62,11 @@ ALL_STATES = tuple(RemoteSegmentState)
 @dataclass(frozen=True)
 class Backend:
     name: str
-    new_url: Callable[[Path], str]  # the URL of a fresh, empty database for one test
 
 
 BACKENDS = [
-    pytest.param(Backend("sqlite", lambda tmp: sqlite_url(tmp / "metadata.db")), id="sqlite"),
+    pytest.param(Backend("sqlite"), id="sqlite"),
+    pytest.param(Backend("postgresql"), id="postgresql"),
 ]
 
 
@@ -75,8 +76,11 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 
 
 @pytest.fixture
-def url(backend: Backend, tmp_path: Path) -> str:
-    return backend.new_url(tmp_path)
+def url(backend: Backend, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """The URL of a fresh, empty database for this test."""
+    if backend.name == "postgresql":
+        return request.getfixturevalue("postgres_database")  # the server starts only if asked for
+    return sqlite_url(tmp_path / "metadata.db")
 
 
 @pytest.fixture
@@ -568,11 +572,11 @@ async def test_async_with_closes(url: str) -> None:
         await store.list_topics()
 
 
-async def test_open_refuses_unknown_and_unavailable_backends() -> None:
+async def test_open_refuses_unknown_backends() -> None:
     with pytest.raises(UnsupportedMetadataUrl):
         await open_metadata_store("mysql://127.0.0.1/diskless")
-    with pytest.raises(MetadataBackendNotAvailable):
-        await open_metadata_store("postgresql://127.0.0.1/diskless")
+    with pytest.raises(UnsupportedMetadataUrl):
+        await open_metadata_store("postgresql://127.0.0.1:notaport/diskless")
 
 
 # --- durability --------------------------------------------------------------------------

@@ -1,0 +1,477 @@
+"""The PostgreSQL backend of `MetadataStore`: the store the brokers of a cluster share.
+
+Driver: asyncpg. It is asyncio-native (no thread hop per call, unlike SQLite's worker
+thread), speaks the binary protocol with prepared statements cached per connection (a
+metadata call is a handful of small statements; asyncpg's per-statement overhead is the
+lowest of the Python drivers), ships a bounded connection pool of its own, and is one
+dependency with wheels for every platform we target, well maintained (MagicStack). psycopg 3
+would need psycopg-pool beside it and a libpq or its binary extra; its advantages (libpq's
+full DSN support, server-side cursors, COPY in both directions) are not what this store
+needs. asyncpg's prepared-statement cache needs a session-pooling proxy, not PgBouncer's
+transaction mode (or `statement_cache_size=0`, not exposed here).
+
+Calls. Each call is one transaction on one connection taken from the pool (at most
+`pool_max_size` per store; a call waits for a free one). Isolation is READ COMMITTED with
+explicit row locks; `postgres_ops` says which and why, and how every write that concerns a
+partition is a compare-and-set on its leader epoch. The store may be shared by every task of
+the event loop it was opened on.
+
+Order. Calls about the same partition (epoch bumps, log start offset, producer snapshot,
+catalogue and WAL deletions) and about the same group's offsets run one at a time, in the
+order they were made, as on SQLite; unrelated calls run side by side on the pool.
+
+Time. The server's `statement_timeout` is `timeout_ms`, and so is the budget of one call,
+retries included: a call answers (or raises) within about `timeout_ms` whatever the
+database does, never hangs.
+
+Faults. A lost or refused connection (the database down, restarting, unreachable) is
+retried with exponential backoff inside the call's budget when that is safe: always if the
+transaction had not reached COMMIT (it was rolled back), and after that only for operations
+that are idempotent (reads, upserts, monotonic updates). Otherwise, and once the budget is
+spent, the call raises `MetadataStorageError` whose reason says the database is unreachable;
+the broker maps it to a retriable Kafka error. One warning is logged when the database
+becomes unreachable and one line when it answers again. Nothing needs reopening: the pool
+replaces dead connections on the next call. A statement that hits the timeout, a wrong
+password or an unknown database raise `MetadataStorageError` at once, with a reason that
+says so.
+
+Crash. PostgreSQL's COMMIT is durable (with the server's default `synchronous_commit`); a
+broker crash rolls back its open transactions: at most the calls in flight are lost, never
+half of one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import asyncpg
+
+from . import postgres_ops as ops
+from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
+from .model import (
+    PRODUCER_ID_BLOCK_SIZE,
+    CommittedOffset,
+    ProducerIdBlock,
+    ProducerSnapshot,
+    RemoteSegment,
+    RemoteSegmentState,
+    TopicMetadata,
+    WalBatch,
+)
+from .postgres_schema import migrate
+from .postgres_url import PostgresSettings, PostgresUrl, parse_postgres_url
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_FIRST_BACKOFF_S = 0.05
+_MAX_BACKOFF_S = 1.0
+_CLOSE_TIMEOUT_S = 10.0
+
+# Errors after which the connection is gone or was refused: worth another connection.
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,  # refused, reset, unreachable
+    TimeoutError,  # connect timeout, or no answer
+    asyncpg.PostgresConnectionError,  # SQLSTATE class 08, and "connection was closed in the middle of operation"
+    asyncpg.CannotConnectNowError,  # 57P03: the server is starting up or shutting down
+    asyncpg.AdminShutdownError,  # 57P01: pg_ctl stop -m fast
+    asyncpg.CrashShutdownError,  # 57P02
+    asyncpg.TooManyConnectionsError,  # 53300
+)
+# The transaction was rolled back by the server; running it again is always safe.
+_ROLLED_BACK_ERRORS = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
+# The database refused us for good: no retry helps.
+_ACCESS_ERRORS = (asyncpg.InvalidAuthorizationSpecificationError, asyncpg.InvalidCatalogNameError)
+
+
+def _is_connection_error(e: BaseException) -> bool:
+    if isinstance(e, asyncpg.InterfaceError):  # "connection is closed", but also misuse
+        return "closed" in str(e) and not isinstance(e, asyncpg.ClientConfigurationError)
+    return isinstance(e, _CONNECTION_ERRORS)
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+class _OrderedKeys:
+    """FIFO locks by key, created on demand and dropped when nobody holds or waits: calls
+    with the same key run one at a time in the order they asked (asyncio.Lock is fair)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[Hashable, tuple[asyncio.Lock, list[int]]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: Hashable | None) -> AsyncIterator[None]:
+        if key is None:
+            yield
+            return
+        lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._locks[key]
+
+
+class PostgresMetadataStore:
+    """`MetadataStore` on a PostgreSQL database. Open with
+    `await PostgresMetadataStore.open("postgresql://...")` (or `open_metadata_store(url)`):
+    the schema is migrated before it returns."""
+
+    def __init__(self, url: PostgresUrl, pool: asyncpg.Pool) -> None:
+        self._url = url
+        self._settings: PostgresSettings = url.settings
+        self._pool = pool
+        self._ordered = _OrderedKeys()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closing: asyncio.Future[None] | None = None
+        self._unreachable = False
+        self._producer_id_lock = asyncio.Lock()
+        self._producer_id_block: ProducerIdBlock | None = None
+        self._next_producer_id = 0
+
+    @classmethod
+    async def open(cls, url: str | PostgresUrl) -> Self:
+        """Connect and migrate. Raises MetadataStorageError (unreachable within the
+        timeout, wrong password, unknown database), UnsupportedSchemaVersion."""
+        parsed = parse_postgres_url(url) if isinstance(url, str) else url
+        s = parsed.settings
+        pool = asyncpg.create_pool(
+            parsed.dsn,
+            min_size=0,  # connect on demand: open() then retries like any call
+            max_size=s.pool_max_size,
+            timeout=s.connect_timeout_ms / 1000,
+            # A client-side guard for a server that stops answering altogether.
+            command_timeout=s.timeout_ms / 1000 + 1.0,
+            server_settings={
+                "application_name": "diskless",
+                "statement_timeout": str(s.timeout_ms),
+                "idle_in_transaction_session_timeout": str(max(2 * s.timeout_ms, 10_000)),
+            },
+        )
+        try:
+            await pool  # with min_size=0 this makes no connection
+        except Exception as e:
+            raise MetadataStorageError("open", f"{parsed.location}: {_describe(e)}") from e
+        store = cls(parsed, pool)
+        try:
+            await store._run("open", lambda conn: migrate(conn, parsed.location), idempotent=True, transaction=False)
+        except BaseException:
+            pool.terminate()
+            raise
+        return store
+
+    @property
+    def location(self) -> str:
+        return self._url.location
+
+    def __repr__(self) -> str:
+        return f"PostgresMetadataStore({self._url.location!r})"
+
+    # --- the one way to the database ---------------------------------------------------------
+
+    async def _run(
+        self,
+        operation: str,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        idempotent: bool,
+        transaction: bool = True,
+    ) -> T:
+        """Run `fn(conn, *args)` in one transaction, retrying lost connections as the
+        module header says, within `timeout_ms`."""
+        loop = asyncio.get_running_loop()
+        budget_s = self._settings.timeout_ms / 1000
+        deadline = loop.time() + budget_s
+        backoff_s = _FIRST_BACKOFF_S
+        while True:
+            committing = False
+            try:
+                # The hard bound: a little over the budget, so the server's own timeout fires first.
+                async with asyncio.timeout(max(deadline - loop.time(), 0.0) + 1.0):
+                    async with self._pool.acquire(timeout=max(deadline - loop.time(), 0.001)) as conn:
+                        if not transaction:
+                            result = await fn(conn, *args)
+                        else:
+                            async with conn.transaction():
+                                result = await fn(conn, *args)
+                                committing = True  # leaving the block sends COMMIT
+                self._reachable_again()
+                return result
+            except MetadataError:
+                raise
+            except asyncpg.QueryCanceledError as e:
+                raise MetadataStorageError(
+                    operation, f"{self._url.location}: timed out after {self._settings.timeout_ms} ms ({e})"
+                ) from e
+            except _ACCESS_ERRORS as e:
+                raise MetadataStorageError(operation, f"{self._url.location}: {e}") from e
+            except Exception as e:
+                rolled_back = isinstance(e, _ROLLED_BACK_ERRORS)
+                if not rolled_back and not _is_connection_error(e):
+                    raise MetadataStorageError(operation, f"{self._url.location}: {_describe(e)}") from e
+                if not rolled_back:
+                    self._became_unreachable(e)
+                if committing and not idempotent and not rolled_back:
+                    raise MetadataStorageError(
+                        operation,
+                        f"database unreachable at {self._url.location} while committing; the change may or may "
+                        f"not have been applied ({_describe(e)})",
+                    ) from e
+                if loop.time() + backoff_s >= deadline:
+                    what = "transaction kept being rolled back" if rolled_back else "database unreachable"
+                    raise MetadataStorageError(
+                        operation,
+                        f"{what} at {self._url.location} for {self._settings.timeout_ms} ms ({_describe(e)})",
+                    ) from e
+                await asyncio.sleep(backoff_s * random.uniform(0.5, 1.0))
+                backoff_s = min(backoff_s * 2, _MAX_BACKOFF_S)
+
+    def _became_unreachable(self, e: BaseException) -> None:
+        if not self._unreachable:
+            self._unreachable = True
+            log.warning("metadata database at %s is unreachable (%s); calls retry until it answers", self._url.location, _describe(e))
+
+    def _reachable_again(self) -> None:
+        if self._unreachable:
+            self._unreachable = False
+            log.warning("metadata database at %s answers again", self._url.location)
+
+    async def _call(
+        self, fn: Callable[..., Awaitable[T]], *args: Any, idempotent: bool, key: Hashable | None = None
+    ) -> T:
+        with self._counted():
+            async with self._ordered.hold(key):
+                return await self._run(fn.__name__, fn, *args, idempotent=idempotent)
+
+    @contextmanager
+    def _counted(self) -> Iterator[None]:
+        """Count a call in flight from before its first await: close() waits for every call
+        made before it."""
+        if self._closing is not None:
+            raise MetadataStoreClosed(self._url.location)
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    # --- topics ----------------------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, num_partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None
+    ) -> TopicMetadata:
+        return await self._call(
+            ops.create_topic, name, num_partitions, dict(configs), topic_id, idempotent=False, key=("topic", name)
+        )
+
+    async def get_topic(self, name: str) -> TopicMetadata:
+        return await self._call(ops.get_topic, name, idempotent=True)
+
+    async def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata:
+        return await self._call(ops.get_topic_by_id, topic_id, idempotent=True)
+
+    async def list_topics(self) -> list[TopicMetadata]:
+        return await self._call(ops.list_topics, idempotent=True)
+
+    async def delete_topic(self, name: str) -> TopicMetadata:
+        return await self._call(ops.delete_topic, name, idempotent=False, key=("topic", name))
+
+    async def alter_topic_configs(
+        self, name: str, set_configs: Mapping[str, str], delete_configs: Iterable[str]
+    ) -> TopicMetadata:
+        return await self._call(
+            ops.alter_topic_configs, name, dict(set_configs), frozenset(delete_configs),
+            idempotent=True, key=("topic", name),
+        )  # fmt: skip
+
+    async def create_partitions(self, name: str, new_total: int) -> TopicMetadata:
+        return await self._call(ops.create_partitions, name, new_total, idempotent=False, key=("topic", name))
+
+    # --- partition state -------------------------------------------------------------------
+
+    async def set_log_start_offset(
+        self, topic: str, partition: int, offset: int, *, leader_epoch: int | None = None
+    ) -> int:
+        return await self._call(
+            ops.set_log_start_offset, topic, partition, offset, leader_epoch,
+            idempotent=True, key=("partition", topic, partition),
+        )  # fmt: skip
+
+    async def get_log_start_offsets(self, topic: str) -> dict[int, int]:
+        return await self._call(ops.get_log_start_offsets, topic, idempotent=True)
+
+    async def get_leader_epoch(self, topic: str, partition: int) -> int:
+        return await self._call(ops.get_leader_epoch, topic, partition, idempotent=True)
+
+    async def bump_leader_epoch(self, topic: str, partition: int) -> int:
+        return await self._call(
+            ops.bump_leader_epoch, topic, partition, idempotent=False, key=("partition", topic, partition)
+        )
+
+    # --- consumer group offsets ------------------------------------------------------------
+
+    async def commit_offsets(self, group_id: str, offsets: Iterable[CommittedOffset]) -> None:
+        await self._call(ops.commit_offsets, group_id, list(offsets), idempotent=True, key=("group", group_id))
+
+    async def fetch_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> list[CommittedOffset]:
+        wanted = None if partitions is None else list(partitions)
+        return await self._call(ops.fetch_offsets, group_id, wanted, idempotent=True)
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> int:
+        # Not idempotent: a retry after a lost COMMIT would count 0.
+        return await self._call(
+            ops.delete_offsets, group_id, list(partitions), idempotent=False, key=("group", group_id)
+        )
+
+    async def delete_group(self, group_id: str) -> int:
+        return await self._call(ops.delete_group, group_id, idempotent=False, key=("group", group_id))
+
+    async def list_groups_with_offsets(self) -> list[str]:
+        return await self._call(ops.list_groups_with_offsets, idempotent=True)
+
+    async def expire_offsets(self, older_than_ms: int) -> int:
+        return await self._call(ops.expire_offsets, older_than_ms, idempotent=False)
+
+    # --- producer ids and state ------------------------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        with self._counted():
+            async with self._producer_id_lock:  # fair: ids come out in call order
+                return await self._allocate_producer_id()
+
+    async def _allocate_producer_id(self) -> int:
+        block = self._producer_id_block
+        if block is None or self._next_producer_id > block.last_producer_id:
+            # Idempotent enough: a block claimed by a COMMIT whose answer was lost is skipped.
+            block = await self._run(
+                "allocate_producer_id", ops.claim_producer_id_block, PRODUCER_ID_BLOCK_SIZE, idempotent=True
+            )
+            self._producer_id_block = block
+            self._next_producer_id = block.first_producer_id
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return producer_id
+
+    async def put_producer_snapshot(
+        self, topic: str, partition: int, snapshot: ProducerSnapshot, *, leader_epoch: int
+    ) -> None:
+        await self._call(
+            ops.put_producer_snapshot, topic, partition, snapshot, leader_epoch,
+            idempotent=True, key=("partition", topic, partition),
+        )  # fmt: skip
+
+    async def get_producer_snapshot(self, topic: str, partition: int) -> ProducerSnapshot | None:
+        return await self._call(ops.get_producer_snapshot, topic, partition, idempotent=True)
+
+    # --- remote segment catalogue ----------------------------------------------------------
+
+    async def add_remote_segment(self, segment: RemoteSegment) -> RemoteSegment:
+        return await self._call(
+            ops.add_remote_segment, segment, idempotent=False, key=("partition", segment.topic, segment.partition)
+        )
+
+    async def commit_remote_segment(
+        self, topic: str, partition: int, base_offset: int, object_key: str, *, leader_epoch: int
+    ) -> RemoteSegment:
+        return await self._call(
+            ops.commit_remote_segment, topic, partition, base_offset, object_key, leader_epoch,
+            idempotent=False, key=("partition", topic, partition),
+        )  # fmt: skip
+
+    async def list_remote_segments(
+        self,
+        topic: str,
+        partition: int,
+        states: Iterable[RemoteSegmentState | str] = (RemoteSegmentState.COMMITTED,),
+    ) -> list[RemoteSegment]:
+        return await self._call(ops.list_remote_segments, topic, partition, list(states), idempotent=True)
+
+    async def mark_remote_segment_deleting(
+        self, topic: str, partition: int, base_offset: int, object_key: str, *, leader_epoch: int
+    ) -> RemoteSegment:
+        return await self._call(
+            ops.mark_remote_segment_deleting, topic, partition, base_offset, object_key, leader_epoch,
+            idempotent=False, key=("partition", topic, partition),
+        )  # fmt: skip
+
+    async def remove_remote_segment(
+        self, topic: str, partition: int, base_offset: int, object_key: str, *, leader_epoch: int
+    ) -> None:
+        await self._call(
+            ops.remove_remote_segment, topic, partition, base_offset, object_key, leader_epoch,
+            idempotent=False, key=("partition", topic, partition),
+        )  # fmt: skip
+
+    # --- write-ahead objects ---------------------------------------------------------------
+
+    async def commit_wal_object(self, object_key: str, batches: Sequence[WalBatch]) -> None:
+        # Idempotent by design: a retried commit of the same object writes the same rows.
+        await self._call(ops.commit_wal_object, object_key, tuple(batches), idempotent=True)
+
+    async def list_wal_batches(self, topic: str, partition: int, from_offset: int = 0) -> list[WalBatch]:
+        return await self._call(ops.list_wal_batches, topic, partition, from_offset, idempotent=True)
+
+    async def delete_wal_batches_below(self, topic: str, partition: int, offset: int, *, leader_epoch: int) -> int:
+        return await self._call(
+            ops.delete_wal_batches_below, topic, partition, offset, leader_epoch,
+            idempotent=False, key=("partition", topic, partition),
+        )  # fmt: skip
+
+    async def list_unreferenced_wal_objects(self) -> list[str]:
+        return await self._call(ops.list_unreferenced_wal_objects, idempotent=True)
+
+    async def delete_wal_object(self, object_key: str) -> None:
+        await self._call(ops.delete_wal_object, object_key, idempotent=True)
+
+    # --- cluster ---------------------------------------------------------------------------
+
+    async def get_or_create_cluster_id(self, proposed: str) -> str:
+        return await self._call(ops.get_or_create_cluster_id, proposed, idempotent=True)
+
+    # --- inspection --------------------------------------------------------------------------
+
+    async def row_counts(self) -> dict[str, int]:
+        """Rows per table, for `diskless metadata check`."""
+        return await self._call(ops.row_counts, idempotent=True)
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
+        await self._idle.wait()  # the calls already made finish first
+        try:
+            await asyncio.wait_for(self._pool.close(), _CLOSE_TIMEOUT_S)
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            self._pool.terminate()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
