@@ -36,10 +36,12 @@ from .registry import Registry, RegistrySettings
 from .server import KafkaServer
 from .tiering.remote_log import RemoteStorage
 from .tiering.uploader import Uploader
+from .wal.writer import WalSettings, WalWriter
 
 log = logging.getLogger(__name__)
 
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # offsets.retention.check.interval.ms
+WAL_GARBAGE_INTERVAL_S = 10.0  # how often write-ahead objects wholly inside segments are deleted
 
 
 def now_ms() -> int:
@@ -76,6 +78,7 @@ class Broker:
         self.server = KafkaServer(self.handle, config.listen_host, config.listen_port, config.socket_request_max_bytes)
         self._tasks: list[asyncio.Task[None]] = []
         self.http: AdminHttp | None = None
+        self.wal: WalWriter | None = None
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -84,6 +87,9 @@ class Broker:
         self.data_dir_lock = claim_data_dir(self.config.data_dir, self.config.node_id)  # before any other file in it
         self.cluster_id = self.data_dir_lock.cluster_id
         self.store = await open_metadata_store(self.config.resolved_metadata_url)
+        # The cluster id lives in the store: every broker sharing it reports the same one.
+        self.data_dir_lock.adopt_cluster_id(await self.store.get_or_create_cluster_id(self.data_dir_lock.cluster_id))
+        self.cluster_id = self.data_dir_lock.cluster_id
         self.bucket = open_object_store(self.config.resolved_object_store_url, env=self.config.object_store_env)
         c = self.config
         # 8 MiB ranged GETs, 32 MiB read ahead: per-request latency to S3 is tens of ms.
@@ -93,8 +99,12 @@ class Broker:
             self.bucket, lambda: self.registry.leaders(), self.clock,
             upload_concurrency=c.upload_concurrency, local_disk_limit_bytes=c.local_disk_limit_bytes,
         )  # fmt: skip
+        if c.wal_enable:
+            wal_settings = WalSettings(c.wal_commit_interval_ms, c.wal_buffer_max_bytes, c.wal_max_pending_bytes)
+            self.wal = WalWriter(self.bucket, self.store, c.node_id, self.clock, wal_settings)
+            self.wal.start()  # before the registry: recovery resubmits what the local log holds above the durable end
         registry_settings = RegistrySettings(c.logs_dir, c.topic_defaults, c.num_partitions, c.producer_id_expiration_ms)
-        self.registry = Registry(registry_settings, self.store, self.storage, self.uploader, self.clock)
+        self.registry = Registry(registry_settings, self.store, self.storage, self.uploader, self.wal, self.clock)
         await self.registry.load()
         self.uploader.start()
         group_config = GroupConfig(
@@ -111,6 +121,8 @@ class Broker:
             log.info("admin HTTP on http://%s:%d", self.config.http_host, self.http.port)
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         self._tasks.append(asyncio.create_task(self._offsets_expiry_loop(), name="offsets-expiry"))
+        if self.wal is not None:
+            self._tasks.append(asyncio.create_task(self._wal_garbage_loop(), name="wal-garbage"))
         host, port = self.advertised_address
         log.info(
             "diskless broker %d ready on %s:%d (advertised %s:%d), cluster %s, data in %s, object store %s",
@@ -129,6 +141,8 @@ class Broker:
         if self.store is not None:
             await self.groups.stop()
         await self.server.stop()
+        if self.wal is not None:
+            await self.wal.stop()  # what was appended becomes durable before the bucket closes
         if self.store is not None:
             await self.uploader.stop()
             self.registry.close()
@@ -170,6 +184,15 @@ class Broker:
                 await self.registry.maintain()
             except Exception:
                 log.exception("retention pass failed; will retry")
+
+    async def _wal_garbage_loop(self) -> None:
+        assert self.wal is not None
+        while True:
+            await asyncio.sleep(WAL_GARBAGE_INTERVAL_S)
+            try:
+                await self.wal.collect_garbage()
+            except Exception as exc:
+                log.warning("deleting write-ahead objects failed (%s); will retry", exc)
 
     async def _offsets_expiry_loop(self) -> None:
         while True:

@@ -135,9 +135,10 @@ class DataDirLock:
     processes: a forked child does not inherit the descriptor (Python opens it close-on-exec).
     """
 
-    def __init__(self, data_dir: Path, fd: int, meta: MetaProperties) -> None:
+    def __init__(self, data_dir: Path, fd: int, meta: MetaProperties, created: bool = False) -> None:
         self.data_dir = data_dir
         self.meta = meta
+        self.created = created  # meta.properties was written by this claim (a new directory)
         self._fd: int | None = fd
 
     @property
@@ -147,6 +148,16 @@ class DataDirLock:
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+    def adopt_cluster_id(self, cluster_id: str) -> None:
+        """The metadata store names the cluster: a directory made by this claim takes its id;
+        one that already belonged to another cluster is refused (DataDirMismatch)."""
+        if cluster_id == self.meta.cluster_id:
+            return
+        if not self.created:
+            raise DataDirMismatch(self.data_dir, "cluster.id", self.meta.cluster_id, cluster_id)
+        self.meta = MetaProperties(version=self.meta.version, cluster_id=cluster_id, node_id=self.meta.node_id)
+        _write_meta(self.data_dir / META_PROPERTIES, self.meta)
 
     def release(self) -> None:
         if self._fd is None:
@@ -182,11 +193,12 @@ def claim_data_dir(data_dir: Path, node_id: int, cluster_id: str | None = None) 
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        created = not (data_dir / META_PROPERTIES).exists()
         meta = _load_or_create_meta(data_dir, node_id, cluster_id)
     except BaseException:
         os.close(fd)
         raise
-    return DataDirLock(data_dir, fd, meta)
+    return DataDirLock(data_dir, fd, meta, created)
 
 
 def _read_pid(lock_path: Path) -> int | None:
@@ -203,13 +215,18 @@ def _load_or_create_meta(data_dir: Path, node_id: int, cluster_id: str | None) -
         text = path.read_text()
     except FileNotFoundError:
         meta = MetaProperties(version=META_VERSION, cluster_id=cluster_id or new_cluster_id(), node_id=node_id)
-        tmp = path.with_name(META_PROPERTIES + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(format_meta_properties(meta))
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
+        _write_meta(path, meta)
         return meta
     meta = meta_from_pairs(parse_meta_properties(text), path)
     check_meta(meta, data_dir, node_id, cluster_id)
     return meta
+
+
+def _write_meta(path: Path, meta: MetaProperties) -> None:
+    """Write meta.properties durably: a temporary file, fsynced, renamed over."""
+    tmp = path.with_name(META_PROPERTIES + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(format_meta_properties(meta))
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)

@@ -60,6 +60,37 @@ class LocalDiskFull(Exception):
         self.limit_bytes = limit_bytes
 
 
+class WalBackpressure(Exception):
+    """Too many appended bytes wait to become durable in the bucket: produce is refused (a
+    retriable error) instead of buffering without bound."""
+
+    def __init__(self, pending_bytes: int, max_pending_bytes: int, hint: str) -> None:
+        super().__init__(
+            f"{pending_bytes} bytes wait for the bucket's write-ahead objects, over wal.max.pending.bytes="
+            f"{max_pending_bytes}; {hint}"
+        )
+        self.pending_bytes = pending_bytes
+        self.max_pending_bytes = max_pending_bytes
+
+
+class DurabilityTimeout(Exception):
+    """acks=all: the batch was appended but did not become durable within the request's timeout."""
+
+    def __init__(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> None:
+        super().__init__(f"{topic}-{partition}: offset {last_offset} was not durable within {timeout_ms} ms")
+
+
+class CorruptWalBatch(Exception):
+    """A durable batch recorded in the store cannot be read back from its write-ahead object."""
+
+    def __init__(self, topic: str, partition: int, base_offset: int, object_key: str, reason: str) -> None:
+        super().__init__(f"{topic}-{partition}: durable batch at {base_offset} in {object_key} {reason}")
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = base_offset
+        self.object_key = object_key
+
+
 class InvalidRecord(Exception):
     pass
 
@@ -108,6 +139,9 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (InvalidRequest, ErrorCode.invalid_request),
     (InvalidRecord, ErrorCode.invalid_record),
     (LocalDiskFull, ErrorCode.kafka_storage_error),
+    (WalBackpressure, ErrorCode.not_enough_replicas),  # retriable: nothing was appended
+    (DurabilityTimeout, ErrorCode.request_timed_out),  # as Kafka when acks=all replication times out
+    (CorruptWalBatch, ErrorCode.kafka_storage_error),
     (TransactionsUnsupported, ErrorCode.invalid_txn_state),
     (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
     (InvalidProducerEpoch, ErrorCode.invalid_producer_epoch),

@@ -29,6 +29,7 @@ from . import topic_configs
 from .partition import PartitionLeader, PartitionRules
 from .tiering.remote_log import RemoteLog, RemoteStorage
 from .tiering.uploader import Uploader
+from .wal.writer import WalWriter
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +44,19 @@ class RegistrySettings:
 
 class Registry:
     def __init__(
-        self, settings: RegistrySettings, store: MetadataStore, storage: RemoteStorage, uploader: Uploader, clock: Callable[[], int]
+        self,
+        settings: RegistrySettings,
+        store: MetadataStore,
+        storage: RemoteStorage,
+        uploader: Uploader,
+        wal: WalWriter | None,
+        clock: Callable[[], int],
     ) -> None:
         self.settings = settings
         self.store = store
         self.storage = storage
         self.uploader = uploader
+        self.wal = wal
         self.clock = clock
         self._topics: dict[str, TopicMetadata] = {}
         self._topics_by_id: dict[uuid.UUID, TopicMetadata] = {}
@@ -185,7 +193,8 @@ class Registry:
         log_ = Log.open(path, rules.log_config(configs), self.clock(), log_start_offset=log_start_offset)
         self._leaders[(topic.name, index)] = await PartitionLeader.open(
             topic.name, topic.topic_id, index, log_, rules, RemoteLog(self.storage, topic.name, index), self.store, self.uploader,
-            log_start_offset=log_start_offset, producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
+            self.wal, log_start_offset=log_start_offset, producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
+            now_ms=self.clock(),
         )  # fmt: skip
 
 

@@ -281,6 +281,7 @@ def test_acks_0_produce_gets_no_response_and_the_next_request_its_own(shared_bro
         topic_data=(produce_v9.TopicProduceData(name=topic, partition_data=(produce_v9.PartitionProduceData(index=0, records=batch(count=2)),)),),
     )  # fmt: skip
     client.send(fire_and_forget)
-    # The next response on the connection answers the next request (its correlation id).
-    result = fetch_result(client.request(fetch(topic, 0)))
+    # The next response on the connection answers the next request (its correlation id). The
+    # records become visible once durable in the bucket: the fetch long-polls for them.
+    result = fetch_result(client.request(fetch(topic, 0, max_wait_ms=5000)))
     assert (result.error_code, result.high_watermark) == (ErrorCode.none, 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -10,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from diskless.wire import Request
 
 from ..api import BrokerApi
-from ..errors import error_code_for
+from ..errors import DurabilityTimeout, error_code_for
 from ..responses import NO_THROTTLE, make, response_module, timestamp
 
 log = logging.getLogger(__name__)
@@ -19,12 +20,16 @@ VALID_ACKS = (0, 1, -1)
 
 
 async def handle_produce(broker: BrokerApi, request: Request) -> Any:
+    """Append every partition's batch, then answer: acks=0 not at all, acks=1 now, acks=all
+    once each appended batch is durable (the high watermark passed it) or the request's
+    timeout ran out (REQUEST_TIMED_OUT, as Kafka when replication does not finish in time)."""
     body = request.body
     mod = response_module(0, request.header.api_version)
     now = broker.clock()
-    topics = []
+    # (topic, partition index) -> [error, message, AppendInfo | None, leader | None], in request order.
+    outcomes: dict[str, list[list[Any]]] = {}
     for topic_data in body.topic_data:
-        results = []
+        results = outcomes.setdefault(topic_data.name, [])
         for data in topic_data.partition_data:
             error, message, info = ErrorCode.none, None, None
             partition = broker.registry.leader(topic_data.name, data.index)
@@ -41,22 +46,55 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                     error, message = error_code_for(exc, f"produce to {topic_data.name}-{data.index}"), str(exc)
                     if error is not ErrorCode.unknown_server_error:
                         log.warning("produce to %s-%d from %s rejected: %s", topic_data.name, data.index, request.header.client_id, exc)
-            results.append(
+            results.append([data.index, error, message, info, partition])
+    if body.acks == 0:
+        return None
+    if body.acks == -1:
+        await _until_durable(outcomes, int(body.timeout.total_seconds() * 1000))
+    topics = tuple(
+        make(
+            mod.TopicProduceResponse,
+            name=name,
+            partition_responses=tuple(
                 make(
                     mod.PartitionProduceResponse,
-                    index=data.index,
+                    index=index,
                     error_code=error,
-                    base_offset=info.first_offset if info else -1,
-                    log_append_time=timestamp(info.log_append_time_ms) if info else None,
-                    log_start_offset=partition.log_start_offset if info else -1,
+                    base_offset=info.first_offset if info and error is ErrorCode.none else -1,
+                    log_append_time=timestamp(info.log_append_time_ms) if info and error is ErrorCode.none else None,
+                    log_start_offset=partition.log_start_offset if info and error is ErrorCode.none else -1,
                     record_errors=(),
                     error_message=message,
                 )
-            )
-        topics.append(make(mod.TopicProduceResponse, name=topic_data.name, partition_responses=tuple(results)))
-    if body.acks == 0:
-        return None
-    return make(mod.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+                for index, error, message, info, partition in results
+            ),
+        )
+        for name, results in outcomes.items()
+    )
+    return make(mod.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
+
+
+async def _until_durable(outcomes: dict[str, list[list[Any]]], timeout_ms: int) -> None:
+    """Wait, at most `timeout_ms`, for every appended batch to be durable; mark the others failed."""
+    waits = {
+        asyncio.ensure_future(partition.until_durable(info.last_offset + 1)): outcome
+        for results in outcomes.values()
+        for outcome in results
+        if (partition := outcome[4]) is not None and (info := outcome[3]) is not None and outcome[1] is ErrorCode.none
+        and partition.high_watermark <= info.last_offset
+    }
+    if not waits:
+        return
+    done, pending = await asyncio.wait(waits, timeout=max(timeout_ms, 0) / 1000)
+    for task in pending:
+        task.cancel()
+        outcome = waits[task]
+        failure = DurabilityTimeout(outcome[4].topic, outcome[0], outcome[3].last_offset, timeout_ms)
+        outcome[1], outcome[2] = error_code_for(failure), str(failure)
+    for task in done:
+        if (failure := task.exception()) is not None:
+            outcome = waits[task]
+            outcome[1], outcome[2] = error_code_for(failure, f"produce to {outcome[4].topic}-{outcome[0]}"), str(failure)
 
 
 async def handle_init_producer_id(broker: BrokerApi, request: Request) -> Any:

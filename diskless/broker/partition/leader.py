@@ -7,9 +7,11 @@ of it; handlers, the uploader and the retention loop ask the leader.
 
 - Every batch appended carries the partition leader epoch (written into its header, outside
   the CRC, as Kafka does), and every metadata write about the partition is fenced on it.
-- The high watermark is its own value: the offset up to which consumers may read. Today it
-  follows the log end at once after each append (one broker, durable on local append); the
-  write-ahead objects of the cluster will move it only once the bucket holds the batches.
+- The high watermark is its own value: the offset up to which consumers may read, the end of
+  the durable log. For tiered topics (remote.storage.enable=true) with write-ahead objects on,
+  a batch is durable once the write-ahead writer committed it to the bucket (wal/writer.py);
+  the high watermark moves over the durable prefix of the appended batches, and an acks=all
+  produce waits for it (`until_durable`). Otherwise it follows the log end at each append.
 - The log start offset is the first offset served: the bucket's first segment, or the local
   log's if the bucket holds nothing, raised by DeleteRecords and by retention.
 
@@ -22,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from pathlib import Path
 from typing import Protocol
 
-from hot_tier import AppendInfo, FileSlice, Log, LogConfig, OffsetOutOfRange, SegmentInfo
+from hot_tier import AppendInfo, FileSlice, Log, LogClosed, LogConfig, OffsetOutOfRange, SegmentInfo
 from hot_tier.records.header import iter_headers
 from metadata import MetadataStore
 
@@ -37,6 +40,8 @@ from ..producer_state import OutOfOrderSequence as SequenceDecision
 from ..producer_state import ProducerStateManager
 from ..tiering import policy
 from ..tiering.remote_log import RemoteLog
+from ..wal.recovery import recover_tail
+from ..wal.writer import WalWriter
 from .producer_snapshots import load_producer_state, write_producer_snapshot
 from .rules import PartitionRules
 
@@ -70,9 +75,11 @@ class PartitionLeader:
         remote: RemoteLog,
         store: MetadataStore,
         uploads: UploadSignals,
+        wal: WalWriter | None,
         *,
         leader_epoch: int,
         log_start_offset: int,
+        high_watermark: int,
         producer_id_expiration_ms: int,
     ) -> None:
         self.topic = topic
@@ -84,8 +91,13 @@ class PartitionLeader:
         self._rules = rules
         self._store = store
         self._uploads = uploads
+        self._wal = wal
         self._deleted_below = log_start_offset  # DeleteRecords and remote retention: nothing below is served
-        self.high_watermark = log.log_end_offset
+        self.high_watermark = min(high_watermark, log.log_end_offset)
+        # Batches appended, not yet durable: (their end offset, the writer's future), in order.
+        self._in_flight: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._wal_failure: BaseException | None = None
         self.producers: ProducerStateManager
         self.producers, self._snapshot_base = load_producer_state(log, producer_id_expiration_ms)
         self._appended: asyncio.Future[None] | None = None
@@ -94,7 +106,8 @@ class PartitionLeader:
     @classmethod
     async def open(
         cls, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: PartitionRules, remote: RemoteLog,
-        store: MetadataStore, uploads: UploadSignals, *, log_start_offset: int | None, producer_id_expiration_ms: int,
+        store: MetadataStore, uploads: UploadSignals, wal: WalWriter | None, *, log_start_offset: int | None,
+        producer_id_expiration_ms: int, now_ms: int,
     ) -> PartitionLeader:
         """Take up the partition: its epoch from the store, its bucket catalogue settled, and a
         local log that continues where the bucket ends if the disk lost what the bucket has."""
@@ -106,10 +119,17 @@ class PartitionLeader:
                 topic, index, log.log_end_offset, remote.end_offset,
             )  # fmt: skip
             log.truncate_fully_and_start_at(remote.end_offset)
-        return cls(
-            topic, topic_id, index, log, rules, remote, store, uploads,
-            leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, producer_id_expiration_ms=producer_id_expiration_ms,
+        wal = wal if rules.tiered else None
+        high_watermark = log.log_end_offset
+        if wal is not None:
+            high_watermark = await recover_tail(log, store, remote.storage.bucket, topic, index, remote.end_offset, now_ms)
+        leader = cls(
+            topic, topic_id, index, log, rules, remote, store, uploads, wal,
+            leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, high_watermark=high_watermark,
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )  # fmt: skip
+        leader._resubmit_tail()
+        return leader
 
     # --- state others read ------------------------------------------------------------------
 
@@ -156,8 +176,13 @@ class PartitionLeader:
         OutOfOrderSequence, InvalidProducerEpoch or LocalDiskFull; nothing is written then.
         """
         rules = self._rules
+        wal = self._wal if rules.tiered else None
         if rules.tiered:
             self._uploads.check_disk()
+        if wal is not None:
+            if self._wal_failure is not None:
+                raise self._wal_failure
+            wal.check_room()
         headers = list(iter_headers(records, check_crc=False))
         if len(headers) != 1:
             raise InvalidRecord("produce requests v3+ carry exactly one record batch per partition")
@@ -183,7 +208,8 @@ class PartitionLeader:
             if len(records) > rules.max_message_bytes:  # recompression may have grown it
                 raise RecordTooLarge(len(records), rules.max_message_bytes)
         active_before = self._log.active_base_offset
-        info = self._log.append(bytearray(records), now_ms, log_append_time=rules.log_append_time, leader_epoch=self.leader_epoch)
+        appended = bytearray(records)  # offsets, epoch (and LogAppendTime) are written into it
+        info = self._log.append(appended, now_ms, log_append_time=rules.log_append_time, leader_epoch=self.leader_epoch)
         if header.has_producer_id:
             self.producers.record(
                 header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
@@ -191,8 +217,10 @@ class PartitionLeader:
             )  # fmt: skip
         self.producers.update_map_end_offset(self._log.log_end_offset)
         self.maybe_snapshot_producers()
-        self.high_watermark = self._log.log_end_offset
-        self.notify()
+        if wal is not None:
+            self._submit(wal, info.first_offset, info.last_offset, appended)
+        else:
+            self._advance_high_watermark(self._log.log_end_offset)
         if rules.tiered and self._log.active_base_offset != active_before:
             self._uploads.rolled()
         return info
@@ -208,6 +236,78 @@ class PartitionLeader:
         write_producer_snapshot(self._log.dir, self.producers)
         self._snapshot_base = active_base
         return True
+
+    # --- durability ---------------------------------------------------------------------------
+
+    def _submit(self, wal: WalWriter, base_offset: int, last_offset: int, data: bytes | bytearray) -> None:
+        done = wal.submit(self.topic, self.index, self.leader_epoch, base_offset, last_offset, bytes(data))
+        self._in_flight.append((last_offset + 1, done))
+        done.add_done_callback(self._on_durable)
+
+    def _on_durable(self, _: asyncio.Future[None]) -> None:
+        """A batch became durable (or failed): move the high watermark over the durable prefix."""
+        end = None
+        while self._in_flight and self._in_flight[0][1].done():
+            batch_end, done = self._in_flight.popleft()
+            failure = done.exception()
+            if failure is not None:
+                # Only a lost leadership or a shutdown ends a commit without success: nothing
+                # above stays acknowledgeable through this leader.
+                if self._wal_failure is None:
+                    logger.error("%s-%d: batch ending at %d cannot become durable: %s", self.topic, self.index, batch_end, failure)
+                self._wal_failure = failure
+                self._fail_waiters(failure)
+                self._in_flight.clear()
+                break
+            end = batch_end
+        if end is not None:
+            self._advance_high_watermark(end)
+
+    def _advance_high_watermark(self, end: int) -> None:
+        if end <= self.high_watermark:
+            return
+        self.high_watermark = end
+        if self._durable_waiters:
+            ready = [w for w in self._durable_waiters if w[0] <= end]
+            self._durable_waiters = [w for w in self._durable_waiters if w[0] > end]
+            for _, waiter in ready:
+                if not waiter.done():
+                    waiter.set_result(None)
+        self.notify()
+
+    def _fail_waiters(self, failure: BaseException) -> None:
+        for _, waiter in self._durable_waiters:
+            if not waiter.done():
+                waiter.set_exception(failure)
+        self._durable_waiters = []
+
+    async def until_durable(self, end_offset: int) -> None:
+        """Return once every offset below `end_offset` is durable (acks=all); raises what made
+        that impossible (a fenced epoch, a shutdown)."""
+        if end_offset <= self.high_watermark:
+            return
+        if self._wal_failure is not None:
+            raise self._wal_failure
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._durable_waiters.append((end_offset, waiter))
+        await waiter
+
+    def _resubmit_tail(self) -> None:
+        """At start-up: batches the local log holds above the durable end (acknowledged to
+        acks=1 producers before a stop or crash) go to the write-ahead writer again."""
+        if self._wal is None or self.high_watermark >= self._log.log_end_offset:
+            return
+        offset, count = self.high_watermark, 0
+        while offset < self._log.log_end_offset:
+            chunk = self._log.read(offset, 8 * 2**20, min_one_batch=True)
+            if chunk is None:
+                break
+            data = chunk.read_bytes()
+            for header in iter_headers(data, check_crc=False):
+                self._submit(self._wal, header.base_offset, header.last_offset, data[header.position : header.position + header.size_bytes])
+                offset = header.next_offset
+                count += 1
+        logger.info("%s-%d: %d batch(es) above the durable end %d sent to the bucket again", self.topic, self.index, count, self.high_watermark)
 
     # --- fetch and offsets ------------------------------------------------------------------
 
@@ -239,14 +339,14 @@ class PartitionLeader:
         return None if local is None else (local.timestamp, local.offset)
 
     def notify(self) -> None:
-        """Wake every fetch waiting on this partition (after an append or a deletion)."""
+        """Wake every fetch waiting on this partition (the high watermark moved, or a deletion)."""
         if self._appended is not None:
             if not self._appended.done():
                 self._appended.set_result(None)
             self._appended = None
 
     def appended(self) -> asyncio.Future[None]:
-        """A future that completes at the next append: long-polling fetches wait on it."""
+        """A future that completes when the high watermark next moves: long-polling fetches wait on it."""
         if self._appended is None:
             self._appended = asyncio.get_running_loop().create_future()
         return self._appended
@@ -313,9 +413,15 @@ class PartitionLeader:
                 self.topic, self.index, segment.base_offset, segment.last_offset, self.log_start_offset,
             )  # fmt: skip
 
+    async def segment_committed(self) -> None:
+        """A segment reached the bucket: write-ahead batches inside it are no longer needed."""
+        if self._wal is not None:
+            await self._store.delete_wal_batches_below(self.topic, self.index, self.remote.end_offset, leader_epoch=self.leader_epoch)
+
     def close(self) -> None:
         """Stop leading: the log's files close, waiting fetches wake (and find it gone)."""
         self._log.close()
+        self._fail_waiters(LogClosed(self._log.dir))
         self.notify()
 
     @property

@@ -26,8 +26,6 @@ from cold_tier.segments import delete_segment
 from cold_tier.store import ObjectStore
 from metadata import MetadataStore, RemoteSegment, RemoteSegmentState
 
-from .. import metrics
-
 log = logging.getLogger(__name__)
 
 
@@ -49,6 +47,10 @@ class RemoteLog:
         # The upload catalogued as `uploading` and not yet committed: a retry continues it
         # (same upload id, same row) instead of leaving a row and partial objects per try.
         self._upload: CommittedSegment | None = None
+
+    @property
+    def storage(self) -> RemoteStorage:
+        return self._storage
 
     @property
     def segments(self) -> tuple[CommittedSegment, ...]:
@@ -139,7 +141,6 @@ class RemoteLog:
 
     # --- reads ---------------------------------------------------------------------------
 
-    @metrics.observe_remote_fetch
     async def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> bytes | memoryview | None:
         return await self._storage.reader.read(list(self._segments), offset, max_bytes, min_one_batch=min_one_batch)
 

@@ -40,7 +40,6 @@ from cold_tier.segments import delete_topic_objects, upload_committed
 from cold_tier.store import ObjectStore
 from hot_tier import SegmentInfo
 
-from .. import metrics
 from ..errors import LocalDiskFull
 from . import policy
 
@@ -173,7 +172,6 @@ class Uploader:
                 backoff = min(backoff * 2, UPLOAD_MAX_BACKOFF_MS)
         self._wakeup.set()
 
-    @metrics.observe_remote_copy
     async def _upload(self, leader: PartitionLeader, segment: SegmentInfo) -> None:
         remote = leader.remote
         base_timestamp = await asyncio.to_thread(_first_base_timestamp, segment)
@@ -185,6 +183,7 @@ class Uploader:
             self.bucket, committed, log_path=segment.log_path, index_path=segment.index_path, timeindex_path=segment.timeindex_path
         )
         await remote.commit(committed, leader.leader_epoch)
+        await leader.segment_committed()
         log.info("%s-%d: segment %d-%d (%d bytes) is in the bucket", leader.topic, leader.index,
                  committed.base_offset, committed.last_offset, committed.size_bytes)  # fmt: skip
         leader.drop_uploaded_local_copies(self.clock())
