@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .connection_limits import INT32_MAX, ConnectionLimits
+
 
 @dataclass(frozen=True, slots=True)
 class Listener:
@@ -35,6 +37,12 @@ class BrokerConfig:
     node_id: int = 1
     # Kafka broker settings, same names with dots as underscores.
     socket_request_max_bytes: int = 104857600
+    # Connection and memory limits (connection_limits.py), Kafka's defaults but where noted.
+    max_connections: int = INT32_MAX
+    max_connections_per_ip: int = INT32_MAX
+    connections_max_idle_ms: int = 600000
+    queued_max_request_bytes: int = 256 * 2**20  # Kafka's default is -1 (no bound)
+    request_arrival_timeout_ms: int = 30000  # no Kafka name: slow senders are cut after it
     auto_create_topics_enable: bool = True  # Kafka's default
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -53,6 +61,16 @@ class BrokerConfig:
     object_store_env: Mapping[str, str] = field(default_factory=dict)  # AWS_* settings the CLI read
     # Broker-wide defaults for topic configs (Kafka names, e.g. {"retention.ms": "3600000"}).
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(
+            max_connections=self.max_connections,
+            max_connections_per_ip=self.max_connections_per_ip,
+            connections_max_idle_ms=self.connections_max_idle_ms,
+            queued_max_request_bytes=self.queued_max_request_bytes,
+            request_arrival_timeout_ms=self.request_arrival_timeout_ms,
+        )
 
     @property
     def logs_dir(self) -> Path:

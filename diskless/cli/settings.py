@@ -156,6 +156,15 @@ SETTINGS = [
     Setting("num_partitions", integer, 1, "num.partitions: partitions of auto-created topics and of CreateTopics with -1"),
     Setting("auto_create_topics", boolean, True, "auto.create.topics.enable: create a topic when a producer or consumer names one that does not exist, with --num-partitions partitions (Kafka's default, true)", "BOOL"),
     Setting("socket_request_max_bytes", integer, 104857600, "socket.request.max.bytes: largest request frame accepted"),
+    Setting("max_connections", integer, 2**31 - 1, "max.connections: connections open at once; at the limit the broker "
+            "stops accepting until one closes (it is also kept below the open file limit)"),
+    Setting("max_connections_per_ip", integer, 2**31 - 1, "max.connections.per.ip: connections from one address; "
+            "one more is closed at once"),
+    Setting("connections_max_idle_ms", integer, 600000, "connections.max.idle.ms: close a connection idle for this long"),
+    Setting("queued_max_request_bytes", integer, 256 * 2**20, "queued.max.request.bytes: bytes of requests read and not "
+            "yet answered, across connections; reading pauses past it (-1: no bound, Kafka's default)"),
+    Setting("request_arrival_timeout_ms", integer, 30000, "once a request's first byte has arrived, the rest must arrive "
+            "within this time or the connection is closed (slow senders; no Kafka name, like request.timeout.ms)"),
     Setting("log_retention_check_interval_ms", integer, 300000, "log.retention.check.interval.ms: how often retention runs"),
     Setting("group_initial_rebalance_delay_ms", integer, 3000, "group.initial.rebalance.delay.ms: wait for more members before the first rebalance"),
     Setting("upload_concurrency", integer, 4, "segment uploads to the object store in flight at once, across partitions"),
@@ -252,6 +261,11 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         num_partitions=values["num_partitions"],
         auto_create_topics_enable=values["auto_create_topics"],
         socket_request_max_bytes=values["socket_request_max_bytes"],
+        max_connections=_at_least(1, values, sources, "max_connections"),
+        max_connections_per_ip=_at_least(1, values, sources, "max_connections_per_ip"),
+        connections_max_idle_ms=_at_least(1, values, sources, "connections_max_idle_ms"),
+        queued_max_request_bytes=_at_least(-1, values, sources, "queued_max_request_bytes"),
+        request_arrival_timeout_ms=_at_least(1, values, sources, "request_arrival_timeout_ms"),
         log_retention_check_interval_ms=values["log_retention_check_interval_ms"],
         group_initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
         upload_concurrency=values["upload_concurrency"],
@@ -264,6 +278,13 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         topic_defaults=topic_defaults,
     )
     return config, values["log_level"]
+
+
+def _at_least(minimum: int, values: Mapping[str, Any], sources: Mapping[str, str], name: str) -> int:
+    value = values[name]
+    if value < minimum or value == 0 and minimum < 0:
+        raise SettingsError(f"{sources[name]}: expected {'-1 or a positive integer' if minimum < 0 else f'at least {minimum}'}, got {value}")
+    return value
 
 
 def environment() -> Mapping[str, str]:

@@ -26,6 +26,8 @@ from cold_tier.segments import delete_segment
 from cold_tier.store import ObjectStore
 from metadata import MetadataStore, RemoteSegment, RemoteSegmentState
 
+from .. import metrics
+
 log = logging.getLogger(__name__)
 
 
@@ -141,6 +143,7 @@ class RemoteLog:
 
     # --- reads ---------------------------------------------------------------------------
 
+    @metrics.observe_remote_fetch
     async def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> bytes | memoryview | None:
         return await self._storage.reader.read(list(self._segments), offset, max_bytes, min_one_batch=min_one_batch)
 

@@ -40,6 +40,7 @@ from cold_tier.segments import delete_topic_objects, upload_committed
 from cold_tier.store import ObjectStore
 from hot_tier import SegmentInfo
 
+from .. import metrics
 from ..errors import LocalDiskFull
 from . import policy
 
@@ -172,6 +173,7 @@ class Uploader:
                 backoff = min(backoff * 2, UPLOAD_MAX_BACKOFF_MS)
         self._wakeup.set()
 
+    @metrics.observe_remote_copy
     async def _upload(self, leader: PartitionLeader, segment: SegmentInfo) -> None:
         remote = leader.remote
         base_timestamp = await asyncio.to_thread(_first_base_timestamp, segment)
