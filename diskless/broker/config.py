@@ -43,6 +43,9 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600000
     queued_max_request_bytes: int = 256 * 2**20  # Kafka's default is -1 (no bound)
     request_arrival_timeout_ms: int = 30000  # no Kafka name: slow senders are cut after it
+    # Partition limits (partition_limits.py): Kafka's MAX_PARTITIONS_PER_BATCH, and a total.
+    max_partitions_per_request: int = 10000
+    max_partitions: int = INT32_MAX  # no Kafka name; no limit by default
     auto_create_topics_enable: bool = True  # Kafka's default
     num_partitions: int = 1
     default_replication_factor: int = 1

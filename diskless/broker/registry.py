@@ -26,6 +26,7 @@ from metadata.model import validate_topic_name
 from metadata.errors import InvalidPartitions, UnknownTopic
 
 from . import topic_configs
+from .partition_limits import MAX_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, check_partition_limits
 from .partition import PartitionLeader, PartitionRules
 from .tiering.remote_log import RemoteLog, RemoteStorage
 from .tiering.uploader import Uploader
@@ -104,13 +105,20 @@ class Registry:
     # --- changes -------------------------------------------------------------------------
 
     async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicMetadata:
+        """All or nothing: if opening a partition fails (e.g. out of descriptors), the topic is
+        deleted from the store and its directories removed before the error is raised."""
         validate_topic_name(name)
         if num_partitions < 1:
             raise InvalidPartitions(name, None, num_partitions, "a topic needs at least one partition")
+        self._check_partition_limits(name, None, num_partitions)
         checked = topic_configs.validate(configs)
         await self.uploader.delete_topic_objects(name, [])  # whatever an older topic of this name left
         topic = await self.store.create_topic(name, num_partitions, checked, uuid.uuid4())
-        await self._add_topic(topic, {})
+        try:
+            await self._add_topic(topic, {})
+        except BaseException as exc:
+            await self._undo_create_topic(topic, exc)
+            raise
         log.info("created topic %s with %d partitions, configs %s", name, num_partitions, checked or "{}")
         return topic
 
@@ -137,18 +145,76 @@ class Registry:
         return deleted
 
     async def create_partitions(self, name: str, count: int) -> TopicMetadata:
+        """All or nothing as far as the disk goes: the new partitions' directories and logs are
+        made (and closed) before the store is told, so a failure there (e.g. out of
+        descriptors) leaves no trace. A failure after the store's write closes the new leaders
+        and leaves the store's count, which the next start opens."""
         topic = self._topics.get(name)
         if topic is None:
             raise UnknownTopic(name)
         if count <= topic.num_partitions:
             raise InvalidPartitions(name, topic.num_partitions, count, "the partition count can only grow")
+        self._check_partition_limits(name, topic.num_partitions, count)
+        configs = self.topic_configs(topic)
+        await self._prepare_partition_dirs(topic, range(topic.num_partitions, count), configs)
         updated = await self.store.create_partitions(name, count)
         self._set_topic(updated)
-        configs = self.topic_configs(updated)
-        for index in range(topic.num_partitions, count):
-            await self._open_leader(updated, index, configs, None)
+        try:
+            for index in range(topic.num_partitions, count):
+                await self._open_leader(updated, index, configs, None)
+        except BaseException:
+            for index in range(topic.num_partitions, count):
+                leader = self._leaders.pop((name, index), None)
+                if leader is not None:
+                    leader.close()
+            log.error("topic %s: opening partitions %d..%d failed after the store recorded them; "
+                      "they open at the next start", name, topic.num_partitions, count - 1)
+            raise
         log.info("topic %s now has %d partitions", name, count)
         return updated
+
+    # --- helpers of create_topic and create_partitions -----------------------------------
+
+    def _check_partition_limits(self, name: str, current: int | None, requested: int) -> None:
+        # The limits ride on RegistrySettings once the broker passes them; Kafka's otherwise.
+        check_partition_limits(
+            name, current, requested, len(self._leaders),
+            max_partitions_per_request=getattr(self.settings, "max_partitions_per_request", MAX_PARTITIONS_PER_REQUEST),
+            max_partitions=getattr(self.settings, "max_partitions", MAX_PARTITIONS),
+        )  # fmt: skip
+
+    async def _undo_create_topic(self, topic: TopicMetadata, exc: BaseException) -> None:
+        """Roll back a creation that failed half-way: leaders closed, directories removed, the
+        topic deleted from the store, so the broker starts again afterwards."""
+        log.error("creating topic %s failed (%s: %s); rolling it back", topic.name, type(exc).__name__, exc)
+        for index in range(topic.num_partitions):
+            leader = self._leaders.pop((topic.name, index), None)
+            if leader is not None:
+                try:
+                    leader.close()
+                except Exception:
+                    log.exception("closing %s-%d while rolling back failed", topic.name, index)
+        if self._topics.get(topic.name) is topic:
+            del self._topics[topic.name]
+        self._topics_by_id.pop(topic.topic_id, None)
+        try:
+            await self.store.delete_topic(topic.name)
+        except Exception:
+            log.exception("deleting topic %s from the store while rolling back failed", topic.name)
+        await asyncio.to_thread(_remove_dirs, self.settings.logs_dir, topic.name, range(topic.num_partitions))
+
+    async def _prepare_partition_dirs(self, topic: TopicMetadata, indexes: range, configs: dict[str, str]) -> None:
+        """Create and open (then close) the logs of new partitions; on failure remove them all."""
+        rules = PartitionRules.from_configs(configs)
+        log_config = rules.log_config(configs)
+        try:
+            for index in indexes:
+                path = self.settings.logs_dir / _dir_name(topic.name, index)
+                _claim_dir(path, topic.topic_id)
+                Log.open(path, log_config, self.clock()).close()
+        except BaseException:
+            await asyncio.to_thread(_remove_dirs, self.settings.logs_dir, topic.name, indexes)
+            raise
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         topic = self._topics.get(name)
@@ -200,6 +266,11 @@ class Registry:
 
 def _dir_name(topic: str, index: int) -> str:
     return f"{topic}-{index}"
+
+
+def _remove_dirs(logs_dir: Path, topic: str, indexes: range) -> None:
+    for index in indexes:
+        shutil.rmtree(logs_dir / _dir_name(topic, index), ignore_errors=True)
 
 
 def _claim_dir(path: Path, topic_id: uuid.UUID) -> None:

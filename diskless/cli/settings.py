@@ -165,6 +165,9 @@ SETTINGS = [
             "yet answered, across connections; reading pauses past it (-1: no bound, Kafka's default)"),
     Setting("request_arrival_timeout_ms", integer, 30000, "once a request's first byte has arrived, the rest must arrive "
             "within this time or the connection is closed (slow senders; no Kafka name, like request.timeout.ms)"),
+    Setting("max_partitions_per_request", integer, 10000, "max.partitions.per.request: partitions one CreateTopics topic, "
+            "CreatePartitions or auto-creation may add (Kafka's fixed MAX_PARTITIONS_PER_BATCH, 10000); more is refused"),
+    Setting("max_partitions", integer, 2**31 - 1, "max.partitions: partitions this broker may hold in all; a creation past it is refused"),
     Setting("log_retention_check_interval_ms", integer, 300000, "log.retention.check.interval.ms: how often retention runs"),
     Setting("group_initial_rebalance_delay_ms", integer, 3000, "group.initial.rebalance.delay.ms: wait for more members before the first rebalance"),
     Setting("upload_concurrency", integer, 4, "segment uploads to the object store in flight at once, across partitions"),
@@ -266,6 +269,8 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         connections_max_idle_ms=_at_least(1, values, sources, "connections_max_idle_ms"),
         queued_max_request_bytes=_at_least(-1, values, sources, "queued_max_request_bytes"),
         request_arrival_timeout_ms=_at_least(1, values, sources, "request_arrival_timeout_ms"),
+        max_partitions_per_request=_at_least(1, values, sources, "max_partitions_per_request"),
+        max_partitions=_at_least(1, values, sources, "max_partitions"),
         log_retention_check_interval_ms=values["log_retention_check_interval_ms"],
         group_initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
         upload_concurrency=values["upload_concurrency"],

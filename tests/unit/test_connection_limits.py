@@ -78,3 +78,21 @@ def test_accept_backoff_doubles_to_its_cap_and_resets() -> None:
 def test_descriptor_budget_leaves_room_for_files() -> None:
     assert descriptor_budget(1024, 384) == 1024 - 384 - 128
     assert descriptor_budget(100, 384) == 1
+
+
+# --- partition limits (diskless/broker/partition_limits.py) -------------------------------
+
+
+def test_partition_limits_refuse_before_anything_is_written() -> None:
+    import pytest
+
+    from diskless.broker.partition_limits import PartitionPolicyViolation, check_partition_limits
+    from metadata.errors import InvalidPartitions
+
+    check_partition_limits("t", None, 10_000, 0, max_partitions_per_request=10_000, max_partitions=20_000)
+    check_partition_limits("t", 10_000, 20_000, 10_000, max_partitions_per_request=10_000, max_partitions=20_000)
+    with pytest.raises(PartitionPolicyViolation, match="Excessively large number of partitions per request") as caught:
+        check_partition_limits("t", None, 10_001, 0, max_partitions_per_request=10_000, max_partitions=20_000)
+    assert isinstance(caught.value, InvalidPartitions) and caught.value.requested_partitions == 10_001
+    with pytest.raises(PartitionPolicyViolation, match="max.partitions 20000"):
+        check_partition_limits("u", 1, 2, 20_000, max_partitions_per_request=10_000, max_partitions=20_000)
