@@ -544,6 +544,229 @@ async def test_catalogue_writes_are_fenced_by_leader_epoch(store: MetadataStore)
     assert await store.list_remote_segments(topic, 0) == [new]
 
 
+# --- write-ahead objects -----------------------------------------------------------------
+
+
+def wal(topic: str, partition: int, base: int, last: int, key: str, *, epoch: int = 0, position: int = 0) -> WalBatch:
+    return WalBatch(topic, partition, base, last, epoch, key, position, 64 * (last - base + 1))
+
+
+def wal_key() -> str:
+    return f"wal/{uuid.uuid4().hex}"
+
+
+async def test_wal_commit_is_all_or_none(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 3, {})
+    await store.bump_leader_epoch(topic, 1)
+    key = wal_key()
+    good, stale = wal(topic, 0, 0, 9, key), wal(topic, 1, 0, 4, key, position=640)
+    with pytest.raises(FencedLeaderEpoch) as fenced:
+        await store.commit_wal_object(key, [good, stale])
+    assert (fenced.value.topic, fenced.value.partition, fenced.value.leader_epoch, fenced.value.current_leader_epoch) == (
+        topic, 1, 0, 1,
+    )  # fmt: skip
+    with pytest.raises(UnknownLeaderEpoch) as future:
+        await store.commit_wal_object(key, [good, wal(topic, 2, 0, 4, key, epoch=5)])
+    assert (future.value.partition, future.value.leader_epoch, future.value.current_leader_epoch) == (2, 5, 0)
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.commit_wal_object(key, [good, wal(topic, 3, 0, 4, key)])
+    with pytest.raises(UnknownTopic):
+        await store.commit_wal_object(key, [good, wal(name(), 0, 0, 4, key)])
+    # Nothing of the refused commits was written: no batch, and no object row either.
+    for p in range(3):
+        assert await store.list_wal_batches(topic, p) == []
+    assert await store.list_unreferenced_wal_objects() == []
+    # At the right epochs the same object commits whole.
+    fixed = dataclasses.replace(stale, leader_epoch=1)
+    await store.commit_wal_object(key, [good, fixed])
+    assert await store.list_wal_batches(topic, 0) == [good]
+    assert await store.list_wal_batches(topic, 1) == [fixed]
+
+
+async def test_wal_batches_are_listed_from_an_offset(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    first, second = wal_key(), wal_key()
+    b0, b2 = wal(topic, 0, 0, 9, first), wal(topic, 0, 20, 29, first, position=640)
+    b1, other = wal(topic, 0, 10, 19, second), wal(topic, 1, 0, 99, second, position=640)
+    await store.commit_wal_object(first, [b2, b0])
+    await store.commit_wal_object(second, [b1, other])
+    assert await store.list_wal_batches(topic, 0) == [b0, b1, b2]
+    assert await store.list_wal_batches(topic, 0, from_offset=9) == [b0, b1, b2]
+    assert await store.list_wal_batches(topic, 0, from_offset=10) == [b1, b2]
+    assert await store.list_wal_batches(topic, 0, from_offset=29) == [b2]
+    assert await store.list_wal_batches(topic, 0, from_offset=30) == []
+    assert await store.list_wal_batches(topic, 1, from_offset=50) == [other]
+    assert b2.next_offset == 30
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.list_wal_batches(topic, 2)
+    with pytest.raises(UnknownTopic):
+        await store.list_wal_batches(name(), 0)
+
+
+async def test_wal_batches_below_an_offset_are_deleted_under_the_epoch(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    key = wal_key()
+    batches = [wal(topic, 0, 10 * i, 10 * i + 9, key, position=640 * i) for i in range(3)]
+    await store.commit_wal_object(key, batches)
+    # Batches [0, 9] and [10, 19] are inside a committed segment [0, 19] now; [20, 29] is not.
+    assert await store.delete_wal_batches_below(topic, 0, 20, leader_epoch=0) == 2
+    assert await store.list_wal_batches(topic, 0) == [batches[2]]
+    assert await store.delete_wal_batches_below(topic, 0, 29, leader_epoch=0) == 0
+    assert await store.list_unreferenced_wal_objects() == []
+    await store.bump_leader_epoch(topic, 0)
+    with pytest.raises(FencedLeaderEpoch):
+        await store.delete_wal_batches_below(topic, 0, 30, leader_epoch=0)
+    assert await store.list_wal_batches(topic, 0) == [batches[2]]
+    assert await store.delete_wal_batches_below(topic, 0, 30, leader_epoch=1) == 1
+    assert await store.list_unreferenced_wal_objects() == [key]
+    await store.delete_wal_object(key)
+    assert await store.list_unreferenced_wal_objects() == []
+
+
+async def test_wal_objects_are_unreferenced_once_their_topics_are_deleted(store: MetadataStore) -> None:
+    gone, kept = name(), name()
+    await store.create_topic(gone, 2, {})
+    await store.create_topic(kept, 1, {})
+    only_gone, shared = "wal/a-" + uuid.uuid4().hex, "wal/b-" + uuid.uuid4().hex
+    await store.commit_wal_object(only_gone, [wal(gone, 0, 0, 9, only_gone), wal(gone, 1, 0, 9, only_gone, position=640)])
+    await store.commit_wal_object(shared, [wal(gone, 0, 10, 19, shared), wal(kept, 0, 0, 9, shared, position=640)])
+    await store.delete_topic(gone)
+    assert await store.list_unreferenced_wal_objects() == [only_gone]
+    assert await store.list_wal_batches(kept, 0) == [wal(kept, 0, 0, 9, shared, position=640)]
+    # A topic of the same name starts with no write-ahead batches.
+    await store.create_topic(gone, 2, {})
+    assert await store.list_wal_batches(gone, 0) == []
+    await store.delete_wal_object(only_gone)
+    await store.delete_wal_object(only_gone)  # a key not recorded is a no-op
+    await store.delete_wal_object("wal/never-recorded")
+    assert await store.list_unreferenced_wal_objects() == []
+    await store.delete_wal_batches_below(kept, 0, 10, leader_epoch=0)
+    assert await store.list_unreferenced_wal_objects() == [shared]
+
+
+async def test_a_retried_wal_commit_of_the_same_object_is_harmless(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    key = wal_key()
+    batches = [wal(topic, 0, 0, 9, key), wal(topic, 1, 0, 3, key, position=640)]
+    await store.commit_wal_object(key, batches)
+    await store.commit_wal_object(key, batches)  # its answer was lost: the writer commits again
+    assert await store.list_wal_batches(topic, 0) == [batches[0]]
+    assert await store.list_wal_batches(topic, 1) == [batches[1]]
+    # A rewrite of the same batch into another object (a retried upload) replaces the record.
+    again = wal_key()
+    rewritten = wal(topic, 0, 0, 9, again, position=128)
+    await store.commit_wal_object(again, [rewritten])
+    assert await store.list_wal_batches(topic, 0) == [rewritten]
+    assert await store.list_unreferenced_wal_objects() == []
+
+
+async def test_wal_batches_survive_reopen(url: str) -> None:
+    topic, key = name(), wal_key()
+    async with await open_metadata_store(url) as store:
+        await store.create_topic(topic, 1, {})
+        await store.commit_wal_object(key, [wal(topic, 0, 0, 9, key)])
+    async with await open_metadata_store(url) as store:
+        assert await store.list_wal_batches(topic, 0) == [wal(topic, 0, 0, 9, key)]
+
+
+# --- the cluster id ----------------------------------------------------------------------
+
+
+async def test_cluster_id_is_recorded_once(url: str) -> None:
+    async with await open_metadata_store(url) as store:
+        assert await store.get_or_create_cluster_id("first-proposal") == "first-proposal"
+        assert await store.get_or_create_cluster_id("second-proposal") == "first-proposal"
+    async with await open_metadata_store(url) as store:
+        assert await store.get_or_create_cluster_id("third-proposal") == "first-proposal"
+
+
+# --- two stores on one database (two brokers) --------------------------------------------
+
+
+@pytest.fixture
+async def two_stores(url: str) -> AsyncIterator[tuple[MetadataStore, MetadataStore]]:
+    first = await open_metadata_store(url)
+    second = await open_metadata_store(url)
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def test_two_stores_racing_to_create_a_topic_make_one_winner(two_stores) -> None:
+    a, b = two_stores
+    for _ in range(20):
+        topic = name()
+        results = await asyncio.gather(
+            a.create_topic(topic, 3, {"by": "a"}), b.create_topic(topic, 2, {"by": "b"}), return_exceptions=True
+        )
+        winners = [r for r in results if isinstance(r, TopicMetadata)]
+        losers = [r for r in results if isinstance(r, TopicAlreadyExists)]
+        assert (len(winners), len(losers)) == (1, 1), results
+        assert await a.get_topic(topic) == await b.get_topic(topic) == winners[0]
+        partitions = await b.get_log_start_offsets(topic)
+        assert partitions == {p: 0 for p in range(winners[0].num_partitions)}
+
+
+async def test_two_stores_never_hand_out_the_same_producer_id(two_stores) -> None:
+    a, b = two_stores
+
+    async def allocate(store: MetadataStore) -> list[int]:
+        ids = []
+        for _ in range(2_000):
+            ids.append(await store.allocate_producer_id())
+        return ids
+
+    from_a, from_b = await asyncio.gather(allocate(a), allocate(b))
+    assert from_a == sorted(from_a) and from_b == sorted(from_b)
+    assert len(set(from_a) | set(from_b)) == 4_000
+
+
+async def test_after_a_bump_only_the_new_leader_writes(two_stores) -> None:
+    a, b = two_stores
+    topic = name()
+    await a.create_topic(topic, 1, {})
+    for round in range(10):
+        # Both brokers take leadership at once: each gets its own epoch, one of them newer.
+        epoch_a, epoch_b = await asyncio.gather(a.bump_leader_epoch(topic, 0), b.bump_leader_epoch(topic, 0))
+        assert {epoch_a, epoch_b} == {2 * round + 1, 2 * round + 2}
+        base = 100 * round
+        key_a, key_b = wal_key(), wal_key()
+        wal_results = await asyncio.gather(
+            a.commit_wal_object(key_a, [wal(topic, 0, base, base + 9, key_a, epoch=epoch_a)]),
+            b.commit_wal_object(key_b, [wal(topic, 0, base, base + 9, key_b, epoch=epoch_b)]),
+            return_exceptions=True,
+        )
+        seg_a, seg_b = seg(topic, 0, base, base + 9, epoch=epoch_a), seg(topic, 0, base, base + 9, epoch=epoch_b)
+        segment_results = await asyncio.gather(
+            add_committed(a, seg_a), add_committed(b, seg_b), return_exceptions=True
+        )
+        newer = 0 if epoch_a > epoch_b else 1
+        for results in (wal_results, segment_results):
+            assert not isinstance(results[newer], BaseException), results
+            loser = results[1 - newer]
+            assert isinstance(loser, FencedLeaderEpoch), results
+            assert (loser.leader_epoch, loser.current_leader_epoch) == (min(epoch_a, epoch_b), max(epoch_a, epoch_b))
+        winner_key = (key_a, key_b)[newer]
+        assert [w.object_key for w in await b.list_wal_batches(topic, 0, base)] == [winner_key]
+        committed = await a.list_remote_segments(topic, 0)
+        assert committed[-1].object_key == (seg_a, seg_b)[newer].object_key
+        assert len(committed) == round + 1
+
+
+async def test_two_stores_agree_on_the_cluster_id(url: str) -> None:
+    stores = [await open_metadata_store(url) for _ in range(4)]
+    try:
+        ids = await asyncio.gather(*(s.get_or_create_cluster_id(f"proposal-{i}") for i, s in enumerate(stores)))
+        assert len(set(ids)) == 1 and ids[0] in {f"proposal-{i}" for i in range(4)}
+    finally:
+        for s in stores:
+            await s.close()
+
+
 # --- lifecycle and URLs ------------------------------------------------------------------
 
 
