@@ -23,7 +23,8 @@ $(TEST_STAMP): pyproject.toml | $(UV)
 	$(UV) pip install -q -p $(PY) -e '.[spark,test]'
 	touch $@
 
-# kcat and PostgreSQL come from Debian; Spark needs a Java runtime (17 is on the machines we target).
+# kcat and PostgreSQL come from Debian; Spark needs a Java runtime (17 is on the machines we target);
+# the console's browser test drives Debian's chromium (through Playwright).
 system-deps:
 	@command -v kcat >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -31,6 +32,9 @@ system-deps:
 	@command -v java >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
+	@command -v chromium >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 	@# PostgreSQL metadata tests start their own server (initdb + pg_ctl, as the postgres user).
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
