@@ -22,6 +22,15 @@ torn, in any of the three files. `recover` rescans the part that may be unflushe
 past the last trusted one. The read path trusts only bytes below size_bytes, which counts
 whole appended batches.
 
+Descriptors: a segment holds no open file until it is used. Its `.log` is opened on the
+first read or append and its `.index` / `.timeindex` only while it appends index entries;
+a process-wide LRU (open_files.OPEN_SEGMENTS) makes the segment used least recently let go
+of them when too many segments hold files, and they are opened again on next use. Rolling
+lets go of the index files at once (a rolled segment never appends an entry again). The
+files are written with plain write calls (no user-space buffer) and fsync works through any
+descriptor of a file, so letting go of one loses nothing. Index files are read whole only when
+the segment is loaded, and rewritten or cut by path.
+
 Only the partition's owning task may call a LogSegment (no locks, not thread-safe). The
 FileSlices it returns may go to any task or thread.
 """
@@ -35,6 +44,7 @@ from typing import NamedTuple
 
 from .errors import CorruptIndex, CorruptLog, LogClosed
 from .files import FileSlice, SegmentFile, open_segment_file, pread_exact, write_all
+from .open_files import OPEN_SEGMENTS
 from .index import INT32_MAX, NO_TIMESTAMP, OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES, OffsetIndex, TimeIndex, TimestampOffset
 from .records.batch import decode_batch
 from .records.errors import CorruptBatch
@@ -86,10 +96,11 @@ class LogSegment:
         # When the segment's age for segment.ms starts: the first append (see Log).
         self.roll_base_ms: int | None = None
         indexes_existed = self.index_path.exists() and self.timeindex_path.exists()
-        self._file: SegmentFile | None = open_segment_file(self.log_path)
-        self._index_file = open_segment_file(self.index_path)
-        self._timeindex_file = open_segment_file(self.timeindex_path)
-        self._size = os.fstat(self._file.fileno()).st_size
+        self._closed = False
+        self._file: SegmentFile | None = None  # opened on use, let go of by OPEN_SEGMENTS
+        self._index_fd = -1  # O_WRONLY | O_APPEND, only while appending index entries
+        self._timeindex_fd = -1
+        self._size = os.fstat(self.file.fileno()).st_size
         if new and self._size:
             raise CorruptLog(self.log_path, f"a new segment's file already holds {self._size} bytes")
         self.offset_index = OffsetIndex(base_offset, segment_index_bytes)
@@ -102,17 +113,17 @@ class LogSegment:
         self._last_index_position = 0
         self.index_trusted = True
         if new:
-            os.ftruncate(self._index_file.fileno(), 0)
-            os.ftruncate(self._timeindex_file.fileno(), 0)
+            _write_whole(self.index_path, b"")
+            _write_whole(self.timeindex_path, b"")
         elif not indexes_existed:
             self.index_trusted = False
         else:
             try:
                 self.offset_index = OffsetIndex.from_bytes(
-                    base_offset, self._read_all(self._index_file), segment_index_bytes, path=self.index_path
+                    base_offset, self.index_path.read_bytes(), segment_index_bytes, path=self.index_path
                 )
                 self.time_index = TimeIndex.from_bytes(
-                    base_offset, self._read_all(self._timeindex_file), segment_index_bytes, path=self.timeindex_path
+                    base_offset, self.timeindex_path.read_bytes(), segment_index_bytes, path=self.timeindex_path
                 )
             except CorruptIndex:
                 self.offset_index = OffsetIndex(base_offset, segment_index_bytes)
@@ -161,9 +172,43 @@ class LogSegment:
 
     @property
     def file(self) -> SegmentFile:
-        if self._file is None:
-            raise LogClosed(self.log_path)
-        return self._file
+        """The `.log` file, opened if this segment had let go of it. Call it just before use:
+        a file kept across another segment's use may have been let go of (then it stays
+        readable by whoever holds it, as a FileSlice does)."""
+        file = self._file
+        if file is None:
+            if self._closed:
+                raise LogClosed(self.log_path)
+            file = self._file = open_segment_file(self.log_path)
+        OPEN_SEGMENTS.used(self)
+        return file
+
+    def release_files(self) -> None:
+        """Let go of the open files (OPEN_SEGMENTS calls this; they reopen on next use). The
+        `.log` file object is dropped, not closed: FileSlices may still be sending from it."""
+        self._file = None
+        self._close_index_fds()
+
+    def _close_index_fds(self) -> None:
+        for fd in (self._index_fd, self._timeindex_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._index_fd = self._timeindex_fd = -1
+
+    def _index_fds(self) -> tuple[int, int]:
+        """Descriptors to append index entries with, opened on first need."""
+        if self._index_fd < 0 or self._timeindex_fd < 0:
+            if self._closed:
+                raise LogClosed(self.log_path)
+            self.file  # noqa: B018 - registers the segment with OPEN_SEGMENTS before it holds more
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            if self._index_fd < 0:
+                self._index_fd = os.open(self.index_path, flags, 0o644)
+            if self._timeindex_fd < 0:
+                self._timeindex_fd = os.open(self.timeindex_path, flags, 0o644)
+        else:
+            OPEN_SEGMENTS.used(self)
+        return self._index_fd, self._timeindex_fd
 
     def index_room(self) -> int:
         """How many more entry pairs the indexes take before one of them is full."""
@@ -227,18 +272,21 @@ class LogSegment:
             self._last_index_position = position
 
     def _write_pending_index(self) -> None:
+        if not self._pending_index and not self._pending_timeindex:
+            return
+        index_fd, timeindex_fd = self._index_fds()
         if self._pending_index:
-            write_all(self._index_file.fileno(), self._pending_index)
+            write_all(index_fd, self._pending_index)
             self._pending_index.clear()
         if self._pending_timeindex:
-            write_all(self._timeindex_file.fileno(), self._pending_timeindex)
+            write_all(timeindex_fd, self._pending_timeindex)
             self._pending_timeindex.clear()
 
     def append_final_time_entry(self) -> None:
         """The segment's max timestamp into the time index's reserved last slot (roll, close)."""
         entry = self._final_time_entry()
         if entry is not None:
-            write_all(self._timeindex_file.fileno(), entry)
+            write_all(self._index_fds()[1], entry)
 
     def _final_time_entry(self) -> bytes | None:
         if len(self.time_index) >= self.time_index.max_entries:  # segment.index.bytes < 12, or used
@@ -248,6 +296,8 @@ class LogSegment:
     def mark_rolled(self, now_ms: int) -> None:
         self.append_final_time_entry()
         self.rolled_ms = now_ms
+        # Flushed by the Log right after (fsync by path), never appended to again.
+        self._close_index_fds()
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -413,14 +463,13 @@ class LogSegment:
         return position
 
     def _rewrite_index_files(self, old_index: bytes, old_timeindex: bytes) -> None:
-        for file, index, old in (
-            (self._index_file, self.offset_index, old_index),
-            (self._timeindex_file, self.time_index, old_timeindex),
+        for path, index, old in (
+            (self.index_path, self.offset_index, old_index),
+            (self.timeindex_path, self.time_index, old_timeindex),
         ):
             data = index.to_bytes()
-            if data != old or os.fstat(file.fileno()).st_size != len(data):
-                os.ftruncate(file.fileno(), 0)
-                write_all(file.fileno(), data)
+            if data != old or _size_of(path) != len(data):
+                _write_whole(path, data)
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding `offset` and everything after it; return the bytes dropped.
@@ -437,8 +486,8 @@ class LogSegment:
         os.ftruncate(self.file.fileno(), position)
         self.offset_index.truncate_to_offset(new_next_offset)
         self.time_index.truncate_to_offset(new_next_offset)
-        os.ftruncate(self._index_file.fileno(), len(self.offset_index) * OFFSET_ENTRY_BYTES)
-        os.ftruncate(self._timeindex_file.fileno(), len(self.time_index) * TIME_ENTRY_BYTES)
+        os.truncate(self.index_path, len(self.offset_index) * OFFSET_ENTRY_BYTES)
+        os.truncate(self.timeindex_path, len(self.time_index) * TIME_ENTRY_BYTES)
         self._size = position
         self._next_offset = new_next_offset
         last_entry = self.offset_index.last_entry
@@ -461,34 +510,62 @@ class LogSegment:
     # -- lifecycle -------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the .log and both indexes: everything appended so far survives a power loss."""
+        """fsync the .log and both indexes: everything appended so far survives a power loss.
+        (fsync through any descriptor of a file flushes all of its written pages.)"""
         os.fsync(self.file.fileno())
-        os.fsync(self._index_file.fileno())
-        os.fsync(self._timeindex_file.fileno())
+        for fd, path in ((self._index_fd, self.index_path), (self._timeindex_fd, self.timeindex_path)):
+            if fd >= 0:
+                os.fsync(fd)
+            else:
+                _fsync_path(path)
 
     def close(self) -> None:
         """Close the files (outstanding FileSlices of this segment become unusable)."""
-        if self._file is None:
+        if self._closed:
             return
-        self._file.close()
-        self._index_file.close()
-        self._timeindex_file.close()
+        self._closed = True
+        OPEN_SEGMENTS.forget(self)
+        if self._file is not None:
+            self._file.close()
         self._file = None
+        self._close_index_fds()
 
     def delete(self) -> None:
         """Unlink the three files. FileSlices already handed out stay readable: the .log file
         object is dropped, not closed, and the OS keeps its bytes until the last one goes."""
-        if self._file is None and not self.log_path.exists():
-            return
-        self._index_file.close()
-        self._timeindex_file.close()
+        was_closed = self._closed
+        self._closed = True
+        OPEN_SEGMENTS.forget(self)
         self._file = None
+        self._close_index_fds()
+        if was_closed and not self.log_path.exists():
+            return
         for path in (self.log_path, self.index_path, self.timeindex_path):
             path.unlink(missing_ok=True)
 
-    @staticmethod
-    def _read_all(file: SegmentFile) -> bytes:
-        return pread_exact(file.fileno(), os.fstat(file.fileno()).st_size, 0)
-
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, next_offset={self._next_offset}, size_bytes={self._size})"
+
+
+def _size_of(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return -1
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Make `path` hold exactly `data` (created if missing), without keeping it open."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
