@@ -65,7 +65,7 @@ from .model import (
     TopicMetadata,
     WalBatch,
 )
-from .postgres_schema import migrate
+from .postgres_schema import migrate, schema_version
 from .postgres_url import PostgresSettings, PostgresUrl, parse_postgres_url
 
 log = logging.getLogger(__name__)
@@ -145,9 +145,10 @@ class PostgresMetadataStore:
         self._next_producer_id = 0
 
     @classmethod
-    async def open(cls, url: str | PostgresUrl) -> Self:
-        """Connect and migrate. Raises MetadataStorageError (unreachable within the
-        timeout, wrong password, unknown database), UnsupportedSchemaVersion."""
+    async def open(cls, url: str | PostgresUrl, *, migrate_schema: bool = True) -> Self:
+        """Connect and migrate (unless `migrate_schema` is false: tools that only look).
+        Raises MetadataStorageError (unreachable within the timeout, wrong password, unknown
+        database), UnsupportedSchemaVersion."""
         parsed = parse_postgres_url(url) if isinstance(url, str) else url
         s = parsed.settings
         pool = asyncpg.create_pool(
@@ -169,7 +170,10 @@ class PostgresMetadataStore:
             raise MetadataStorageError("open", f"{parsed.location}: {_describe(e)}") from e
         store = cls(parsed, pool)
         try:
-            await store._run("open", lambda conn: migrate(conn, parsed.location), idempotent=True, transaction=False)
+            if migrate_schema:
+                await store._run("open", lambda conn: migrate(conn, parsed.location), idempotent=True, transaction=False)
+            else:  # still prove the database answers, with the same errors as open
+                await store._run("open", schema_version, idempotent=True)
         except BaseException:
             pool.terminate()
             raise
@@ -448,11 +452,21 @@ class PostgresMetadataStore:
     async def get_or_create_cluster_id(self, proposed: str) -> str:
         return await self._call(ops.get_or_create_cluster_id, proposed, idempotent=True)
 
-    # --- inspection --------------------------------------------------------------------------
+    # --- administration (diskless metadata migrate / check) -------------------------------------
 
-    async def row_counts(self) -> dict[str, int]:
-        """Rows per table, for `diskless metadata check`."""
-        return await self._call(ops.row_counts, idempotent=True)
+    async def schema_version(self) -> int:
+        """The database's schema version; 0 when it was never migrated."""
+        return await self._call(schema_version, idempotent=True)
+
+    async def migrate(self) -> tuple[int, int]:
+        """Bring the schema to SCHEMA_VERSION; (version found, version now)."""
+        with self._counted():
+            return await self._run(
+                "migrate", lambda conn: migrate(conn, self._url.location), idempotent=True, transaction=False
+            )
+
+    async def row_counts(self, tables: Sequence[str]) -> dict[str, int]:
+        return await self._call(ops.row_counts, tuple(tables), idempotent=True)
 
     # --- lifecycle -------------------------------------------------------------------------
 

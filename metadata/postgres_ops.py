@@ -567,11 +567,7 @@ async def get_or_create_cluster_id(conn: Conn, proposed: str) -> str:
 
 # --- inspection (diskless metadata check) ---------------------------------------------------
 
-COUNTED_TABLES = (
-    "topics", "partitions", "topic_configs", "committed_offsets", "remote_segments", "producer_snapshots",
-    "wal_objects", "wal_batches",
-)  # fmt: skip
 
-
-async def row_counts(conn: Conn) -> dict[str, int]:
-    return {table: await conn.fetchval(f"SELECT count(*) FROM {table}") for table in COUNTED_TABLES}
+async def row_counts(conn: Conn, tables: Sequence[str]) -> dict[str, int]:
+    """Rows per table; `tables` are names from the schema, never user input."""
+    return {table: await conn.fetchval(f"SELECT count(*) FROM {table}") for table in tables}

@@ -45,8 +45,24 @@ class PostgresUrl:
     settings: PostgresSettings = field(default_factory=PostgresSettings)
 
 
+def redact_password(url: str) -> str:
+    """The URL with its password (if any) as ***, for messages."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, hostpart = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{hostpart}"
+
+
 def parse_postgres_url(url: str) -> PostgresUrl:
-    """Raises UnsupportedMetadataUrl."""
+    """Raises UnsupportedMetadataUrl, whose message never shows the password."""
+    try:
+        return _parse(url)
+    except UnsupportedMetadataUrl as e:
+        raise UnsupportedMetadataUrl(redact_password(url), e.reason) from None
+
+
+def _parse(url: str) -> PostgresUrl:
     try:
         parts = urlsplit(url)
         port = parts.port  # ValueError when not a number in 0..65535
