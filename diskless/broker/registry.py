@@ -145,10 +145,10 @@ class Registry:
         return deleted
 
     async def create_partitions(self, name: str, count: int) -> TopicMetadata:
-        """All or nothing as far as the disk goes: the new partitions' directories and logs are
-        made (and closed) before the store is told, so a failure there (e.g. out of
-        descriptors) leaves no trace. A failure after the store's write closes the new leaders
-        and leaves the store's count, which the next start opens."""
+        """All or nothing as far as the disk goes: the new partitions' directories are made
+        before the store is told, so a failure there leaves no trace. A failure after the
+        store's write closes the new leaders and leaves the store's count, which the next start
+        opens."""
         topic = self._topics.get(name)
         if topic is None:
             raise UnknownTopic(name)
@@ -204,14 +204,11 @@ class Registry:
         await asyncio.to_thread(_remove_dirs, self.settings.logs_dir, topic.name, range(topic.num_partitions))
 
     async def _prepare_partition_dirs(self, topic: TopicMetadata, indexes: range, configs: dict[str, str]) -> None:
-        """Create and open (then close) the logs of new partitions; on failure remove them all."""
-        rules = PartitionRules.from_configs(configs)
-        log_config = rules.log_config(configs)
+        """Create the directories of new partitions (and their partition.metadata) before the
+        store is told; on failure remove them all. Opening the logs follows the store's write."""
         try:
             for index in indexes:
-                path = self.settings.logs_dir / _dir_name(topic.name, index)
-                _claim_dir(path, topic.topic_id)
-                Log.open(path, log_config, self.clock()).close()
+                _claim_dir(self.settings.logs_dir / _dir_name(topic.name, index), topic.topic_id)
         except BaseException:
             await asyncio.to_thread(_remove_dirs, self.settings.logs_dir, topic.name, indexes)
             raise
