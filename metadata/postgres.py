@@ -98,6 +98,10 @@ def _is_connection_error(e: BaseException) -> bool:
     return isinstance(e, _CONNECTION_ERRORS)
 
 
+async def _no_session_state(conn: asyncpg.Connection) -> None:
+    return None
+
+
 def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
@@ -154,6 +158,10 @@ class PostgresMetadataStore:
         pool = asyncpg.create_pool(
             parsed.dsn,
             min_size=0,  # connect on demand: open() then retries like any call
+            # No reset query on release (one round trip per call saved): calls leave no session
+            # state behind (SET LOCAL and xact advisory locks end with their transaction), and
+            # asyncpg rolls back any transaction left open before the custom reset runs.
+            reset=_no_session_state,
             max_size=s.pool_max_size,
             timeout=s.connect_timeout_ms / 1000,
             # A client-side guard for a server that stops answering altogether.

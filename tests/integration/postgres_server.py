@@ -9,8 +9,8 @@ directory itself is mode 0700 as PostgreSQL insists.
 Binaries: the first `initdb` on PATH, else the newest /usr/lib/postgresql/*/bin (Debian's
 `postgresql` package, which `make test`'s system-deps target installs when it is missing).
 
-The server trades durability for speed (fsync off, no full page writes): it lives for one
-test session. Clients reach it over TCP on 127.0.0.1 with a password (scram-sha-256), as a
+The server trades durability for speed (fsync off, no full page writes; `durable=True` for
+benchmarks keeps PostgreSQL's defaults): it lives for one test session. Clients reach it over TCP on 127.0.0.1 with a password (scram-sha-256), as a
 broker would; the superuser is `diskless`.
 """
 
@@ -57,7 +57,9 @@ class PostgresServer:
     """One server: `start()` once (initdb, then pg_ctl start), `stop()`/`restart()` for fault
     tests, `close()` to stop it and delete its files. Synchronous; one test process uses it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        """`durable`: fsync and synchronous commit on, as in production (benchmarks)."""
+        self.durable = durable
         self.bin_dir = find_bin_dir()
         self.as_root = os.geteuid() == 0
         self.root = Path(tempfile.mkdtemp(prefix="diskless-pg-", dir="/tmp"))
@@ -95,10 +97,11 @@ class PostgresServer:
         for _ in range(5):  # the free port may be taken between probe and bind
             self.port = self.port or free_port()
             options = (
-                f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-                " -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+                f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=300"
                 " -c shared_buffers=64MB -c log_min_messages=warning"
             )
+            if not self.durable:
+                options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
             try:
                 self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_file), "-w", "-t", "60", "-o", options, "start")
                 return self
