@@ -75,7 +75,9 @@ class Broker:
         self.groups: Groups
         self.cluster_id = ""
         self.data_dir_lock: DataDirLock | None = None
-        self.server = KafkaServer(self.handle, config.listen_host, config.listen_port, config.socket_request_max_bytes)
+        self.server = KafkaServer(
+            self.handle, config.listen_host, config.listen_port, config.socket_request_max_bytes, config.connection_limits
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self.http: AdminHttp | None = None
         self.wal: WalWriter | None = None
@@ -103,7 +105,10 @@ class Broker:
             wal_settings = WalSettings(c.wal_commit_interval_ms, c.wal_buffer_max_bytes, c.wal_max_pending_bytes)
             self.wal = WalWriter(self.bucket, self.store, c.node_id, self.clock, wal_settings)
             self.wal.start()  # before the registry: recovery resubmits what the local log holds above the durable end
-        registry_settings = RegistrySettings(c.logs_dir, c.topic_defaults, c.num_partitions, c.producer_id_expiration_ms)
+        registry_settings = RegistrySettings(
+            c.logs_dir, c.topic_defaults, c.num_partitions, c.producer_id_expiration_ms,
+            max_partitions_per_request=c.max_partitions_per_request, max_partitions=c.max_partitions,
+        )  # fmt: skip
         self.registry = Registry(registry_settings, self.store, self.storage, self.uploader, self.wal, self.clock)
         await self.registry.load()
         self.uploader.start()

@@ -29,6 +29,7 @@ from metadata.errors import (
     UnknownTopicOrPartition,
 )
 
+from .partition_limits import PartitionPolicyViolation
 from .topic_configs import InvalidConfig
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (UnknownTopic, ErrorCode.unknown_topic_or_partition),
     (UnknownTopicOrPartition, ErrorCode.unknown_topic_or_partition),
     (InvalidTopicName, ErrorCode.invalid_topic_exception),
+    (PartitionPolicyViolation, ErrorCode.policy_violation),  # before its base, InvalidPartitions
     (InvalidPartitions, ErrorCode.invalid_partitions),
     (InvalidConfig, ErrorCode.invalid_config),
     (InvalidReplicationFactor, ErrorCode.invalid_replication_factor),

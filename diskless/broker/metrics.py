@@ -31,7 +31,7 @@ import functools
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
@@ -42,8 +42,29 @@ from prometheus_client.process_collector import ProcessCollector
 
 from hot_tier.records.header import iter_headers
 
-if TYPE_CHECKING:
-    from .partition import PartitionLeader
+
+class PartitionLeader(Protocol):
+    """What the collector reads of a partition's leader (partition/leader.py). A Protocol, not
+    an import: the leader's own modules count through this one, which must stay below them."""
+
+    topic: str
+    index: int
+    high_watermark: int
+    remote: Any
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def tiered(self) -> bool: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def local_log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def local_segments(self) -> tuple[Any, ...]: ...
+    def segments_to_upload(self) -> list[Any]: ...
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -41,6 +41,8 @@ class RegistrySettings:
     topic_defaults: Mapping[str, str]
     num_partitions: int  # num.partitions, for auto-created topics
     producer_id_expiration_ms: int
+    max_partitions_per_request: int = MAX_PARTITIONS_PER_REQUEST  # Kafka's fixed limit of one CreateTopics/CreatePartitions
+    max_partitions: int = MAX_PARTITIONS  # partitions on this broker
 
 
 class Registry:
@@ -176,11 +178,9 @@ class Registry:
     # --- helpers of create_topic and create_partitions -----------------------------------
 
     def _check_partition_limits(self, name: str, current: int | None, requested: int) -> None:
-        # The limits ride on RegistrySettings once the broker passes them; Kafka's otherwise.
         check_partition_limits(
             name, current, requested, len(self._leaders),
-            max_partitions_per_request=getattr(self.settings, "max_partitions_per_request", MAX_PARTITIONS_PER_REQUEST),
-            max_partitions=getattr(self.settings, "max_partitions", MAX_PARTITIONS),
+            max_partitions_per_request=self.settings.max_partitions_per_request, max_partitions=self.settings.max_partitions,
         )  # fmt: skip
 
     async def _undo_create_topic(self, topic: TopicMetadata, exc: BaseException) -> None:

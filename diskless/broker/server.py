@@ -112,14 +112,6 @@ _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _CONNECTION_GONE = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ETIMEDOUT, errno.ECONNRESET}
 
 
-def _limits_from(handle: Callable[[Request], Awaitable[Any]]) -> ConnectionLimits:
-    """The limits of the broker whose bound `handle` this is (its BrokerConfig), else defaults.
-    A bridge while the broker builds its servers without passing `limits` (app.py)."""
-    config = getattr(getattr(handle, "__self__", None), "config", None)
-    limits = getattr(config, "connection_limits", None)
-    return limits if isinstance(limits, ConnectionLimits) else ConnectionLimits()
-
-
 class _Connection:
     """What the shell tracks of one connection: its address, task and deadline phase."""
 
@@ -146,7 +138,7 @@ class KafkaServer:
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
-        self.limits = limits if limits is not None else _limits_from(handle)
+        self.limits = limits if limits is not None else ConnectionLimits()
         before, after = raise_descriptor_limit()  # before the broker opens logs and the store
         if after > before:
             log.info("raised the open file limit (RLIMIT_NOFILE) from %d to %d", before, after)

@@ -44,7 +44,9 @@ class ExtraListeners:
     async def start(self) -> None:
         for listener in self.config.extra_listeners:
             address: list[tuple[str, int]] = []  # filled once the port is bound (port 0 picks one)
-            server = KafkaServer(self._handler(address), listener.host, listener.port, self.config.socket_request_max_bytes)
+            server = KafkaServer(
+                self._handler(address), listener.host, listener.port, self.config.socket_request_max_bytes, self.config.connection_limits
+            )
             await server.start()
             self.servers.append(server)
             address.append((listener.advertised_host or listener.host, listener.advertised_port or server.port))

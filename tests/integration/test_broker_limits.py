@@ -339,9 +339,8 @@ def create_error(bootstrap: str, topic: NewTopic) -> int:
 def test_create_topics_over_max_partitions_per_request_is_refused(start_broker) -> None:
     broker = start_broker()
     name = new_name()
-    # Kafka refuses with POLICY_VIOLATION; the broker's error table answers the policy refusal
-    # as INVALID_PARTITIONS (37) until it has a row for PartitionPolicyViolation.
-    assert create_error(broker.bootstrap, NewTopic(name, 10_001, 1)) == ErrorCode.invalid_partitions.value
+    # Kafka refuses a request over its partition limit with POLICY_VIOLATION.
+    assert create_error(broker.bootstrap, NewTopic(name, 10_001, 1)) == ErrorCode.policy_violation.value
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert name not in admin.list_topics(timeout=DEADLINE_S).topics
     assert not (broker.data_dir / "logs" / f"{name}-0").exists()
@@ -349,7 +348,7 @@ def test_create_topics_over_max_partitions_per_request_is_refused(start_broker) 
     future = admin.create_partitions([NewPartitions(name, 10_003)], operation_timeout=DEADLINE_S)[name]
     with pytest.raises(KafkaException) as raised:
         future.result(timeout=DEADLINE_S)
-    assert raised.value.args[0].code() == ErrorCode.invalid_partitions.value
+    assert raised.value.args[0].code() == ErrorCode.policy_violation.value
     assert len(admin.list_topics(timeout=DEADLINE_S).topics[name].partitions) == 2
 
 

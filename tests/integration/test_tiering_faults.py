@@ -85,10 +85,13 @@ def own_moto() -> Iterator[MotoS3]:
         server.stop()
 
 
-def produce_until_refused(bootstrap: str, topic: str, records: list[Rec], first_offset: int) -> tuple[list[Rec], KafkaError]:
-    """Produce records one at a time (acks=all, no retries) until the broker refuses one;
-    the records acknowledged before, at consecutive offsets from `first_offset`, and the error."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0})
+def produce_until_refused(bootstrap: str, topic: str, records: list[Rec], first_offset: int, acks: str) -> tuple[list[Rec], KafkaError]:
+    """Produce records one at a time (no retries) until the broker refuses one; the records
+    acknowledged before, at consecutive offsets from `first_offset`, and the error."""
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "retries": 0,
+        "request.timeout.ms": 2000, "message.timeout.ms": 10000,
+    })  # fmt: skip
     reports: list[tuple[KafkaError | None, int]] = []
     for rec in records:
         producer.produce(topic, rec.value, rec.key, partition=0, headers=rec.headers, timestamp=rec.timestamp,
@@ -101,10 +104,21 @@ def produce_until_refused(bootstrap: str, topic: str, records: list[Rec], first_
     raise AssertionError(f"all {len(records)} records were accepted")
 
 
-def test_bucket_outage_produce_continues_then_disk_limit_then_recovery(own_moto, tmp_path) -> None:
-    """moto stops: produce (acks=all) and hot fetches go on while uploads retry; past
-    --local-disk-limit-bytes produce fails with KAFKA_STORAGE_ERROR; moto returns: uploads
-    complete, produce works again, and every acknowledged record reads back from offset 0."""
+def high_watermark(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE_S, cached=False)[1]
+    finally:
+        consumer.close()
+
+
+def test_bucket_outage_acks_all_fails_acks_1_continues_to_the_disk_limit_then_recovery(own_moto, tmp_path) -> None:
+    """moto stops. acks=all produce cannot become durable: it fails with REQUEST_TIMED_OUT
+    (retriable; the batch was appended and becomes durable later, as Kafka's
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND). acks=1 produce goes on while uploads and write-ahead
+    commits retry, and consumers see nothing above the durable offset; past
+    --local-disk-limit-bytes it fails with KAFKA_STORAGE_ERROR. moto returns: everything
+    appended becomes durable and tiered, produce works again, every record reads back once."""
     limit = 12_000
     bucket = open_bucket("s3", own_moto, tmp_path / "unused")
     broker = start_broker(tmp_path / "data", bucket, "--local-disk-limit-bytes", str(limit), "--upload-concurrency", "2")
@@ -117,7 +131,10 @@ def test_bucket_outage_produce_continues_then_disk_limit_then_recovery(own_moto,
         bucket_end = catalogue[-1].next_offset
 
         own_moto.stop()
-        during, refusal = produce_until_refused(broker.bootstrap, topic, make_records(0, 100, 1000, recent), 100)
+        stalled = make_records(0, 100, 1, recent)
+        acked, refusal = produce_until_refused(broker.bootstrap, topic, stalled, 100, "all")
+        assert (acked, refusal.code()) == ([], KafkaError.REQUEST_TIMED_OUT)
+        during, refusal = produce_until_refused(broker.bootstrap, topic, make_records(0, 101, 1000, recent), 101, "1")
         assert refusal.code() == KafkaError.KAFKA_STORAGE_ERROR
         # Refused only once more than the limit waits for the bucket: every rolled segment
         # since the outage, none of them uploaded.
@@ -126,18 +143,20 @@ def test_bucket_outage_produce_continues_then_disk_limit_then_recovery(own_moto,
         sizes = [local_log_bytes(data_dir, topic, 0, base) for base in waiting]
         assert sum(sizes) > limit >= sum(sizes[:-1])
         wait_until(lambda: re.search(r"upload of segment \d+ failed .*; retrying in \d+ ms", broker.log_text()), "uploads to retry")
-        # Hot fetches are served from the local log meanwhile.
-        assert consume(broker.bootstrap, topic, {0: 100}, {0: len(during)}) == {0: as_log(during, 100)}
+        wait_until(lambda: re.search(r"write-ahead object .* failed .*; retrying in \d+ ms", broker.log_text()), "write-ahead commits to retry")
+        # Nothing above the durable offset is visible meanwhile.
+        assert high_watermark(broker.bootstrap, topic) == 100
 
         own_moto.restart()  # moto kept the bucket and its objects in memory
-        end = 100 + len(during)
+        end = 101 + len(during)
+        wait_until(lambda: high_watermark(broker.bootstrap, topic) == end, f"the high watermark to reach {end}")
         wait_until(lambda: (c := tiered(bucket, data_dir, topic, 0)) and c[-1].next_offset > bucket_end and c, "the backlog to upload")
         after = make_records(0, end, 50, recent)
         assert produce(broker.bootstrap, topic, {0: after}) == {0: list(range(end, end + 50))}
         catalogue = wait_until(lambda: tiered(bucket, data_dir, topic, 0), "everything to be tiered")
         assert local_segments(data_dir, topic, 0)[0] == catalogue[-1].next_offset > bucket_end
 
-        everything = before + during + after
+        everything = before + stalled + during + after
         assert consume(broker.bootstrap, topic, {0: 0}, {0: len(everything)}) == {0: as_log(everything)}
         # The failed tries left nothing behind: no rows still `uploading`, no partial objects.
         url = sqlite_url(data_dir)
@@ -156,8 +175,8 @@ def test_bucket_outage_produce_continues_then_disk_limit_then_recovery(own_moto,
 def test_local_disk_lost_history_served_from_the_bucket(bucket, tmp_path, lost) -> None:
     """The broker stops and its disk goes: only <data-dir>/logs (metadata in the data dir), or
     the whole data dir (metadata elsewhere). Restarted, it serves every committed segment from
-    the bucket, and new records follow the last committed offset (the active segment, never
-    uploaded, is what a lost disk loses)."""
+    the bucket and rebuilds the tail above them from the write-ahead objects: nothing
+    acknowledged is lost, and new records follow the last acknowledged offset."""
     data_dir = tmp_path / "data"
     args = [] if lost == "logs" else ["--metadata", sqlite_url(tmp_path / "metadata")]
     (tmp_path / "metadata").mkdir()
@@ -172,19 +191,20 @@ def test_local_disk_lost_history_served_from_the_bucket(bucket, tmp_path, lost) 
 
         shutil.rmtree(data_dir / "logs" if lost == "logs" else data_dir)
         broker.start()
-        assert local_segments(data_dir, topic, 0) == [ends[0]]
+        assert local_segments(data_dir, topic, 0)[0] == ends[0]  # the local log restarts at the bucket's end
+        assert "rebuilt" in broker.log_text()
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
         try:
             for p in (0, 1):
-                assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S, cached=False) == (0, ends[p])
+                assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S, cached=False) == (0, 150)
         finally:
             consumer.close()
-        assert consume(broker.bootstrap, topic, {0: 0, 1: 0}, ends) == {p: as_log(records[p][: ends[p]]) for p in (0, 1)}
+        assert consume(broker.bootstrap, topic, {0: 0, 1: 0}, {0: 150, 1: 150}) == {p: as_log(records[p]) for p in (0, 1)}
 
-        more = {p: make_records(p, ends[p], 40, recent) for p in (0, 1)}
-        assert produce(broker.bootstrap, topic, more) == {p: list(range(ends[p], ends[p] + 40)) for p in (0, 1)}
-        expected = {p: as_log(records[p][: ends[p]] + more[p]) for p in (0, 1)}
-        assert consume(broker.bootstrap, topic, {0: 0, 1: 0}, {p: ends[p] + 40 for p in (0, 1)}) == expected
+        more = {p: make_records(p, 150, 40, recent) for p in (0, 1)}
+        assert produce(broker.bootstrap, topic, more) == {p: list(range(150, 190)) for p in (0, 1)}
+        expected = {p: as_log(records[p] + more[p]) for p in (0, 1)}
+        assert consume(broker.bootstrap, topic, {0: 0, 1: 0}, {0: 190, 1: 190}) == expected
     finally:
         broker.close()
 
@@ -212,10 +232,13 @@ def test_kill_9_with_uploads_in_flight(bucket, tmp_path) -> None:
             return [key for p in range(PARTITIONS) for key in catalogue_rows(url, topic, p, RemoteSegmentState.UPLOADING)]
 
         # An upload of a 1 KiB segment to a local directory takes milliseconds, so the kill
-        # can land between two uploads; then produce another round and try again.
+        # can land between two uploads; then produce another round and try again. acks=1: the
+        # produce returns at the local append, while the rolls it caused are still uploading
+        # (acks=all would wait for the write-ahead commit, by which time they are done); the
+        # local log keeps the records across the kill, and start-up makes them durable.
         for _attempt in range(ATTEMPTS):
             batch = {p: make_records(p, len(records[p]), PER_PARTITION, recent) for p in range(PARTITIONS)}
-            produce(broker.bootstrap, topic, batch, **{"batch.num.messages": 4})
+            produce(broker.bootstrap, topic, batch, **{"batch.num.messages": 4, "acks": "1"})
             for p in range(PARTITIONS):
                 records[p] += batch[p]
             wait_until(uploading, "an upload to be in flight")
@@ -244,7 +267,10 @@ def test_kill_9_with_uploads_in_flight(bucket, tmp_path) -> None:
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
         try:
             for p in range(PARTITIONS):
-                assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S, cached=False) == (0, total)
+                wait_until(
+                    lambda: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S, cached=False) == (0, total),
+                    f"partition {p}'s high watermark to reach {total} once the local tail is durable again",
+                )
         finally:
             consumer.close()
         got = consume(broker.bootstrap, topic, {p: 0 for p in range(PARTITIONS)}, {p: total for p in range(PARTITIONS)})
