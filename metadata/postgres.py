@@ -106,6 +106,14 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
+async def commit_offsets(conn: asyncpg.Connection, group_id: str, offsets: list[CommittedOffset]) -> None:
+    """The store's OffsetCommit (named so for error messages). One round trip when every partition exists (the common case); else the transaction
+    that finds the typed error."""
+    if not await ops.commit_offsets_at_once(conn, group_id, offsets):
+        async with conn.transaction():
+            await ops.commit_offsets(conn, group_id, offsets)
+
+
 class _OrderedKeys:
     """FIFO locks by key, created on demand and dropped when nobody holds or waits: calls
     with the same key run one at a time in the order they asked (asyncio.Lock is fair)."""
@@ -264,11 +272,16 @@ class PostgresMetadataStore:
             log.warning("metadata database at %s answers again", self._url.location)
 
     async def _call(
-        self, fn: Callable[..., Awaitable[T]], *args: Any, idempotent: bool, key: Hashable | None = None
+        self,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        idempotent: bool,
+        key: Hashable | None = None,
+        transaction: bool = True,
     ) -> T:
         with self._counted():
             async with self._ordered.hold(key):
-                return await self._run(fn.__name__, fn, *args, idempotent=idempotent)
+                return await self._run(fn.__name__, fn, *args, idempotent=idempotent, transaction=transaction)
 
     @contextmanager
     def _counted(self) -> Iterator[None]:
@@ -341,7 +354,9 @@ class PostgresMetadataStore:
     # --- consumer group offsets ------------------------------------------------------------
 
     async def commit_offsets(self, group_id: str, offsets: Iterable[CommittedOffset]) -> None:
-        await self._call(ops.commit_offsets, group_id, list(offsets), idempotent=True, key=("group", group_id))
+        await self._call(
+            commit_offsets, group_id, list(offsets), idempotent=True, key=("group", group_id), transaction=False
+        )
 
     async def fetch_offsets(
         self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None

@@ -256,6 +256,38 @@ async def bump_leader_epoch(conn: Conn, topic: str, partition: int) -> int:
 # --- consumer group offsets --------------------------------------------------------------
 
 
+async def commit_offsets_at_once(conn: Conn, group_id: str, offsets: Sequence[CommittedOffset]) -> bool:
+    """OffsetCommit's common case in one statement, one round trip, outside any explicit
+    transaction (the statement is its own): every offset is written if every (topic,
+    partition) exists, none otherwise. Returns whether it wrote them; when it did not, the
+    caller runs `commit_offsets`, which finds the typed error to raise."""
+    for o in offsets:
+        check_offset(o.topic, o.partition, o.offset)
+    # The last commit of a partition within one request wins, as in `commit_offsets`.
+    latest = {(o.topic, o.partition): o for o in offsets}
+    rows = list(latest.values())
+    try:
+        written = await conn.fetchval(
+            "WITH w AS (SELECT * FROM unnest($2::text[], $3::int[], $4::bigint[], $5::int[], $6::bytea[], $7::bigint[])"
+            "   AS w (topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp_ms)),"
+            " k AS (SELECT w.*, t.topic_id FROM w JOIN topics t"
+            "   ON t.name = w.topic AND w.partition >= 0 AND w.partition < t.num_partitions),"
+            " ins AS (INSERT INTO committed_offsets (group_id, topic_id, partition, committed_offset, leader_epoch,"
+            "   metadata, commit_timestamp_ms) SELECT $1, topic_id, partition, committed_offset, leader_epoch, metadata,"
+            "   commit_timestamp_ms FROM k WHERE (SELECT count(*) FROM k) = $8"
+            "   ON CONFLICT (group_id, topic_id, partition) DO UPDATE SET committed_offset = excluded.committed_offset,"
+            "   leader_epoch = excluded.leader_epoch, metadata = excluded.metadata,"
+            "   commit_timestamp_ms = excluded.commit_timestamp_ms RETURNING 1)"
+            " SELECT count(*) FROM ins",
+            group_id, [o.topic for o in rows], [o.partition for o in rows], [o.offset for o in rows],
+            [o.leader_epoch for o in rows], [_encode_metadata(o.metadata) for o in rows],
+            [o.commit_timestamp_ms for o in rows], len(rows),
+        )  # fmt: skip
+    except asyncpg.ForeignKeyViolationError:  # a topic deleted under us: let commit_offsets say which
+        return False
+    return written == len(rows)
+
+
 async def commit_offsets(conn: Conn, group_id: str, offsets: Sequence[CommittedOffset]) -> None:
     for o in offsets:
         check_offset(o.topic, o.partition, o.offset)

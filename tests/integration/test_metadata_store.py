@@ -320,6 +320,15 @@ async def test_a_later_commit_replaces_the_earlier(store: MetadataStore) -> None
     assert await store.fetch_offsets("g") == [CommittedOffset(topic, 0, 20, None, "", 2)]
 
 
+async def test_the_last_offset_of_a_partition_in_one_commit_wins(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 2, {})
+    await store.commit_offsets("g", [offset(topic, 0, 1), offset(topic, 1, 7), offset(topic, 0, 2, epoch=None)])
+    assert await store.fetch_offsets("g") == [offset(topic, 0, 2, epoch=None), offset(topic, 1, 7)]
+    await store.commit_offsets("g", [])
+    assert len(await store.fetch_offsets("g")) == 2
+
+
 async def test_commit_offsets_is_all_or_nothing(store: MetadataStore) -> None:
     topic = name()
     await store.create_topic(topic, 2, {})
