@@ -6,6 +6,7 @@ group offsets, producer ids and snapshots, and the catalogue of segments in the 
 """
 
 from .errors import (
+    BrokerIdInUse,
     ConflictingConfigChanges,
     FencedLeaderEpoch,
     InvalidOffset,
@@ -41,6 +42,8 @@ from .model import (
     TopicMetadata,
     TopicPartition,
     WalBatch,
+    BrokerRegistration,
+    PartitionLeadership,
 )
 from .store import MetadataStore
 from .url import open_metadata_store, parse_metadata_url, sqlite_url
@@ -77,6 +80,9 @@ __all__ = [
     "UnknownTopic",
     "UnknownTopicId",
     "WalBatch",
+    "BrokerRegistration",
+    "PartitionLeadership",
+    "BrokerIdInUse",
     "UnknownTopicOrPartition",
     "UnsupportedMetadataUrl",
     "UnsupportedSchemaVersion",

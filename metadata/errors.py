@@ -234,6 +234,16 @@ class MetadataBackendNotAvailable(MetadataError):
         self.scheme = scheme
 
 
+class BrokerIdInUse(MetadataError):
+    """Another live broker process holds this node id's session (a second broker started with
+    the same --node-id, or a restarted one whose old session has not expired yet)."""
+
+    def __init__(self, node_id: int, incarnation: str) -> None:
+        super().__init__(f"node id {node_id} is held by a live broker session ({incarnation}); it expires after broker.session.timeout.ms")
+        self.node_id = node_id
+        self.incarnation = incarnation
+
+
 class MetadataStorageError(MetadataError):
     """The database failed: unreachable, full, locked for too long, corrupt, ..."""
 

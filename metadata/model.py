@@ -147,6 +147,30 @@ class RemoteSegment(SegmentDescriptor):
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A broker of the cluster as the store knows it: where clients reach it, its rack, the
+    incarnation (one per process start) that holds the session, and whether the session is
+    alive (its last heartbeat is younger than its session timeout)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    incarnation: str
+    alive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLeadership:
+    """Who leads a partition (None: nobody yet) and under which leader epoch."""
+
+    topic: str
+    partition: int
+    leader_id: int | None
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class WalBatch:
     """One record batch of a partition inside a write-ahead object: offsets [base_offset,
     last_offset] at bytes [position, position + size_bytes) of the object `object_key`,

@@ -29,6 +29,7 @@ Every coroutine here runs on the event loop of the store that owns the pool.
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -36,6 +37,8 @@ from dataclasses import replace
 import asyncpg
 
 from .errors import (
+    BrokerIdInUse,
+    FencedLeaderEpoch,
     RemoteSegmentAlreadyExists,
     RemoteSegmentOverlap,
     TopicAlreadyExists,
@@ -45,6 +48,8 @@ from .errors import (
     UnknownTopicId,
 )
 from .model import (
+    BrokerRegistration,
+    PartitionLeadership,
     CommittedOffset,
     ProducerIdBlock,
     ProducerSnapshot,
@@ -587,6 +592,11 @@ async def delete_wal_object(conn: Conn, object_key: str) -> None:
     await conn.execute("DELETE FROM wal_objects WHERE object_key = $1", object_key)
 
 
+async def recorded_wal_objects(conn: Conn, object_keys: Sequence[str]) -> set[str]:
+    rows = await conn.fetch("SELECT object_key FROM wal_objects WHERE object_key = ANY($1::text[])", list(object_keys))
+    return {r[0] for r in rows}
+
+
 # --- cluster ------------------------------------------------------------------------------
 
 
@@ -595,6 +605,82 @@ async def get_or_create_cluster_id(conn: Conn, proposed: str) -> str:
     # nothing, and its next statement (a new snapshot in READ COMMITTED) reads the winner's.
     await conn.execute("INSERT INTO cluster (name, value) VALUES ('cluster.id', $1) ON CONFLICT DO NOTHING", proposed)
     return await conn.fetchval("SELECT value FROM cluster WHERE name = 'cluster.id'")
+
+
+# --- membership and leadership ------------------------------------------------------------
+
+
+def _ms(value: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=value)
+
+
+async def register_broker(
+    conn: Conn, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
+) -> None:
+    row = await conn.fetchrow(
+        "SELECT incarnation, session_expires > clock_timestamp() AS alive FROM brokers WHERE node_id = $1 FOR UPDATE", node_id
+    )
+    if row is not None and row["incarnation"] != incarnation and row["alive"]:
+        raise BrokerIdInUse(node_id, row["incarnation"])
+    await conn.execute(
+        "INSERT INTO brokers (node_id, host, port, rack, incarnation, session_expires)"
+        " VALUES ($1, $2, $3, $4, $5, clock_timestamp() + $6::interval)"
+        " ON CONFLICT (node_id) DO UPDATE SET host = $2, port = $3, rack = $4, incarnation = $5, session_expires = clock_timestamp() + $6::interval",
+        node_id, host, port, rack, incarnation, _ms(session_timeout_ms),
+    )  # fmt: skip
+
+
+async def heartbeat_broker(conn: Conn, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
+    status = await conn.execute(
+        "UPDATE brokers SET session_expires = clock_timestamp() + $3::interval"
+        " WHERE node_id = $1 AND incarnation = $2 AND session_expires > clock_timestamp()",
+        node_id, incarnation, _ms(session_timeout_ms),
+    )  # fmt: skip
+    return status == "UPDATE 1"
+
+
+async def unregister_broker(conn: Conn, node_id: int, incarnation: str) -> None:
+    await conn.execute("DELETE FROM brokers WHERE node_id = $1 AND incarnation = $2", node_id, incarnation)
+
+
+async def list_brokers(conn: Conn) -> list[BrokerRegistration]:
+    rows = await conn.fetch(
+        "SELECT node_id, host, port, rack, incarnation, session_expires > clock_timestamp() AS alive FROM brokers ORDER BY node_id"
+    )
+    return [BrokerRegistration(r["node_id"], r["host"], r["port"], r["rack"], r["incarnation"], r["alive"]) for r in rows]
+
+
+async def acquire_lease(conn: Conn, name: str, holder: int, duration_ms: int) -> bool:
+    row = await conn.fetchrow(
+        "INSERT INTO leases (name, holder, expires) VALUES ($1, $2, clock_timestamp() + $3::interval)"
+        " ON CONFLICT (name) DO UPDATE SET holder = $2, expires = clock_timestamp() + $3::interval"
+        " WHERE leases.holder = $2 OR leases.expires <= clock_timestamp() RETURNING holder",
+        name, holder, _ms(duration_ms),
+    )  # fmt: skip
+    return row is not None
+
+
+async def release_lease(conn: Conn, name: str, holder: int) -> None:
+    await conn.execute("DELETE FROM leases WHERE name = $1 AND holder = $2", name, holder)
+
+
+async def list_partition_leaders(conn: Conn) -> list[PartitionLeadership]:
+    rows = await conn.fetch(
+        "SELECT t.name, p.partition, p.leader_id, p.leader_epoch FROM partitions p JOIN topics t ON t.topic_id = p.topic_id"
+        " ORDER BY t.name COLLATE \"C\", p.partition"
+    )
+    return [PartitionLeadership(r["name"], r["partition"], r["leader_id"], r["leader_epoch"]) for r in rows]
+
+
+async def set_partition_leader(conn: Conn, topic: str, partition: int, leader_id: int | None, expected_epoch: int) -> int:
+    topic_id, current = await _partition_row(conn, topic, partition, "FOR UPDATE")
+    if current != expected_epoch:
+        raise FencedLeaderEpoch(topic, partition, expected_epoch, current)
+    await conn.execute(
+        "UPDATE partitions SET leader_id = $3, leader_epoch = leader_epoch + 1 WHERE topic_id = $1 AND partition = $2",
+        topic_id, partition, leader_id,
+    )  # fmt: skip
+    return current + 1
 
 
 # --- inspection (diskless metadata check) ---------------------------------------------------

@@ -27,7 +27,7 @@ import asyncpg
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Any fixed 64-bit number, the same for every broker of every version: "diskless" in ASCII.
 MIGRATION_LOCK_ID = 0x6469736B6C657373
@@ -142,7 +142,28 @@ CREATE TABLE cluster (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+# v3: brokers' sessions, leases (the controller's), and each partition's leader. Times are the
+# database's clock (clock_timestamp()), the one clock every broker of the cluster shares.
+_SCHEMA_V3 = """
+CREATE TABLE brokers (
+    node_id          INTEGER     PRIMARY KEY,
+    host             TEXT        NOT NULL,
+    port             INTEGER     NOT NULL,
+    rack             TEXT,
+    incarnation      TEXT        NOT NULL,
+    session_expires  TIMESTAMPTZ NOT NULL
+);
+
+CREATE TABLE leases (
+    name     TEXT        PRIMARY KEY,
+    holder   INTEGER     NOT NULL,
+    expires  TIMESTAMPTZ NOT NULL
+);
+
+ALTER TABLE partitions ADD COLUMN leader_id INTEGER;
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -39,6 +39,8 @@ from typing import Any, Self, TypeVar
 from . import sqlite_ops as ops
 from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
 from .model import (
+    BrokerRegistration,
+    PartitionLeadership,
     PRODUCER_ID_BLOCK_SIZE,
     CommittedOffset,
     ProducerIdBlock,
@@ -259,10 +261,41 @@ class SqliteMetadataStore:
     async def delete_wal_object(self, object_key: str) -> None:
         await self._call(ops.delete_wal_object, object_key)
 
+    async def recorded_wal_objects(self, object_keys: Sequence[str]) -> set[str]:
+        return await self._call(ops.recorded_wal_objects, tuple(object_keys))
+
     # --- cluster ---------------------------------------------------------------------------
 
     async def get_or_create_cluster_id(self, proposed: str) -> str:
         return await self._call(ops.get_or_create_cluster_id, proposed)
+
+    # --- membership and leadership ----------------------------------------------------------
+
+    async def register_broker(
+        self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
+    ) -> None:
+        await self._call(ops.register_broker, node_id, host, port, rack, incarnation, session_timeout_ms)
+
+    async def heartbeat_broker(self, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
+        return await self._call(ops.heartbeat_broker, node_id, incarnation, session_timeout_ms)
+
+    async def unregister_broker(self, node_id: int, incarnation: str) -> None:
+        await self._call(ops.unregister_broker, node_id, incarnation)
+
+    async def list_brokers(self) -> list[BrokerRegistration]:
+        return await self._call(ops.list_brokers)
+
+    async def acquire_lease(self, name: str, holder: int, duration_ms: int) -> bool:
+        return await self._call(ops.acquire_lease, name, holder, duration_ms)
+
+    async def release_lease(self, name: str, holder: int) -> None:
+        await self._call(ops.release_lease, name, holder)
+
+    async def list_partition_leaders(self) -> list[PartitionLeadership]:
+        return await self._call(ops.list_partition_leaders)
+
+    async def set_partition_leader(self, topic: str, partition: int, leader_id: int | None, expected_epoch: int) -> int:
+        return await self._call(ops.set_partition_leader, topic, partition, leader_id, expected_epoch)
 
     # --- lifecycle -------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -130,7 +130,27 @@ CREATE TABLE cluster (
 ) WITHOUT ROWID;
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+# v3: brokers' sessions, leases (the controller's), and each partition's leader.
+_SCHEMA_V3 = """
+CREATE TABLE brokers (
+    node_id             INTEGER PRIMARY KEY,
+    host                TEXT    NOT NULL,
+    port                INTEGER NOT NULL,
+    rack                TEXT,
+    incarnation         TEXT    NOT NULL,
+    session_expires_ms  INTEGER NOT NULL
+);
+
+CREATE TABLE leases (
+    name        TEXT    PRIMARY KEY,
+    holder      INTEGER NOT NULL,
+    expires_ms  INTEGER NOT NULL
+) WITHOUT ROWID;
+
+ALTER TABLE partitions ADD COLUMN leader_id INTEGER;
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

@@ -24,6 +24,8 @@ from .model import (
     ProducerSnapshot,
     RemoteSegment,
     RemoteSegmentState,
+    BrokerRegistration,
+    PartitionLeadership,
     TopicMetadata,
     WalBatch,
 )
@@ -218,11 +220,61 @@ class MetadataStore(Protocol):
         not recorded is a no-op."""
         ...
 
+    async def recorded_wal_objects(self, object_keys: Sequence[str]) -> set[str]:
+        """Those of `object_keys` whose write-ahead object is recorded (committed and not yet
+        deleted). A key in the bucket but not here was PUT and never committed (a crash
+        between the PUT and the commit, or a fenced commit): garbage once no writer still
+        tries to commit it."""
+        ...
+
     # --- cluster ---------------------------------------------------------------------------
 
     async def get_or_create_cluster_id(self, proposed: str) -> str:
         """The cluster id every broker sharing this store reports: the one recorded, or
         `proposed` if none is (recorded then, atomically: two brokers starting at once agree)."""
+        ...
+
+    # --- membership and leadership ----------------------------------------------------------
+
+    async def register_broker(
+        self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
+    ) -> None:
+        """Open (or renew) the broker's session, expiring `session_timeout_ms` from now (the
+        store's clock). The same incarnation, or any incarnation once the old session expired,
+        may register; another live incarnation raises BrokerIdInUse."""
+        ...
+
+    async def heartbeat_broker(self, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
+        """Extend the session; False if `incarnation` no longer holds it (expired and taken, or
+        unregistered): the broker is out and must stop leading."""
+        ...
+
+    async def unregister_broker(self, node_id: int, incarnation: str) -> None:
+        """Close the session now (controlled shutdown). A no-op if `incarnation` does not hold it."""
+        ...
+
+    async def list_brokers(self) -> list[BrokerRegistration]:
+        """Every registered broker, by node id, with `alive` by the store's clock."""
+        ...
+
+    async def acquire_lease(self, name: str, holder: int, duration_ms: int) -> bool:
+        """Take or renew the lease `name` (e.g. "controller") for `duration_ms` if it is free,
+        expired or already `holder`'s; False if another holder has it."""
+        ...
+
+    async def release_lease(self, name: str, holder: int) -> None:
+        """Give the lease up now, if `holder` has it."""
+        ...
+
+    async def list_partition_leaders(self) -> list[PartitionLeadership]:
+        """Every partition of every topic with its leader and leader epoch, by topic and partition."""
+        ...
+
+    async def set_partition_leader(self, topic: str, partition: int, leader_id: int | None, expected_epoch: int) -> int:
+        """Make `leader_id` (None: nobody) the partition's leader if its epoch is still
+        `expected_epoch` (compare-and-set), bumping the epoch; returns the new epoch. Every
+        write of the previous leader is fenced from then on. Raises FencedLeaderEpoch if the
+        epoch moved, UnknownTopic, UnknownTopicOrPartition."""
         ...
 
     # --- lifecycle -------------------------------------------------------------------------

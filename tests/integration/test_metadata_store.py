@@ -12,6 +12,7 @@ import dataclasses
 import json
 import sqlite3
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -21,7 +22,10 @@ import pytest
 
 from metadata.sqlite_schema import SCHEMA_VERSION
 from metadata import (
+    BrokerIdInUse,
+    BrokerRegistration,
     CommittedOffset,
+    PartitionLeadership,
     ConflictingConfigChanges,
     FencedLeaderEpoch,
     InvalidOffset,
@@ -691,6 +695,62 @@ async def test_cluster_id_is_recorded_once(url: str) -> None:
         assert await store.get_or_create_cluster_id("second-proposal") == "first-proposal"
     async with await open_metadata_store(url) as store:
         assert await store.get_or_create_cluster_id("third-proposal") == "first-proposal"
+
+
+# --- membership and leadership -------------------------------------------------------------
+
+
+async def test_broker_sessions(store: MetadataStore) -> None:
+    await store.register_broker(1, "127.0.0.1", 9092, "rack-a", "first", 60_000)
+    await store.register_broker(2, "127.0.0.1", 9093, None, "second", 60_000)
+    # A second process with node id 1 is refused while the first one's session lives.
+    with pytest.raises(BrokerIdInUse) as refused:
+        await store.register_broker(1, "127.0.0.1", 9094, None, "impostor", 60_000)
+    assert (refused.value.node_id, refused.value.incarnation) == (1, "first")
+    assert await store.heartbeat_broker(1, "first", 60_000) is True
+    assert await store.heartbeat_broker(1, "impostor", 60_000) is False
+    assert await store.list_brokers() == [
+        BrokerRegistration(1, "127.0.0.1", 9092, "rack-a", "first", True),
+        BrokerRegistration(2, "127.0.0.1", 9093, None, "second", True),
+    ]
+    await store.unregister_broker(2, "not-its-incarnation")
+    assert [b.node_id for b in await store.list_brokers()] == [1, 2]
+    await store.unregister_broker(2, "second")
+    assert [b.node_id for b in await store.list_brokers()] == [1]
+    # An expired session is taken by the next incarnation; the old one's heartbeat fails.
+    await store.register_broker(3, "127.0.0.1", 9095, None, "old", 1)
+    deadline = time.monotonic() + 5
+    while (await store.list_brokers())[-1].alive:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)  # the store's clock has to pass 1 ms: nothing to wait on
+    await store.register_broker(3, "127.0.0.1", 9095, None, "new", 60_000)
+    assert await store.heartbeat_broker(3, "old", 60_000) is False
+    assert await store.heartbeat_broker(3, "new", 60_000) is True
+
+
+async def test_leases(store: MetadataStore) -> None:
+    assert await store.acquire_lease("controller", 1, 60_000) is True
+    assert await store.acquire_lease("controller", 2, 60_000) is False
+    assert await store.acquire_lease("controller", 1, 60_000) is True  # renewed
+    await store.release_lease("controller", 2)  # not its lease: nothing happens
+    assert await store.acquire_lease("controller", 2, 60_000) is False
+    await store.release_lease("controller", 1)
+    assert await store.acquire_lease("controller", 2, 60_000) is True
+
+
+async def test_partition_leaders_move_by_compare_and_set(store: MetadataStore) -> None:
+    await store.create_topic("orders", 2, {})
+    assert await store.list_partition_leaders() == [PartitionLeadership("orders", 0, None, 0), PartitionLeadership("orders", 1, None, 0)]
+    assert await store.set_partition_leader("orders", 0, 7, expected_epoch=0) == 1
+    with pytest.raises(FencedLeaderEpoch):
+        await store.set_partition_leader("orders", 0, 8, expected_epoch=0)
+    # The old leader's writes are fenced by the bump.
+    with pytest.raises(FencedLeaderEpoch):
+        await store.set_log_start_offset("orders", 0, 1, leader_epoch=0)
+    assert await store.set_partition_leader("orders", 0, None, expected_epoch=1) == 2
+    assert await store.list_partition_leaders() == [PartitionLeadership("orders", 0, None, 2), PartitionLeadership("orders", 1, None, 0)]
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.set_partition_leader("orders", 5, 1, expected_epoch=0)
 
 
 # --- two stores on one database (two brokers) --------------------------------------------
