@@ -143,6 +143,49 @@ REMOTE_FETCH_TIME = Histogram(
 
 EVENT_LOOP_LAG = Gauge("diskless_event_loop_lag_seconds", "How late the event loop ran a timer at the last check (every second).", registry=EVENTS)
 
+# --- write-ahead objects (wal/writer.py, wal/recovery.py) ----------------------------------------
+
+# Seconds; a group commit is the interval's wait (5 ms by default) plus one PUT and one store commit.
+_WAL_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+WAL_OBJECTS_COMMITTED = Counter(
+    "diskless_wal_objects_committed", "Write-ahead objects PUT and committed in the metadata store.", registry=EVENTS
+)  # fmt: skip
+WAL_BATCHES_COMMITTED = Counter(
+    "diskless_wal_batches_committed", "Record batches made durable by write-ahead commits.", registry=EVENTS
+)  # fmt: skip
+WAL_BYTES = Counter(
+    "diskless_wal_bytes", "Bytes of write-ahead objects PUT to the bucket (batches, index and footer).", registry=EVENTS
+)  # fmt: skip
+WAL_COMMIT_TIME = Histogram(
+    "diskless_wal_commit_duration_seconds",
+    "Time from a batch's submission to its durability, for the oldest batch of each object: the wait for the "
+    "commit interval, the PUT and the store commit (retries included).",
+    buckets=_WAL_BUCKETS, registry=EVENTS,
+)  # fmt: skip
+WAL_RETRIES = Counter(
+    "diskless_wal_retries",
+    "Failed attempts of a write-ahead step, retried with backoff; `step` is put (the object) or commit (the store).",
+    ["step"], registry=EVENTS,
+)  # fmt: skip
+WAL_FENCED_BATCHES = Counter(
+    "diskless_wal_fenced_batches", "Batches dropped from a commit because their partition's leader epoch moved on (or it is gone).",
+    registry=EVENTS,
+)  # fmt: skip
+WAL_PENDING_BYTES = Gauge(
+    "diskless_wal_pending_bytes", "Appended batch bytes not yet durable (refused past wal.max.pending.bytes).", registry=EVENTS
+)  # fmt: skip
+WAL_OBJECTS_DELETED = Counter(
+    "diskless_wal_objects_deleted",
+    "Write-ahead objects deleted from the bucket; `reason` is committed (every batch inside segments or its topic gone) "
+    "or orphan (PUT but never committed, older than the grace period).",
+    ["reason"], registry=EVENTS,
+)  # fmt: skip
+WAL_CORRUPT_BATCHES = Counter(
+    "diskless_wal_corrupt_batches",
+    "Durable batches that could not be read back from their write-ahead object at recovery (the partition stays offline).",
+    ["topic"], registry=EVENTS,
+)  # fmt: skip
+
 # --- the handler table ---------------------------------------------------------------------------
 
 Handler = Callable[[Any, Any], Awaitable[Any]]

@@ -9,9 +9,15 @@ end, the high watermark the partition starts from; what the local log holds beyo
 submitted to the writer again by the leader.
 
 Every batch read back is checked: its CRC by the log's append validation, its offsets against
-the store's record. A batch that cannot be read or does not match is logged with its object
-key and offsets and stops the recovery of that partition (CorruptWalBatch), rather than
-serving a log with a hole.
+the store's record. A batch that cannot be read or does not match is logged (ERROR, with the
+partition, its offsets, the object key and the reason), counted
+(`diskless_wal_corrupt_batches_total{topic}`) and stops the recovery of that partition:
+CorruptWalBatch propagates, so the partition does not serve a log with a hole and is not
+written above it. This is what Kafka does with a log directory it cannot read (the partitions
+in it go offline; KAFKA_STORAGE_ERROR, retriable, to clients) rather than what it does with a
+torn local tail (truncate): these batches were acknowledged, and only the bucket has them.
+The local log keeps what was appended before the unreadable batch; nothing is truncated, so
+a repaired object (or a restored one) lets the next start-up finish the recovery.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from cold_tier.store import ObjectStore
 from hot_tier import Log
 from metadata import MetadataStore, WalBatch
 
+from .. import metrics
 from ..errors import CorruptWalBatch
 
 log = logging.getLogger(__name__)
@@ -56,13 +63,28 @@ async def recover_tail(
         try:
             data = await bucket.get(object_key, start=start, end=end)
         except Exception as exc:
+            _report(run[0], run[-1], durable_end, f"cannot be read: {exc}")
             raise CorruptWalBatch(topic, index, run[0].base_offset, object_key, f"cannot be read: {exc}") from exc
         for batch in run:
-            _append(log_, batch, data[batch.position - start : batch.position - start + batch.size_bytes], now_ms)
+            try:
+                _append(log_, batch, data[batch.position - start : batch.position - start + batch.size_bytes], now_ms)
+            except CorruptWalBatch as exc:
+                _report(batch, batch, durable_end, str(exc.__cause__ or exc))
+                raise
             appended += 1
     log.info("%s-%d: rebuilt %d batch(es) from write-ahead objects; the log ends at %d",
              topic, index, appended, log_.log_end_offset)  # fmt: skip
     return durable_end
+
+
+def _report(first: WalBatch, last: WalBatch, durable_end: int, reason: str) -> None:
+    metrics.WAL_CORRUPT_BATCHES.labels(first.topic).inc()
+    log.error(
+        "%s-%d: durable batch(es) at offsets %d-%d in write-ahead object %s (bytes %d-%d) %s; the partition stays "
+        "offline rather than serve a log with a hole (durable end %d); repair or restore the object and restart",
+        first.topic, first.partition, first.base_offset, last.last_offset, first.object_key, first.position,
+        last.position + last.size_bytes, reason, durable_end,
+    )  # fmt: skip
 
 
 def _append(log_: Log, batch: WalBatch, data: bytes, now_ms: int) -> None:

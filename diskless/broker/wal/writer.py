@@ -17,8 +17,18 @@ futures fail with the typed error) and the rest commits. Submitting past
 error instead of buffering without bound.
 
 Crash: whatever was not committed was never acknowledged to an acks=all producer; start-up
-(recovery.py) rebuilds each partition's tail from the committed batches. Objects whose
-batches are all inside committed segments are deleted by `collect_garbage`.
+(recovery.py) rebuilds each partition's tail from the committed batches.
+
+Garbage (`collect_garbage`, every few seconds): a committed object goes once none of its
+batches is recorded any more (all inside committed segments, or their topics deleted). An
+object PUT but never committed (a crash between the PUT and the commit, or a commit fenced
+whole) is never recorded: it goes once its key's sealing time is older than
+`orphan_grace_ms` and this writer is not still trying to commit it. Each broker collects only
+its own node's keys (`wal~/<node>/`): another broker's object may be in the middle of its
+commit, however old, while its store is unreachable.
+
+Metrics (metrics.py, `diskless_wal_*`): objects, batches and bytes committed, the time from
+submission to durability, retries of each step, fenced batches, pending bytes, deletions.
 
 Only the event-loop task calls this class.
 """
@@ -28,16 +38,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cold_tier.errors import PreconditionFailed
 from cold_tier.layout import new_upload_id
 from cold_tier.store import ObjectStore
-from cold_tier.wal_format import encode_wal_object, wal_object_key
+from cold_tier.wal_format import WAL_PREFIX, encode_wal_object, parse_wal_object_key, wal_object_key
 from metadata import MetadataStore, WalBatch
 from metadata.errors import FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopic, UnknownTopicOrPartition
 
+from .. import metrics
 from ..errors import WalBackpressure
 
 log = logging.getLogger(__name__)
@@ -52,6 +64,7 @@ class WalSettings:
     buffer_max_bytes: int = 8 * 2**20  # wal.buffer.max.bytes
     max_pending_bytes: int = 64 * 2**20  # wal.max.pending.bytes
     max_in_flight: int = 4
+    orphan_grace_ms: int = 10 * 60_000  # an uncommitted object older than this is garbage
 
 
 @dataclass(slots=True)
@@ -63,6 +76,7 @@ class _Pending:
     leader_epoch: int
     data: bytes
     done: asyncio.Future[None] = field(repr=False)
+    submitted_s: float = 0.0  # time.perf_counter() at submission
 
 
 class WalWriter:
@@ -80,6 +94,7 @@ class WalWriter:
         self._uploads: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._keys_in_flight: set[str] = set()  # PUT or about to be, not yet committed or given up
         self.objects_committed = 0
 
     # --- what leaders call -----------------------------------------------------------------
@@ -89,9 +104,10 @@ class WalWriter:
         if self._closing:
             raise WalBackpressure(self._pending_bytes, self.settings.max_pending_bytes, "the broker is shutting down")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._buffer.append(_Pending(topic, partition, base_offset, last_offset, leader_epoch, data, done))
+        self._buffer.append(_Pending(topic, partition, base_offset, last_offset, leader_epoch, data, done, time.perf_counter()))
         self._buffer_bytes += len(data)
         self._pending_bytes += len(data)
+        metrics.WAL_PENDING_BYTES.set(self._pending_bytes)
         self._sealable.set()
         return done
 
@@ -104,6 +120,17 @@ class WalWriter:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="wal-writer")
+
+    async def drain(self, timeout_s: float = 10.0) -> None:
+        """Controlled shutdown: return once everything submitted so far is durable (or failed),
+        the writer still running."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while (self._buffer or self._uploads) and asyncio.get_running_loop().time() < deadline:
+            if self._uploads:
+                await asyncio.wait(set(self._uploads), timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
+            else:
+                self._sealable.set()
+                await asyncio.sleep(self.settings.commit_interval_ms / 1000)
 
     async def stop(self) -> None:
         """Seal and commit what is buffered, wait for the uploads in flight, then stop."""
@@ -122,14 +149,23 @@ class WalWriter:
     # --- group commit ----------------------------------------------------------------------
 
     async def _run(self) -> None:
+        # At most one object per interval, counted from the previous seal, not from the first
+        # batch: a batch arriving after a quiet spell is sealed at once (it waits for nothing
+        # but its PUT and commit), while under load the interval's batches gather into one
+        # object. PUTs per second stay at most 1000 / commit_interval_ms either way (a full
+        # buffer, wal.buffer.max.bytes, seals early: that bound is in bytes, not requests).
         interval = self.settings.commit_interval_ms / 1000
+        loop = asyncio.get_running_loop()
+        last_seal = -interval
         while True:
             await self._sealable.wait()
             self._sealable.clear()
-            if self._buffer_bytes < self.settings.buffer_max_bytes:
-                await asyncio.sleep(interval)  # let the interval's batches gather
+            wait = last_seal + interval - loop.time()
+            if wait > 0 and self._buffer_bytes < self.settings.buffer_max_bytes:
+                await asyncio.sleep(wait)  # let the interval's batches gather
             if self._buffer:
                 await self._slots.acquire()
+                last_seal = loop.time()
                 self._seal(acquired=True)
 
     def _seal(self, acquired: bool = False) -> None:
@@ -139,32 +175,42 @@ class WalWriter:
         task.add_done_callback(self._uploads.discard)
 
     async def _upload(self, pending: list[_Pending], acquired: bool) -> None:
+        key = wal_object_key(self.node_id, self.clock(), new_upload_id())
+        self._keys_in_flight.add(key)  # before the PUT: the orphan collector must not take it
         try:
             data, entries = encode_wal_object([(p.topic, p.partition, p.base_offset, p.last_offset, p.leader_epoch, p.data) for p in pending])
-            key = wal_object_key(self.node_id, self.clock(), new_upload_id())
-            await self._retrying(f"PUT of write-ahead object {key}", lambda: self._put(key, data))
+            await self._retrying(f"PUT of write-ahead object {key}", "put", lambda: self._put(key, data))
             live = list(zip(pending, entries))
             while live:
                 rows = [WalBatch(p.topic, p.partition, p.base_offset, p.last_offset, p.leader_epoch, key, e.position, e.size_bytes) for p, e in live]
                 try:
-                    await self._retrying(f"commit of write-ahead object {key}", lambda: self.store.commit_wal_object(key, rows))
+                    await self._retrying(f"commit of write-ahead object {key}", "commit", lambda: self.store.commit_wal_object(key, rows))
                     break
                 except (FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopicOrPartition, UnknownTopic) as exc:
                     # That partition is no longer ours (or no longer exists): its batches will
                     # never be durable through this broker; the others commit without them.
                     stale = {(p.topic, p.partition) for p, _ in live if _names(exc, p)}
+                    if not stale:  # cannot tell which partition: give up on all rather than loop
+                        stale = {(p.topic, p.partition) for p, _ in live}
                     for p, _ in live:
                         if (p.topic, p.partition) in stale:
+                            metrics.WAL_FENCED_BATCHES.inc()
                             self._finish(p, exc)
                     live = [(p, e) for p, e in live if (p.topic, p.partition) not in stale]
             for p, _ in live:
                 self._finish(p, None)
-            self.objects_committed += 1
+            if live:
+                self.objects_committed += 1
+                metrics.WAL_OBJECTS_COMMITTED.inc()
+                metrics.WAL_BATCHES_COMMITTED.inc(len(live))
+                metrics.WAL_BYTES.inc(len(data))
+                metrics.WAL_COMMIT_TIME.observe(time.perf_counter() - pending[0].submitted_s)
         except asyncio.CancelledError:
             for p in pending:
                 self._finish(p, WalBackpressure(self._pending_bytes, self.settings.max_pending_bytes, "the broker is shutting down"))
             raise
         finally:
+            self._keys_in_flight.discard(key)
             if acquired:
                 self._slots.release()
 
@@ -174,7 +220,7 @@ class WalWriter:
         except PreconditionFailed:
             pass  # an earlier try landed and its answer was lost: the key is ours, the bytes the same
 
-    async def _retrying(self, what: str, attempt: Callable[[], object]) -> None:
+    async def _retrying(self, what: str, step: str, attempt: Callable[[], object]) -> None:
         backoff = RETRY_BACKOFF_MS
         while True:
             try:
@@ -185,12 +231,14 @@ class WalWriter:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                metrics.WAL_RETRIES.labels(step).inc()
                 log.warning("%s failed (%s); retrying in %d ms", what, exc, backoff)
                 await asyncio.sleep(backoff * random.uniform(0.5, 1.0) / 1000)
                 backoff = min(backoff * 2, RETRY_MAX_BACKOFF_MS)
 
     def _finish(self, pending: _Pending, exc: BaseException | None) -> None:
         self._pending_bytes -= len(pending.data)
+        metrics.WAL_PENDING_BYTES.set(self._pending_bytes)
         if not pending.done.done():
             if exc is None:
                 pending.done.set_result(None)
@@ -200,14 +248,36 @@ class WalWriter:
     # --- clean-up ----------------------------------------------------------------------------
 
     async def collect_garbage(self) -> int:
-        """Delete committed objects none of whose batches is still needed; returns how many."""
+        """Delete committed objects none of whose batches is still needed, then this node's
+        objects never committed and older than the grace period; returns how many went."""
         keys = await self.store.list_unreferenced_wal_objects()
         for key in keys:
-            await self.bucket.delete(key)
+            await self.bucket.delete(key)  # first: a row without its object would be a lie
             await self.store.delete_wal_object(key)
+            metrics.WAL_OBJECTS_DELETED.labels("committed").inc()
         if keys:
             log.info("deleted %d write-ahead object(s) whose batches are all in segments", len(keys))
-        return len(keys)
+        return len(keys) + await self._collect_orphans()
+
+    async def _collect_orphans(self) -> int:
+        # Candidates: old by the time in their key, and not an upload this writer still runs
+        # (a PUT retried for longer than the grace period must still find its object).
+        older_than_ms = self.clock() - self.settings.orphan_grace_ms
+        candidates = []
+        for info in await self.bucket.list(f"{WAL_PREFIX}{self.node_id}/"):
+            parsed = parse_wal_object_key(info.key)
+            if parsed is not None and parsed[1] < older_than_ms and info.key not in self._keys_in_flight:
+                candidates.append(info.key)
+        if not candidates:
+            return 0
+        recorded = await self.store.recorded_wal_objects(candidates)
+        orphans = [key for key in candidates if key not in recorded]
+        if orphans:
+            await self.bucket.delete_many(orphans)
+            metrics.WAL_OBJECTS_DELETED.labels("orphan").inc(len(orphans))
+            log.info("deleted %d write-ahead object(s) PUT but never committed, older than %d ms (the oldest %s)",
+                     len(orphans), self.settings.orphan_grace_ms, orphans[0])  # fmt: skip
+        return len(orphans)
 
 
 def _names(exc: Exception, pending: _Pending) -> bool:
