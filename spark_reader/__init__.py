@@ -1,4 +1,5 @@
-"""A PySpark Data Source over the bucket: Spark's Kafka source, read from committed segments.
+"""A PySpark Data Source over the bucket: Spark's Kafka source, read from committed segments
+and the write-ahead objects above them (every acknowledged record, no broker needed).
 
     from spark_reader import DisklessDataSource
     spark.dataSource.register(DisklessDataSource)
@@ -12,6 +13,8 @@
     catalogue       planning on the driver: LISTs of commit keys, offset resolution
     plan            the pure planning decisions and the picklable tasks
     read            reading segments on a worker: ranged GETs, index lookups
+    wal             the write-ahead tail above the segments, decided from the bucket alone
+    wal_read        write-ahead objects: their indexes (driver) and batches (worker)
     decode          record batches -> Arrow columns, vectorised
     segment_index   .index/.timeindex lookups
     bucket          synchronous bucket clients (local directory, minio)

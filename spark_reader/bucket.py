@@ -60,6 +60,10 @@ class Bucket(Protocol):
         """The names of the 'subdirectories' right under `directory` ('' is the root)."""
         ...
 
+    def list_sizes(self, directory: str) -> list[tuple[str, int]]:
+        """(key, size in bytes) of every object under `directory`, sorted by key."""
+        ...
+
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         """Bytes [start, end) of the object, clamped to its size, as ObjectStore.get."""
         ...
@@ -89,6 +93,15 @@ class LocalBucket:
             keys.extend(prefix + name for name in filenames if not name.startswith(".diskless-tmp-"))
         keys.sort()
         return keys
+
+    def list_sizes(self, directory: str) -> list[tuple[str, int]]:
+        sizes = []
+        for key in self.list_keys(directory):
+            try:
+                sizes.append((key, self._root.joinpath(*key.split("/")).stat().st_size))
+            except FileNotFoundError:
+                pass  # deleted since the walk
+        return sizes
 
     def list_directories(self, directory: str) -> list[str]:
         base = self._root.joinpath(*directory.strip("/").split("/")) if directory.strip("/") else self._root
@@ -137,6 +150,13 @@ class MinioBucket:
             self._client.list_objects(self._bucket, prefix=self._prefix + directory, recursive=True)
         ))  # fmt: skip
         return sorted(item.object_name[cut:] for item in objects if not item.is_dir)
+
+    def list_sizes(self, directory: str) -> list[tuple[str, int]]:
+        cut = len(self._prefix)
+        objects = self._call("list", directory, lambda: list(
+            self._client.list_objects(self._bucket, prefix=self._prefix + directory, recursive=True)
+        ))  # fmt: skip
+        return sorted((item.object_name[cut:], int(item.size)) for item in objects if not item.is_dir)
 
     def list_directories(self, directory: str) -> list[str]:
         cut = len(self._prefix + directory)

@@ -10,8 +10,13 @@ Requests to the bucket, per topic read (cold_tier.layout's keys):
                             LIST page holds 1,000 keys, each upload has 4, so a topic whose
                             partitions hold up to 250 segments each costs one request per
                             partition or less
+    write-ahead tail        1 LIST of `wal~/` and one small GET per write-ahead object: its
+                            footer and index (wal_read.py; the streaming reader keeps what it
+                            parsed), for every topic at once; wal.py decides the tail above
+                            each partition's committed segments
     timestamps              per partition, only for ...Timestamp options: the time index, offset
                             index and one chunk of the .log of the segment the timestamp falls in
+                            (or the batches of the write-ahead tail)
 
 Nothing is read from the segments themselves. With `kafka.bootstrap.servers`, one Metadata
 request and two ListOffsets per leader add the partitions the bucket does not know yet and
@@ -42,6 +47,8 @@ from .plan import (
     split_ranges,
 )
 from .read import offset_for_timestamp
+from .wal import resolve_wal_tail
+from .wal_read import IndexCache, list_wal_candidates
 
 MAX_PARALLEL_REQUESTS = 16
 T = TypeVar("T")
@@ -49,7 +56,7 @@ R = TypeVar("R")
 
 
 def load_partition_logs(
-    bucket: Bucket, options: ReadOptions, pushdown: Pushdown, *, use_broker: bool = True
+    bucket: Bucket, options: ReadOptions, pushdown: Pushdown, *, use_broker: bool = True, wal_cache: IndexCache | None = None
 ) -> list[PartitionLog]:
     """What the bucket (and the broker) know of every partition the query may read."""
     if pushdown.is_empty:
@@ -57,8 +64,20 @@ def load_partition_logs(
     servers = options.bootstrap_servers if use_broker else ()
     selection = options.topics
     broker: dict[TopicPartition, BrokerOffsets] = {}
+
+    def wanted(topic: str, partition: int) -> bool:
+        if not (_is_topic(topic) and pushdown.allows_topic(topic) and pushdown.allows_partition(partition)):
+            return False
+        if isinstance(selection, SubscribePattern):
+            return selection.matches(topic)
+        if isinstance(selection, Assign):
+            return (topic, partition) in selection.partitions
+        return topic in selection.topics
+
+    wal = list_wal_candidates(bucket, wanted, options.fail_on_data_loss, wal_cache)
     if isinstance(selection, SubscribePattern):
-        topics = [t for t in bucket.list_directories("") if _is_topic(t) and selection.matches(t)]
+        listed = [t for t in bucket.list_directories("") if _is_topic(t) and selection.matches(t)]
+        topics = sorted(set(listed) | {topic for topic, _ in wal})
     else:
         topics = list(selection.topics)
     if servers:
@@ -88,6 +107,8 @@ def load_partition_logs(
     else:
         for topic, partition in jobs:
             catalogues.setdefault((topic, partition), [])  # type: ignore[arg-type]
+    for tp in wal:
+        catalogues.setdefault(tp, [])
     logs = []
     for (topic, partition), segments in sorted(catalogues.items()):
         if not pushdown.allows_partition(partition):
@@ -95,7 +116,8 @@ def load_partition_logs(
         if isinstance(selection, Assign) and (topic, partition) not in selection.partitions:
             continue
         resolved = tuple(layout.resolve_overlaps(segments))
-        logs.append(PartitionLog(topic, partition, resolved, broker.get((topic, partition))))
+        tail = resolve_wal_tail(wal.get((topic, partition), ()), resolved[-1].next_offset if resolved else None)
+        logs.append(PartitionLog(topic, partition, resolved, broker.get((topic, partition)), tail))
     return logs
 
 

@@ -60,6 +60,28 @@ class CorruptSegment(SparkReaderError):
         self.reason = reason
 
 
+class CorruptWriteAheadObject(SparkReaderError):
+    """A write-ahead object (cold_tier/wal_format.py) whose footer, index or batches cannot be
+    trusted: torn, cut short, a bad CRC, or a batch that is not the one its index names.
+    `topic`, `partition` and `offset` say which records it was read for, when known (a corrupt
+    index names none). With failOnDataLoss=false a corrupt index is skipped with a warning:
+    the offsets only it held end the partition's tail, so no row is wrong, some are missing."""
+
+    def __init__(
+        self, key: str, position: int | None, reason: str,
+        topic: str | None = None, partition: int | None = None, offset: int | None = None,
+    ) -> None:  # fmt: skip
+        at = "" if position is None else f" at byte {position}"
+        records = "" if topic is None else f" (records of {topic}-{partition} from offset {offset})"
+        super().__init__(f"corrupt write-ahead object {key!r}{at}{records}: {reason}")
+        self.key = key
+        self.position = position
+        self.reason = reason
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
 class OffsetRangeInvalid(SparkReaderError, ValueError):
     """A starting offset after its ending offset, as Spark's Kafka source refuses it."""
 

@@ -3,16 +3,18 @@ about each topic-partition, to the offset range to read and the Spark tasks that
 
 Offsets, as Spark's Kafka source defines them for one partition:
 
-    earliest  the first committed segment's base offset (the broker's log start offset when
-              the bucket holds nothing yet)
-    latest    the bucket's log end offset (last committed offset + 1), or, with the hot tail,
-              the broker's high watermark
+    earliest  the first committed segment's base offset (else the first offset of the
+              write-ahead tail; the broker's log start offset when the bucket holds nothing)
+    latest    the bucket's log end offset: the end of the write-ahead tail above the committed
+              segments (wal.py), else the last committed offset + 1; with the hot tail, the
+              broker's high watermark when it is further
     range     [start, end), from startingOffsets/endingOffsets (or timestamps) resolved against
               those, then narrowed by pushed-down offset filters
 
-Records of the range below the bucket's log end offset are read from committed segments
-(`BucketRange` tasks); the rest, from the broker (`BrokerRange`, one task per partition).
-The two meet at exactly the bucket's log end offset, so every record is read once.
+Records of the range below the bucket's log end offset are read from committed segments and,
+above them, from write-ahead objects (`BucketRange` tasks, whose pieces are `SegmentRef`s then
+`WalSlice`s, contiguous in offsets); the rest, from the broker (`BrokerRange`, one task per
+partition). They meet at exactly the bucket's log end offset, so every record is read once.
 
 A range that starts before `earliest`, ends after `latest`, or crosses a hole in the
 catalogue (a segment deleted by retention while later ones remain, a missing commit) has lost
@@ -45,6 +47,7 @@ from .options import (
     SpecificOffsets,
     TopicPartition,
 )
+from .wal import WalSlice
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +67,14 @@ class SegmentRef:
 
 @dataclass(frozen=True, slots=True)
 class BucketRange:
-    """One Spark task: offsets [start_offset, end_offset) of a partition, from `segments`."""
+    """One Spark task: offsets [start_offset, end_offset) of a partition, from `segments`:
+    committed segments, then slices of write-ahead objects, in offset order."""
 
     topic: str
     partition: int
     start_offset: int
     end_offset: int
-    segments: tuple[SegmentRef, ...]
+    segments: tuple[SegmentRef | WalSlice, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,15 +106,22 @@ class PartitionLog:
     partition: int
     segments: tuple[CommittedSegment, ...]  # the catalogue's winners, in offset order
     broker: BrokerOffsets | None = None
+    wal: tuple[WalSlice, ...] = ()  # the write-ahead tail from the segments' end (wal.py)
+
+    @property
+    def segments_end_offset(self) -> int | None:
+        return self.segments[-1].next_offset if self.segments else None
 
     @property
     def bucket_log_end_offset(self) -> int | None:
-        return self.segments[-1].next_offset if self.segments else None
+        return self.wal[-1].next_offset if self.wal else self.segments_end_offset
 
     @property
     def earliest(self) -> int | None:
         if self.segments:
             return self.segments[0].base_offset
+        if self.wal:
+            return self.wal[0].base_offset
         return self.broker.log_start_offset if self.broker is not None else None
 
     @property
@@ -192,18 +203,18 @@ def plan_tasks(
     end: int,
     bounds: RecordBounds,
     fail_on_data_loss: bool,
-) -> tuple[list[tuple[int, int, tuple[SegmentRef, ...]]], BrokerRange | None]:
+) -> tuple[list[tuple[int, int, tuple[SegmentRef | WalSlice, ...]]], BrokerRange | None]:
     """Split [start, end) of `log` into the bucket's part (runs of contiguous segments, as
     (start, end, segments)) and the broker's part. Holes in the catalogue are data loss."""
-    runs: list[tuple[int, int, tuple[SegmentRef, ...]]] = []
+    runs: list[tuple[int, int, tuple[SegmentRef | WalSlice, ...]]] = []
     bucket_end = log.bucket_log_end_offset if log.bucket_log_end_offset is not None else start
     if log.broker is None:
         bucket_end = max(bucket_end, end)  # nothing but the bucket: every offset must be in it
     cursor = start
     run_start = start
-    run: list[SegmentRef] = []
+    run: list[SegmentRef | WalSlice] = []
     min_timestamp_ms = bounds.min_timestamp_ms if bounds.has_timestamp_bounds else None
-    for segment in log.segments:
+    for segment in (*log.segments, *log.wal):
         if segment.next_offset <= cursor:
             continue
         if segment.base_offset >= min(end, bucket_end):
@@ -215,6 +226,9 @@ def plan_tasks(
                 runs.append((run_start, cursor, tuple(run)))
             run, run_start = [], segment.base_offset
         cursor = segment.next_offset
+        if isinstance(segment, WalSlice):
+            run.append(segment)  # no timestamps in a write-ahead index: never pruned by time
+            continue
         if min_timestamp_ms is not None and segment.max_timestamp < min_timestamp_ms:
             continue  # every record of it is older than the timestamp filter
         run.append(_ref(segment))

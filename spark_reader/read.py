@@ -10,6 +10,11 @@ For each segment of a task the reader fetches only what it needs:
     .log        ranged GETs of at most `chunk_bytes` over that byte range; a batch cut by a
                 chunk's end is completed by the next GET
 
+Slices of write-ahead objects (the tail above the segments, wal.py) are read by
+wal_read.read_wal_slice, one ranged GET each; a slice whose object is gone (the broker deletes
+an object once committed segments hold all its batches) is read from the partition's
+catalogue as it is now, listed again.
+
 Every batch is checked (length, magic, CRC) before it is decoded, and decoding stops at the
 first batch past the range. A segment whose objects are gone (retention deleted it after
 planning) is `DataLoss` with failOnDataLoss=true, else skipped with a warning, as Spark's Kafka
@@ -33,8 +38,10 @@ from hot_tier.records import CorruptBatch, decode_batch
 from .bucket import Bucket
 from .decode import MIN_TIMESTAMP_US, RecordBounds, batches_to_arrow, select_batches
 from .errors import CorruptSegment, DataLoss
-from .plan import BucketRange, PartitionLog, SegmentRef
+from .plan import BucketRange, PartitionLog, SegmentRef, plan_tasks
 from .segment_index import first_offset_not_older_than, parse_offset_index, parse_time_index, position_range
+from .wal import WalSlice
+from .wal_read import offset_in_wal, read_wal_slice
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +65,9 @@ def read_bucket_range(
         if start >= end:
             continue
         segment_bounds = RecordBounds(start, end, bounds.min_timestamp_us, bounds.max_timestamp_us)
+        if isinstance(segment, WalSlice):
+            yield from _read_wal(bucket, task, segment, segment_bounds, include_headers, fail_on_data_loss, chunk_bytes)
+            continue
         try:
             for batch in _read_segment(bucket, task.topic, task.partition, segment, segment_bounds, include_headers, chunk_bytes):
                 yield from _slices(batch)
@@ -70,6 +80,25 @@ def read_bucket_range(
                 "%s-%d: skipping offsets [%d, %d): segment object %r is gone (failOnDataLoss=false)",
                 task.topic, task.partition, start, end, missing.key,
             )  # fmt: skip
+
+
+def _read_wal(
+    bucket: Bucket, task: BucketRange, slice_: WalSlice, bounds: RecordBounds, include_headers: bool, fail_on_data_loss: bool, chunk_bytes: int
+) -> Iterator[pa.RecordBatch]:
+    try:
+        batch = read_wal_slice(bucket, task.topic, task.partition, slice_, bounds, include_headers)
+    except ObjectNotFound:
+        # Uploaded into a segment and deleted since planning: read those offsets from there.
+        segments = layout.resolve_overlaps(layout.parse_catalogue(bucket.list_keys(layout.commits_prefix(task.topic, task.partition))))
+        moved = PartitionLog(task.topic, task.partition, tuple(segments))
+        runs, _ = plan_tasks(moved, bounds.start_offset, bounds.end_offset, bounds, fail_on_data_loss)
+        for start, end, pieces in runs:
+            yield from read_bucket_range(
+                bucket, BucketRange(task.topic, task.partition, start, end, pieces), bounds, include_headers, fail_on_data_loss, chunk_bytes
+            )  # fmt: skip
+        return
+    if batch is not None:
+        yield from _slices(batch)
 
 
 def _read_segment(
@@ -161,7 +190,7 @@ def offset_for_timestamp(bucket: Bucket, log_: PartitionLog, timestamp_ms: int) 
         found = _offset_in_segment(bucket, log_.topic, log_.partition, segment, timestamp_ms)
         if found is not None:
             return found
-    return None
+    return offset_in_wal(bucket, log_.topic, log_.partition, log_.wal, log_.segments_end_offset or 0, timestamp_ms)
 
 
 def _offset_in_segment(bucket: Bucket, topic: str, partition: int, segment: SegmentRef, timestamp_ms: int) -> int | None:

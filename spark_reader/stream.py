@@ -1,15 +1,20 @@
-"""`spark.readStream.format("diskless")`: micro-batches over newly committed segments.
+"""`spark.readStream.format("diskless")`: micro-batches over the bucket as it grows.
 
 Offsets are Spark's Kafka source offsets, a JSON object {"topic": {"partition": offset}}:
-the next offset to read of every partition. Each trigger lists the bucket's catalogue again;
-`latestOffset` is every partition's bucket log end offset (so a micro-batch ends on a segment
-boundary and only ever sees committed segments), capped by maxOffsetsPerTrigger the way
-Spark's KafkaMicroBatchStream.rateLimit divides it among partitions. A partition that appears
+the next offset to read of every partition. Each trigger lists the bucket's catalogue and its
+write-ahead objects again; `latestOffset` is every partition's bucket log end offset, the end
+of its acknowledged tail in write-ahead objects above the committed segments (wal.py), so a
+record is seen at the first trigger after its acknowledgement, with no broker. It is capped
+by maxOffsetsPerTrigger the way Spark's KafkaMicroBatchStream.rateLimit divides it among
+partitions. A micro-batch's offsets are read from whatever holds them when it runs (segments
+once uploaded, else write-ahead objects): the same records either way, so a restart from a
+checkpoint reads each offset exactly once. A partition that appears
 later starts at its earliest offset, as in Spark. Trigger.AvailableNow reads up to what was
 committed when the query started, then stops.
 
 The stream reader lives in one long-running Python process on the driver, so it may keep
-state between calls (the AvailableNow target); `read` runs on executors, as in batch reads.
+state between calls (the AvailableNow target, the parsed indexes of write-ahead objects, which
+never change); `read` runs on executors, as in batch reads, and the indexes are not pickled.
 The hot tail (kafka.bootstrap.servers) is for batch queries only.
 """
 
@@ -31,6 +36,7 @@ from .options import ReadOptions, TopicPartition
 from .plan import BucketRange, PartitionLog, clamp_range, plan_tasks, resolve_offset, split_ranges
 from .read import offset_for_timestamp
 from .tasks import locate, read_task
+from .wal_read import IndexCache
 
 Offsets = dict[TopicPartition, int]
 
@@ -45,6 +51,15 @@ class DisklessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.location = locate(options)
         self._available_now: Offsets | None = None
+        self._wal_indexes: IndexCache = {}
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_wal_indexes"] = {}  # driver-side only: the workers read tasks, not indexes
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     def initialOffset(self) -> dict:
         bucket = open_bucket(self.location)
@@ -109,7 +124,7 @@ class DisklessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass  # nothing to release: every trigger lists the catalogue afresh
 
     def _logs(self, bucket) -> dict[TopicPartition, PartitionLog]:
-        logs = load_partition_logs(bucket, self.options, Pushdown(), use_broker=False)
+        logs = load_partition_logs(bucket, self.options, Pushdown(), use_broker=False, wal_cache=self._wal_indexes)
         return {(log.topic, log.partition): log for log in logs if log.earliest is not None}
 
     def _current_logs(self) -> dict[TopicPartition, PartitionLog]:

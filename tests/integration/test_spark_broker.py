@@ -2,6 +2,10 @@
 by librdkafka (confluent-kafka) with every codec, consumed back by confluent-kafka, and read
 by the `diskless` data source from the bucket the broker tiers its rolled segments to, and
 from bucket + broker with the hot tail.
+
+The broker here runs without write-ahead objects (DISKLESS_WAL_ENABLE=false), a deployment
+where the bucket holds only rolled segments and the hot tail is the broker's alone; with them,
+the bucket alone holds every acknowledged record (test_spark_wal.py).
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ def bucket_url(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory, bucket_url):
-    process = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data", "--object-store", bucket_url).start()
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("spark-broker") / "data", "--object-store", bucket_url, env={"DISKLESS_WAL_ENABLE": "false"}
+    ).start()
     try:
         yield process
     finally:
