@@ -502,6 +502,9 @@ class PostgresMetadataStore:
     async def release_lease(self, name: str, holder: int) -> None:
         await self._call(ops.release_lease, name, holder, idempotent=True, transaction=False)
 
+    async def lease_holder(self, name: str) -> int | None:
+        return await self._call(ops.lease_holder, name, idempotent=True, transaction=False)
+
     async def list_partition_leaders(self) -> list[PartitionLeadership]:
         return await self._call(ops.list_partition_leaders, idempotent=True, transaction=False)
 

@@ -664,6 +664,10 @@ async def release_lease(conn: Conn, name: str, holder: int) -> None:
     await conn.execute("DELETE FROM leases WHERE name = $1 AND holder = $2", name, holder)
 
 
+async def lease_holder(conn: Conn, name: str) -> int | None:
+    return await conn.fetchval("SELECT holder FROM leases WHERE name = $1 AND expires > clock_timestamp()", name)
+
+
 async def list_partition_leaders(conn: Conn) -> list[PartitionLeadership]:
     rows = await conn.fetch(
         "SELECT t.name, p.partition, p.leader_id, p.leader_epoch FROM partitions p JOIN topics t ON t.topic_id = p.topic_id"

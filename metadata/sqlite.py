@@ -291,6 +291,9 @@ class SqliteMetadataStore:
     async def release_lease(self, name: str, holder: int) -> None:
         await self._call(ops.release_lease, name, holder)
 
+    async def lease_holder(self, name: str) -> int | None:
+        return await self._call(ops.lease_holder, name)
+
     async def list_partition_leaders(self) -> list[PartitionLeadership]:
         return await self._call(ops.list_partition_leaders)
 

@@ -606,6 +606,12 @@ def release_lease(conn: sqlite3.Connection, name: str, holder: int) -> None:
         conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
 
 
+def lease_holder(conn: sqlite3.Connection, name: str) -> int | None:
+    with _read(conn):
+        row = conn.execute("SELECT holder FROM leases WHERE name = ? AND expires_ms > ?", (name, _now_ms())).fetchone()
+    return None if row is None else row[0]
+
+
 def list_partition_leaders(conn: sqlite3.Connection) -> list[PartitionLeadership]:
     with _read(conn):
         rows = conn.execute(

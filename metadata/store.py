@@ -266,6 +266,10 @@ class MetadataStore(Protocol):
         """Give the lease up now, if `holder` has it."""
         ...
 
+    async def lease_holder(self, name: str) -> int | None:
+        """Who holds the lease `name` now (None: nobody, or it expired)."""
+        ...
+
     async def list_partition_leaders(self) -> list[PartitionLeadership]:
         """Every partition of every topic with its leader and leader epoch, by topic and partition."""
         ...

@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from metadata import TopicMetadata
 
+from kio.schema.errors import ErrorCode
+
 if TYPE_CHECKING:
+    from .cluster.membership import ClusterView
     from .groups import Groups
     from .partition import PartitionLeader
 
@@ -52,6 +55,14 @@ class TopicRegistry(Protocol):
         """The partition's leader object on this broker, or None if this broker does not lead it."""
         ...
 
+    def has_partition(self, topic: str, index: int) -> bool:
+        """Whether the partition exists in the cluster, led here or not."""
+        ...
+
+    def leadership(self, topic: str, index: int) -> tuple[int | None, int]:
+        """(leader node id or None, leader epoch) as last read from the store."""
+        ...
+
     async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicMetadata: ...
 
     async def auto_create_topic(self, name: str) -> TopicMetadata | None:
@@ -65,6 +76,14 @@ class TopicRegistry(Protocol):
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata: ...
 
 
+def absent(broker: BrokerApi, topic: str, partition: int) -> ErrorCode:
+    """The error for a partition this broker does not lead: another broker leads it
+    (NOT_LEADER_OR_FOLLOWER: the client refreshes its metadata), or it does not exist."""
+    if broker.registry.has_partition(topic, partition):
+        return ErrorCode.not_leader_or_follower
+    return ErrorCode.unknown_topic_or_partition
+
+
 class BrokerApi(Protocol):
     """Everything a handler may reach."""
 
@@ -73,6 +92,11 @@ class BrokerApi(Protocol):
     clock: Callable[[], int]
     registry: TopicRegistry
     groups: Groups
+
+    @property
+    def cluster(self) -> ClusterView:
+        """Live brokers and the controller, as last read from the store."""
+        ...
 
     @property
     def advertised_address(self) -> tuple[str, int]: ...

@@ -28,6 +28,7 @@ from metadata import MetadataStore, open_metadata_store
 from .admin_http import AdminHttp
 from .api import RequestSettings
 from .config import BrokerConfig
+from .cluster.membership import ClusterView, Membership, MembershipSettings
 from .data_dir import DataDirLock, claim_data_dir
 from .group import GroupConfig
 from .groups import Groups
@@ -81,6 +82,10 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self.http: AdminHttp | None = None
         self.wal: WalWriter | None = None
+        self.membership: Membership | None = None
+        # Set once the broker joined the cluster and opened its partitions: the listener is
+        # bound before (its port is what the broker registers), requests wait for this.
+        self._ready = asyncio.Event()
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -106,7 +111,7 @@ class Broker:
             self.wal = WalWriter(self.bucket, self.store, c.node_id, self.clock, wal_settings)
             self.wal.start()  # before the registry: recovery resubmits what the local log holds above the durable end
         registry_settings = RegistrySettings(
-            c.logs_dir, c.topic_defaults, c.num_partitions, c.producer_id_expiration_ms,
+            c.node_id, c.logs_dir, c.topic_defaults, c.num_partitions, c.producer_id_expiration_ms,
             max_partitions_per_request=c.max_partitions_per_request, max_partitions=c.max_partitions,
         )  # fmt: skip
         self.registry = Registry(registry_settings, self.store, self.storage, self.uploader, self.wal, self.clock)
@@ -120,6 +125,21 @@ class Broker:
         self.groups = Groups(group_config, self.store, self.clock, c.offsets_retention_minutes * 60_000)
         self.groups.start()
         await self.server.start()
+        # Join the cluster once the listener's port is known: register, take the first view,
+        # open the partitions this broker leads (rebuilt from the bucket where needed).
+        host, port = self.advertised_address
+        self.membership = Membership(
+            self.store,
+            MembershipSettings(
+                c.node_id, host, port, c.broker_rack, f"{c.node_id}:{self.data_dir_lock.meta.directory_id}",
+                c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms,
+            ),
+            self.registry.reconcile, self._lost_session,
+        )  # fmt: skip
+        self.registry.may_write = self.membership.may_write
+        await self.membership.join()
+        self.membership.start()
+        self._ready.set()
         if self.config.http_host is not None:
             self.http = AdminHttp(self.registry, self.uploader, self.config.http_host, self.config.http_port or 0)
             await self.http.start()
@@ -136,6 +156,8 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        if self.membership is not None:
+            await self._hand_over()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -166,6 +188,10 @@ class Broker:
         await self.stop()
 
     @property
+    def cluster(self) -> ClusterView:
+        return self.membership.view if self.membership is not None else ClusterView()
+
+    @property
     def advertised_address(self) -> tuple[str, int]:
         return (self.config.advertised_host or self.config.listen_host, self.config.advertised_port or self.server.port)
 
@@ -173,6 +199,8 @@ class Broker:
 
     async def handle(self, request: Request) -> Any:
         """The response to one request (None when Kafka sends none)."""
+        if not self._ready.is_set():
+            await self._ready.wait()
         return await HANDLERS[request.header.api_key](self, request)
 
     async def allocate_producer_id(self) -> int:
@@ -189,6 +217,20 @@ class Broker:
                 await self.registry.maintain()
             except Exception:
                 log.exception("retention pass failed; will retry")
+
+    async def _hand_over(self) -> None:
+        """Controlled shutdown: stop writing, make what was written durable, then hand every
+        partition and the controller lease to the other brokers."""
+        assert self.membership is not None
+        leaderships = self.registry.leaderships()
+        self.membership.stop_writing()
+        if self.wal is not None:
+            await self.wal.drain()
+        await self.membership.leave(leaderships)
+
+    async def _lost_session(self) -> None:
+        """The store gave this broker's session away: it leads nothing any more."""
+        self.registry.close()
 
     async def _wal_garbage_loop(self) -> None:
         assert self.wal is not None

@@ -57,6 +57,9 @@ class BrokerConfig:
     producer_id_expiration_ms: int = 86400000
     upload_concurrency: int = 4  # segment uploads in flight across partitions
     local_disk_limit_bytes: int = 10 * 2**30  # segments waiting for the bucket; past it produce fails (-1: no limit)
+    broker_rack: str | None = None  # broker.rack
+    broker_session_timeout_ms: int = 9000  # broker.session.timeout.ms
+    broker_heartbeat_interval_ms: int = 500  # broker.heartbeat.interval.ms (Kafka: 2000; faster hand-over here)
     wal_enable: bool = True  # write-ahead objects: acks=all durable in the bucket
     wal_commit_interval_ms: int = 5  # wal.commit.interval.ms
     wal_buffer_max_bytes: int = 8 * 2**20  # wal.buffer.max.bytes

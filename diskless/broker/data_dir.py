@@ -77,6 +77,10 @@ class MetaProperties:
     version: int
     cluster_id: str
     node_id: int
+    # KIP-858's directory.id: names this directory for good. A broker restarted on the same
+    # directory is the same broker (its old session may be taken over at once); one on a new
+    # directory (a lost disk) waits for the old session to expire.
+    directory_id: str = ""
 
 
 def new_cluster_id() -> str:
@@ -113,11 +117,12 @@ def meta_from_pairs(pairs: dict[str, str], path: Path) -> MetaProperties:
         node_id = int(pairs[node_key])
     except ValueError:
         raise CorruptMetaProperties(path, f"{node_key} {pairs[node_key]!r} is not a number") from None
-    return MetaProperties(version=version, cluster_id=pairs["cluster.id"], node_id=node_id)
+    return MetaProperties(version=version, cluster_id=pairs["cluster.id"], node_id=node_id, directory_id=pairs.get("directory.id", ""))
 
 
 def format_meta_properties(meta: MetaProperties) -> str:
-    return f"version={meta.version}\ncluster.id={meta.cluster_id}\nnode.id={meta.node_id}\n"
+    directory = f"directory.id={meta.directory_id}\n" if meta.directory_id else ""
+    return f"version={meta.version}\ncluster.id={meta.cluster_id}\nnode.id={meta.node_id}\n{directory}"
 
 
 def check_meta(meta: MetaProperties, data_dir: Path, node_id: int, cluster_id: str | None) -> None:
@@ -156,7 +161,7 @@ class DataDirLock:
             return
         if not self.created:
             raise DataDirMismatch(self.data_dir, "cluster.id", self.meta.cluster_id, cluster_id)
-        self.meta = MetaProperties(version=self.meta.version, cluster_id=cluster_id, node_id=self.meta.node_id)
+        self.meta = MetaProperties(self.meta.version, cluster_id, self.meta.node_id, self.meta.directory_id)
         _write_meta(self.data_dir / META_PROPERTIES, self.meta)
 
     def release(self) -> None:
@@ -214,11 +219,14 @@ def _load_or_create_meta(data_dir: Path, node_id: int, cluster_id: str | None) -
     try:
         text = path.read_text()
     except FileNotFoundError:
-        meta = MetaProperties(version=META_VERSION, cluster_id=cluster_id or new_cluster_id(), node_id=node_id)
+        meta = MetaProperties(version=META_VERSION, cluster_id=cluster_id or new_cluster_id(), node_id=node_id, directory_id=new_cluster_id())
         _write_meta(path, meta)
         return meta
     meta = meta_from_pairs(parse_meta_properties(text), path)
     check_meta(meta, data_dir, node_id, cluster_id)
+    if not meta.directory_id:  # written before directory ids: give it one
+        meta = MetaProperties(meta.version, meta.cluster_id, meta.node_id, new_cluster_id())
+        _write_meta(path, meta)
     return meta
 
 

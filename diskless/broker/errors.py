@@ -61,6 +61,13 @@ class LocalDiskFull(Exception):
         self.limit_bytes = limit_bytes
 
 
+class NotLeaderOrFollower(Exception):
+    """This broker does not lead the partition (any more): the client refreshes its metadata."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        super().__init__(f"this broker does not lead {topic}-{partition}")
+
+
 class WalBackpressure(Exception):
     """Too many appended bytes wait to become durable in the bucket: produce is refused (a
     retriable error) instead of buffering without bound."""
@@ -141,6 +148,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (InvalidRequest, ErrorCode.invalid_request),
     (InvalidRecord, ErrorCode.invalid_record),
     (LocalDiskFull, ErrorCode.kafka_storage_error),
+    (NotLeaderOrFollower, ErrorCode.not_leader_or_follower),
     (WalBackpressure, ErrorCode.not_enough_replicas),  # retriable: nothing was appended
     (DurabilityTimeout, ErrorCode.request_timed_out),  # as Kafka when acks=all replication times out
     (CorruptWalBatch, ErrorCode.kafka_storage_error),

@@ -7,7 +7,9 @@ and removed at start-up instead of being served.
 
 Every change goes to the metadata store first and to memory after, so a crash leaves memory
 rebuilt from the store. The registry creates and drops leaders; a leader's own state is the
-leader's (partition/leader.py). Only the event-loop task calls this class.
+leader's (partition/leader.py). Which partitions this broker leads is the cluster's decision
+(cluster/): `reconcile` opens the partitions the store says this broker leads, at the epoch
+the store gives, and closes those it no longer leads. Only the event-loop task calls this class.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,10 +26,12 @@ from pathlib import Path
 from hot_tier import Log
 from metadata import MetadataStore, TopicMetadata
 from metadata.model import validate_topic_name
-from metadata.errors import InvalidPartitions, UnknownTopic
+from metadata.errors import FencedLeaderEpoch, InvalidPartitions, UnknownTopic
 
 from . import topic_configs
 from .partition_limits import MAX_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, check_partition_limits
+from .cluster.controller import initial_leaders
+from .cluster.membership import ClusterView
 from .partition import PartitionLeader, PartitionRules
 from .tiering.remote_log import RemoteLog, RemoteStorage
 from .tiering.uploader import Uploader
@@ -37,6 +42,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RegistrySettings:
+    node_id: int
     logs_dir: Path
     topic_defaults: Mapping[str, str]
     num_partitions: int  # num.partitions, for auto-created topics
@@ -64,22 +70,88 @@ class Registry:
         self._topics: dict[str, TopicMetadata] = {}
         self._topics_by_id: dict[uuid.UUID, TopicMetadata] = {}
         self._leaders: dict[tuple[str, int], PartitionLeader] = {}
+        self.view = ClusterView()
+        # When each topic and leader appeared here: a view read before that does not know them yet.
+        self._seen_at: dict[object, float] = {}
+        self.may_write: Callable[[], bool] = lambda: True  # the cluster's fencing rule (membership)
+        # One change at a time: a reconcile must not open a partition that a CreateTopics is
+        # opening, nor re-add a topic a DeleteTopics is removing.
+        self._changing = asyncio.Lock()
 
     # --- start-up and shut-down ----------------------------------------------------------
 
     async def load(self) -> None:
+        """Read the topics; remove directories that belong to none. Leaders open in `reconcile`."""
         logs_dir = self.settings.logs_dir
         logs_dir.mkdir(parents=True, exist_ok=True)
         wanted: set[str] = set()
         for topic in await self.store.list_topics():
-            start_offsets = await self.store.get_log_start_offsets(topic.name)
-            await self._add_topic(topic, start_offsets)
+            self._set_topic(topic)
             wanted.update(_dir_name(topic.name, index) for index in range(topic.num_partitions))
         for path in logs_dir.iterdir():
             if path.is_dir() and path.name not in wanted:
                 log.warning("removing %s: it belongs to no current topic", path)
                 await asyncio.to_thread(shutil.rmtree, path, True)
-        log.info("loaded %d topics, %d partitions", len(self._topics), len(self._leaders))
+
+    async def reconcile(self, view: ClusterView) -> None:
+        """Follow the store: topics made or deleted by other brokers, configs changed, and the
+        partitions this broker leads (opened at their epoch) or no longer leads (closed)."""
+        async with self._changing:
+            await self._reconcile(view)
+
+    async def _reconcile(self, view: ClusterView) -> None:
+        self.view = view
+        newer = lambda key: self._seen_at.get(key, 0.0) >= view.read_at  # noqa: E731
+        for name in [name for name in self._topics if name not in view.topics and not newer(name)]:
+            await self._forget_topic(self._topics[name], remove_dirs=True)
+            log.info("topic %s was deleted (by another broker)", name)
+        for name, topic in view.topics.items():
+            if newer(("deleted", name)):
+                continue  # deleted here after the view was read
+            known = self._topics.get(name)
+            if known is not None and known.topic_id != topic.topic_id:
+                await self._forget_topic(known, remove_dirs=True)
+                known = None
+            if known != topic:
+                self._set_topic(topic)
+                if known is not None and known.configs != topic.configs:
+                    self._apply_configs(topic)
+        me = self.settings.node_id
+        mine = {key: p for key, p in view.leaders.items() if p.leader_id == me and key[0] in self._topics}
+        for key, leader in list(self._leaders.items()):
+            lead = mine.get(key)
+            if newer(key):
+                continue
+            if lead is None or lead.leader_epoch != leader.leader_epoch:
+                self._leaders.pop(key).close()
+                log.info("%s-%d: no longer led here (leader %s, epoch %s)", key[0], key[1],
+                         view.leaders.get(key) and view.leaders[key].leader_id, lead and lead.leader_epoch)  # fmt: skip
+        opening = [key for key in mine if key not in self._leaders]
+        start_offsets: dict[str, dict[int, int]] = {}
+        for topic_name, index in opening:
+            topic = self._topics[topic_name]
+            if topic_name not in start_offsets:
+                start_offsets[topic_name] = await self.store.get_log_start_offsets(topic_name)
+            await self._open_leader(topic, index, self.topic_configs(topic), start_offsets[topic_name].get(index), mine[(topic_name, index)].leader_epoch)
+        if opening:
+            log.info("leading %d more partition(s); %d in all", len(opening), len(self._leaders))
+
+    def has_partition(self, topic: str, index: int) -> bool:
+        """Whether the partition exists in the cluster (led here or not)."""
+        known = self._topics.get(topic)
+        return known is not None and 0 <= index < known.num_partitions
+
+    def leadership(self, topic: str, index: int) -> tuple[int | None, int]:
+        """(leader node id or None, leader epoch) of a partition, as last read from the store."""
+        local = self._leaders.get((topic, index))
+        if local is not None:
+            return self.settings.node_id, local.leader_epoch
+        p = self.view.leaders.get((topic, index))
+        return (None, -1) if p is None else (p.leader_id, p.leader_epoch)
+
+    def leaderships(self) -> list[tuple[str, int, int]]:
+        """(topic, partition, epoch) of every partition led here."""
+        return [(leader.topic, leader.index, leader.leader_epoch) for leader in self._leaders.values()]
 
     def close(self) -> None:
         for leader in self._leaders.values():
@@ -107,6 +179,10 @@ class Registry:
     # --- changes -------------------------------------------------------------------------
 
     async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicMetadata:
+        async with self._changing:
+            return await self._create_topic(name, num_partitions, configs)
+
+    async def _create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicMetadata:
         """All or nothing: if opening a partition fails (e.g. out of descriptors), the topic is
         deleted from the store and its directories removed before the error is raised."""
         validate_topic_name(name)
@@ -117,7 +193,8 @@ class Registry:
         await self.uploader.delete_topic_objects(name, [])  # whatever an older topic of this name left
         topic = await self.store.create_topic(name, num_partitions, checked, uuid.uuid4())
         try:
-            await self._add_topic(topic, {})
+            self._set_topic(topic)
+            await self._lead_new_partitions(topic, range(num_partitions))
         except BaseException as exc:
             await self._undo_create_topic(topic, exc)
             raise
@@ -132,21 +209,55 @@ class Registry:
             return self._topics.get(name)
 
     async def delete_topic(self, name: str) -> TopicMetadata:
+        async with self._changing:
+            return await self._delete_topic(name)
+
+    async def _delete_topic(self, name: str) -> TopicMetadata:
         topic = self._topics.get(name)
         if topic is None:
             raise UnknownTopic(name)
         deleted = await self.store.delete_topic(name)
-        self._topics.pop(name, None)
-        self._topics_by_id.pop(topic.topic_id, None)
-        leaders = [leader for index in range(topic.num_partitions) if (leader := self._leaders.pop((name, index), None))]
-        for leader in leaders:
-            leader.close()
-            await asyncio.to_thread(shutil.rmtree, leader.dir, True)
+        leaders = await self._forget_topic(topic, remove_dirs=True)
         await self.uploader.delete_topic_objects(name, leaders)
         log.info("deleted topic %s", name)
         return deleted
 
+    async def _forget_topic(self, topic: TopicMetadata, *, remove_dirs: bool) -> list[PartitionLeader]:
+        """Drop a deleted topic: its leaders closed, its directories removed."""
+        self._seen_at[("deleted", topic.name)] = time.monotonic()
+        if self._topics.get(topic.name) is topic or (topic.name in self._topics and self._topics[topic.name].topic_id == topic.topic_id):
+            del self._topics[topic.name]
+        self._topics_by_id.pop(topic.topic_id, None)
+        leaders = [leader for index in range(topic.num_partitions) if (leader := self._leaders.pop((topic.name, index), None))]
+        for leader in leaders:
+            leader.close()
+        if remove_dirs:
+            await asyncio.to_thread(_remove_dirs, self.settings.logs_dir, topic.name, range(topic.num_partitions))
+        return leaders
+
+    async def _lead_new_partitions(self, topic: TopicMetadata, indexes: range) -> None:
+        """Give new partitions their leaders (round robin over live brokers, Kafka's way) and
+        open the ones this broker leads."""
+        me = self.settings.node_id
+        live = list(self.view.brokers) or [me]
+        load: dict[int, int] = {}
+        for p in self.view.leaders.values():
+            if p.leader_id is not None:
+                load[p.leader_id] = load.get(p.leader_id, 0) + 1
+        configs = self.topic_configs(topic)
+        for index, node in zip(indexes, initial_leaders(len(indexes), live, load)):
+            try:
+                epoch = await self.store.set_partition_leader(topic.name, index, node, 0)
+            except FencedLeaderEpoch:
+                continue  # the controller gave it a leader first; the next reconcile follows it
+            if node == me:
+                await self._open_leader(topic, index, configs, None, epoch)
+
     async def create_partitions(self, name: str, count: int) -> TopicMetadata:
+        async with self._changing:
+            return await self._create_partitions(name, count)
+
+    async def _create_partitions(self, name: str, count: int) -> TopicMetadata:
         """All or nothing as far as the disk goes: the new partitions' directories are made
         before the store is told, so a failure there leaves no trace. A failure after the
         store's write closes the new leaders and leaves the store's count, which the next start
@@ -162,8 +273,7 @@ class Registry:
         updated = await self.store.create_partitions(name, count)
         self._set_topic(updated)
         try:
-            for index in range(topic.num_partitions, count):
-                await self._open_leader(updated, index, configs, None)
+            await self._lead_new_partitions(updated, range(topic.num_partitions, count))
         except BaseException:
             for index in range(topic.num_partitions, count):
                 leader = self._leaders.pop((name, index), None)
@@ -221,14 +331,19 @@ class Registry:
         removed = set(topic.configs) - set(checked)
         updated = await self.store.alter_topic_configs(name, checked, removed)
         self._set_topic(updated)
-        effective = self.topic_configs(updated)
-        rules = PartitionRules.from_configs(effective)
-        log_config = rules.log_config(effective)
-        for index in range(updated.num_partitions):
-            self._leaders[(name, index)].update_rules(rules, log_config)
-        self.uploader.wake()
+        self._apply_configs(updated)
         log.info("topic %s configs are now %s", name, checked or "{}")
         return updated
+
+    def _apply_configs(self, topic: TopicMetadata) -> None:
+        effective = self.topic_configs(topic)
+        rules = PartitionRules.from_configs(effective)
+        log_config = rules.log_config(effective)
+        for index in range(topic.num_partitions):
+            leader = self._leaders.get((topic.name, index))
+            if leader is not None:
+                leader.update_rules(rules, log_config)
+        self.uploader.wake()
 
     async def maintain(self) -> None:
         """One pass of time-based rolls, flush.ms, producer expiry and local retention."""
@@ -240,23 +355,23 @@ class Registry:
     # --- internals -----------------------------------------------------------------------
 
     def _set_topic(self, topic: TopicMetadata) -> None:
+        if topic.name not in self._topics:
+            self._seen_at[topic.name] = time.monotonic()
         self._topics[topic.name] = topic
         self._topics_by_id[topic.topic_id] = topic
 
-    async def _add_topic(self, topic: TopicMetadata, start_offsets: Mapping[int, int]) -> None:
-        self._set_topic(topic)
-        configs = self.topic_configs(topic)
-        for index in range(topic.num_partitions):
-            await self._open_leader(topic, index, configs, start_offsets.get(index))
-
-    async def _open_leader(self, topic: TopicMetadata, index: int, configs: dict[str, str], log_start_offset: int | None) -> None:
+    async def _open_leader(
+        self, topic: TopicMetadata, index: int, configs: dict[str, str], log_start_offset: int | None, leader_epoch: int
+    ) -> None:
         path = self.settings.logs_dir / _dir_name(topic.name, index)
         _claim_dir(path, topic.topic_id)
         rules = PartitionRules.from_configs(configs)
         log_ = Log.open(path, rules.log_config(configs), self.clock(), log_start_offset=log_start_offset)
+        self._seen_at[(topic.name, index)] = time.monotonic()
         self._leaders[(topic.name, index)] = await PartitionLeader.open(
             topic.name, topic.topic_id, index, log_, rules, RemoteLog(self.storage, topic.name, index), self.store, self.uploader,
-            self.wal, log_start_offset=log_start_offset, producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
+            self.wal, self.may_write, leader_epoch=leader_epoch, log_start_offset=log_start_offset,
+            producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
             now_ms=self.clock(),
         )  # fmt: skip
 

@@ -173,6 +173,11 @@ SETTINGS = [
     Setting("upload_concurrency", integer, 4, "segment uploads to the object store in flight at once, across partitions"),
     Setting("local_disk_limit_bytes", integer, 10 * 2**30, "bytes of rolled segments allowed to wait for the object store; past this, "
             "produce to tiered topics fails with KAFKA_STORAGE_ERROR instead of filling the disk (-1: no limit)"),
+    Setting("broker_rack", text, None, "broker.rack: this broker's rack (availability zone); consumers with client.rack read from their own rack"),
+    Setting("broker_session_timeout_ms", integer, 9000, "broker.session.timeout.ms: a broker that has not renewed its session in the "
+            "metadata store for this long is out of the cluster, and its partitions move to the others"),
+    Setting("broker_heartbeat_interval_ms", integer, 500, "broker.heartbeat.interval.ms: how often the session is renewed and the "
+            "controller runs (Kafka's default is 2000)"),
     Setting("wal_enable", boolean, True, "write-ahead objects: acks=all is answered once the batch is durable in the bucket, "
             "and the high watermark is the durable offset (false: durable on the local append, as before)", "BOOL"),
     Setting("wal_commit_interval_ms", integer, 5, "wal.commit.interval.ms: how long appended batches gather into one write-ahead object"),
@@ -275,6 +280,9 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         group_initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
         upload_concurrency=values["upload_concurrency"],
         local_disk_limit_bytes=values["local_disk_limit_bytes"],
+        broker_rack=values["broker_rack"],
+        broker_session_timeout_ms=values["broker_session_timeout_ms"],
+        broker_heartbeat_interval_ms=values["broker_heartbeat_interval_ms"],
         wal_enable=values["wal_enable"],
         wal_commit_interval_ms=values["wal_commit_interval_ms"],
         wal_buffer_max_bytes=values["wal_buffer_max_bytes"],

@@ -729,13 +729,17 @@ async def test_broker_sessions(store: MetadataStore) -> None:
 
 
 async def test_leases(store: MetadataStore) -> None:
+    assert await store.lease_holder("controller") is None
     assert await store.acquire_lease("controller", 1, 60_000) is True
+    assert await store.lease_holder("controller") == 1
     assert await store.acquire_lease("controller", 2, 60_000) is False
     assert await store.acquire_lease("controller", 1, 60_000) is True  # renewed
     await store.release_lease("controller", 2)  # not its lease: nothing happens
     assert await store.acquire_lease("controller", 2, 60_000) is False
     await store.release_lease("controller", 1)
+    assert await store.lease_holder("controller") is None
     assert await store.acquire_lease("controller", 2, 60_000) is True
+    assert await store.lease_holder("controller") == 2
 
 
 async def test_partition_leaders_move_by_compare_and_set(store: MetadataStore) -> None:

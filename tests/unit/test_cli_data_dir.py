@@ -21,8 +21,9 @@ def test_first_claim_writes_meta_properties_and_pid(tmp_path):
     lock = claim_data_dir(tmp_path / "d", node_id=3)
     try:
         text = (tmp_path / "d" / "meta.properties").read_text()
-        assert text == f"version=1\ncluster.id={lock.cluster_id}\nnode.id=3\n"
-        assert len(lock.cluster_id) == 22
+        assert text == f"version=1\ncluster.id={lock.cluster_id}\nnode.id=3\ndirectory.id={lock.meta.directory_id}\n"
+        assert len(lock.cluster_id) == len(lock.meta.directory_id) == 22
+        assert lock.cluster_id != lock.meta.directory_id
         assert (tmp_path / "d" / ".lock").read_text() == f"{os.getpid()}\n"
     finally:
         lock.release()

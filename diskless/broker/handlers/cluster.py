@@ -11,7 +11,6 @@ from metadata.errors import InvalidTopicName
 from metadata.model import validate_topic_name
 
 from ..api import BrokerApi
-from ..partition import PartitionLeader
 from ..responses import NO_THROTTLE, make, response_module
 
 
@@ -61,19 +60,7 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
                 make(mod.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id, is_internal=False, partitions=())
             )
             continue
-        topic_partitions = tuple(
-            make(
-                mod.MetadataResponsePartition,
-                error_code=ErrorCode.none,
-                partition_index=index,
-                leader_id=broker.settings.node_id,
-                leader_epoch=_leader_epoch(registry.leader(topic.name, index)),
-                replica_nodes=(broker.settings.node_id,),
-                isr_nodes=(broker.settings.node_id,),
-                offline_replicas=(),
-            )
-            for index in range(topic.num_partitions)
-        )
+        topic_partitions = tuple(_partition(broker, mod, topic.name, index) for index in range(topic.num_partitions))
         topics.append(
             make(
                 mod.MetadataResponseTopic,
@@ -85,20 +72,44 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
                 topic_authorized_operations=-2147483648,
             )
         )
-    host, port = broker.advertised_address
     return make(
         mod.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(make(mod.MetadataResponseBroker, node_id=broker.settings.node_id, host=host, port=port, rack=None),),
+        brokers=tuple(make(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=r) for n, h, p, r in _brokers(broker)),
         cluster_id=broker.cluster_id,
-        controller_id=broker.settings.node_id,
+        controller_id=_controller(broker),
         topics=tuple(topics),
         cluster_authorized_operations=-2147483648,
     )
 
 
-def _leader_epoch(leader: PartitionLeader | None) -> int:
-    return -1 if leader is None else leader.leader_epoch
+def _partition(broker: BrokerApi, mod: Any, topic: str, index: int) -> Any:
+    """One partition as Kafka shows a single-replica one: the leader alone is replica and ISR."""
+    leader_id, epoch = broker.registry.leadership(topic, index)
+    if leader_id is None or (leader_id != broker.settings.node_id and leader_id not in broker.cluster.brokers):
+        # No live leader yet (the controller is moving it): clients retry after a refresh.
+        return make(
+            mod.MetadataResponsePartition, error_code=ErrorCode.leader_not_available, partition_index=index, leader_id=-1,
+            leader_epoch=epoch, replica_nodes=(), isr_nodes=(), offline_replicas=(),
+        )  # fmt: skip
+    return make(
+        mod.MetadataResponsePartition, error_code=ErrorCode.none, partition_index=index, leader_id=leader_id,
+        leader_epoch=epoch, replica_nodes=(leader_id,), isr_nodes=(leader_id,), offline_replicas=(),
+    )  # fmt: skip
+
+
+def _brokers(broker: BrokerApi) -> list[tuple[int, str, int, str | None]]:
+    """Every live broker (node id, host, port, rack); this one always, as it answers."""
+    me = broker.settings.node_id
+    host, port = broker.advertised_address
+    others = [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.brokers.values() if b.node_id != me]
+    mine = broker.cluster.brokers.get(me)
+    return sorted([(me, host, port, mine.rack if mine else None), *others])
+
+
+def _controller(broker: BrokerApi) -> int:
+    controller = broker.cluster.controller_id
+    return -1 if controller is None else controller
 
 
 def _legal(name: str) -> bool:
@@ -111,7 +122,6 @@ def _legal(name: str) -> bool:
 
 async def handle_describe_cluster(broker: BrokerApi, request: Request) -> Any:
     mod = response_module(60, request.header.api_version)
-    host, port = broker.advertised_address
     return make(
         mod.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
@@ -119,7 +129,7 @@ async def handle_describe_cluster(broker: BrokerApi, request: Request) -> Any:
         error_message=None,
         endpoint_type=getattr(request.body, "endpoint_type", 1),
         cluster_id=broker.cluster_id,
-        controller_id=broker.settings.node_id,
-        brokers=(make(mod.DescribeClusterBroker, broker_id=broker.settings.node_id, host=host, port=port, rack=None),),
+        controller_id=_controller(broker),
+        brokers=tuple(make(mod.DescribeClusterBroker, broker_id=n, host=h, port=p, rack=r) for n, h, p, r in _brokers(broker)),
         cluster_authorized_operations=-2147483648,
     )

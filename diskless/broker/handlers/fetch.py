@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from diskless.wire import FileRecords, Request
 
-from ..api import BrokerApi
+from ..api import BrokerApi, absent
 from ..errors import error_code_for
 from ..partition import PartitionLeader
 from ..responses import NO_THROTTLE, make, response_module
@@ -50,7 +50,7 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
             error, records = ErrorCode.none, b""
             high_watermark = log_start_offset = -1
             if partition is None:
-                error = ErrorCode.unknown_topic_or_partition
+                error = absent(broker, fetch_topic.topic, fetch.partition)
             else:
                 # The whole log's start (bucket and DeleteRecords included), not the local one's.
                 high_watermark, log_start_offset = partition.high_watermark, partition.log_start_offset

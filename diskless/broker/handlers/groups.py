@@ -55,6 +55,21 @@ def coordinator_error(exc: Exception, api: str, group_ids: Iterable[str], reques
     return answer
 
 
+def is_coordinator(broker: BrokerApi) -> bool:
+    """Groups are coordinated by the controller (one coordinator slot, held by the controller
+    lease): it moves when the controller does, and members rediscover it, as in Kafka."""
+    return broker.cluster.controller_id == broker.settings.node_id
+
+
+def coordinator_address(broker: BrokerApi) -> tuple[int, str, int] | None:
+    """(node id, host, port) of the group coordinator, or None while no controller is known."""
+    controller = broker.cluster.controller_id
+    if controller == broker.settings.node_id:
+        return (controller, *broker.advertised_address)
+    registration = broker.cluster.brokers.get(controller) if controller is not None else None
+    return None if registration is None else (controller, registration.host, registration.port)
+
+
 def answers_failure(
     api: str, group_ids: Callable[[Any], Iterable[str]], failure: Callable[[Request, ErrorCode], Any]
 ) -> Callable[[Handler], Handler]:
@@ -64,6 +79,8 @@ def answers_failure(
         @functools.wraps(handler)
         async def guarded(broker: BrokerApi, request: Request) -> Any:
             try:
+                if api not in ("FindCoordinator", "ListGroups") and not is_coordinator(broker):
+                    return failure(request, ErrorCode.not_coordinator)  # an ordinary answer: the client looks again
                 return await handler(broker, request)
             except Exception as exc:
                 return failure(request, coordinator_error(exc, api, group_ids(request.body), request))
@@ -110,13 +127,15 @@ def _find_coordinator_failed(request: Request, error: ErrorCode) -> Any:
 
 @answers_failure("FindCoordinator", _coordinator_keys, _find_coordinator_failed)
 async def handle_find_coordinator(broker: BrokerApi, request: Request) -> Any:
-    host, port = broker.advertised_address
-    node_id = broker.settings.node_id
     key_type = getattr(request.body, "key_type", GROUP_KEY)
+    coordinator = coordinator_address(broker)
 
     def answer(key: str) -> dict[str, Any]:
         if key_type != GROUP_KEY:
             return dict(key=key, error_code=ErrorCode.coordinator_not_available, error_message="transactions are not supported", node_id=-1, host="", port=-1)
+        if coordinator is None:
+            return dict(key=key, error_code=ErrorCode.coordinator_not_available, error_message="no controller yet", node_id=-1, host="", port=-1)
+        node_id, host, port = coordinator
         return dict(key=key, error_code=ErrorCode.none, error_message=None, node_id=node_id, host=host, port=port)
 
     return _find_coordinator_response(request, answer)

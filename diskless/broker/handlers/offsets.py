@@ -8,7 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
 
-from ..api import BrokerApi
+from ..api import BrokerApi, absent
 from ..errors import error_code_for
 from ..partition import PartitionLeader
 from ..responses import NO_THROTTLE, make, response_module
@@ -29,7 +29,7 @@ async def handle_list_offsets(broker: BrokerApi, request: Request) -> Any:
             partition = broker.registry.leader(topic.name, wanted.partition_index)
             error, found_offset, found_timestamp, epoch = ErrorCode.none, -1, -1, -1
             if partition is None:
-                error = ErrorCode.unknown_topic_or_partition
+                error = absent(broker, topic.name, wanted.partition_index)
             else:
                 epoch = partition.leader_epoch
                 error = _check_leader_epoch(getattr(wanted, "current_leader_epoch", -1), epoch)
@@ -77,7 +77,7 @@ async def handle_delete_records(broker: BrokerApi, request: Request) -> Any:
             partition = broker.registry.leader(topic.name, wanted.partition_index)
             error, low_watermark = ErrorCode.none, -1
             if partition is None:
-                error = ErrorCode.unknown_topic_or_partition
+                error = absent(broker, topic.name, wanted.partition_index)
             else:
                 high_watermark = partition.high_watermark
                 offset = high_watermark if wanted.offset == -1 else wanted.offset

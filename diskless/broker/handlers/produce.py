@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
 
-from ..api import BrokerApi
+from ..api import BrokerApi, absent
 from ..errors import DurabilityTimeout, error_code_for
 from ..responses import NO_THROTTLE, make, response_module, timestamp
 
@@ -36,7 +36,7 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
             if body.acks not in VALID_ACKS:
                 error = ErrorCode.invalid_required_acks
             elif partition is None:
-                error = ErrorCode.unknown_topic_or_partition
+                error = absent(broker, topic_data.name, data.index)
             elif not data.records:
                 error, message = ErrorCode.corrupt_message, "produce request without record batches"
             else:

@@ -23,17 +23,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from hot_tier import AppendInfo, FileSlice, Log, LogClosed, LogConfig, OffsetOutOfRange, SegmentInfo
 from hot_tier.records.header import iter_headers
+from hot_tier.scan import scan_batches
 from metadata import MetadataStore
 
 from ..compression import PRODUCER, apply_compression_type
-from ..errors import InvalidProducerEpoch, InvalidRecord, OutOfOrderSequence, RecordTooLarge, TransactionsUnsupported
+from ..errors import NotLeaderOrFollower, InvalidProducerEpoch, InvalidRecord, OutOfOrderSequence, RecordTooLarge, TransactionsUnsupported
 from ..producer_state import Duplicate
 from ..producer_state import InvalidProducerEpoch as EpochDecision
 from ..producer_state import OutOfOrderSequence as SequenceDecision
@@ -76,6 +79,7 @@ class PartitionLeader:
         store: MetadataStore,
         uploads: UploadSignals,
         wal: WalWriter | None,
+        may_write: Callable[[], bool] = lambda: True,
         *,
         leader_epoch: int,
         log_start_offset: int,
@@ -92,6 +96,7 @@ class PartitionLeader:
         self._store = store
         self._uploads = uploads
         self._wal = wal
+        self._may_write = may_write  # false once this broker's session may have expired (cluster/membership.py)
         self._deleted_below = log_start_offset  # DeleteRecords and remote retention: nothing below is served
         self.high_watermark = min(high_watermark, log.log_end_offset)
         # Batches appended, not yet durable: (their end offset, the writer's future), in order.
@@ -106,25 +111,32 @@ class PartitionLeader:
     @classmethod
     async def open(
         cls, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: PartitionRules, remote: RemoteLog,
-        store: MetadataStore, uploads: UploadSignals, wal: WalWriter | None, *, log_start_offset: int | None,
-        producer_id_expiration_ms: int, now_ms: int,
+        store: MetadataStore, uploads: UploadSignals, wal: WalWriter | None, may_write: Callable[[], bool], *,
+        leader_epoch: int, log_start_offset: int | None, producer_id_expiration_ms: int, now_ms: int,
     ) -> PartitionLeader:
-        """Take up the partition: its epoch from the store, its bucket catalogue settled, and a
-        local log that continues where the bucket ends if the disk lost what the bucket has."""
-        leader_epoch = await store.get_leader_epoch(topic, index)
+        """Take up the partition at `leader_epoch`: its bucket catalogue settled, and a local log
+        that continues where the durable log ends.
+
+        The local tail above the bucket's segments is trusted only if this broker wrote it
+        last: if its last batch carries an older leader epoch than the last durable batch,
+        another leader has written since, and the local tail may diverge from the durable
+        log (Kafka truncates to the leader epoch's end offset for the same reason); it is cut
+        back to the segments and rebuilt from the write-ahead objects."""
         await remote.load(leader_epoch)
+        wal = wal if rules.tiered else None
+        if wal is not None and log.log_end_offset > remote.end_offset:
+            await _drop_a_stale_tail(log, store, remote, topic, index)
         if remote.end_offset > log.log_end_offset:
             logger.warning(
                 "%s-%d: local log ends at %d but the bucket holds up to %d; continuing from the bucket",
                 topic, index, log.log_end_offset, remote.end_offset,
             )  # fmt: skip
             log.truncate_fully_and_start_at(remote.end_offset)
-        wal = wal if rules.tiered else None
         high_watermark = log.log_end_offset
         if wal is not None:
             high_watermark = await recover_tail(log, store, remote.storage.bucket, topic, index, remote.end_offset, now_ms)
         leader = cls(
-            topic, topic_id, index, log, rules, remote, store, uploads, wal,
+            topic, topic_id, index, log, rules, remote, store, uploads, wal, may_write,
             leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, high_watermark=high_watermark,
             producer_id_expiration_ms=producer_id_expiration_ms,
         )  # fmt: skip
@@ -175,6 +187,8 @@ class PartitionLeader:
         offsets it got the first time. Raises CorruptBatch, InvalidRecord, RecordTooLarge,
         OutOfOrderSequence, InvalidProducerEpoch or LocalDiskFull; nothing is written then.
         """
+        if not self._may_write():
+            raise NotLeaderOrFollower(self.topic, self.index)
         rules = self._rules
         wal = self._wal if rules.tiered else None
         if rules.tiered:
@@ -428,3 +442,36 @@ class PartitionLeader:
     def dir(self) -> Path:
         """The local log's directory (deleting a topic removes it)."""
         return self._log.dir
+
+
+async def _drop_a_stale_tail(log: Log, store: MetadataStore, remote: RemoteLog, topic: str, index: int) -> None:
+    """Cut the local log back to the bucket's segments if its tail was written under an older
+    leader epoch than the last durable batch (another leader wrote after it)."""
+    local_epoch = _last_batch_epoch(log)
+    durable = await store.list_wal_batches(topic, index, remote.end_offset)
+    durable_epoch = durable[-1].leader_epoch if durable else max((s.leader_epoch for s in remote.segments[-1:]), default=None)
+    if local_epoch is None or durable_epoch is None or local_epoch >= durable_epoch:
+        return
+    logger.warning(
+        "%s-%d: the local tail (to offset %d, leader epoch %d) predates the durable log's epoch %d; rebuilding it from the bucket",
+        topic, index, log.log_end_offset, local_epoch, durable_epoch,
+    )  # fmt: skip
+    if remote.end_offset >= log.log_start_offset:
+        log.truncate_to(remote.end_offset)
+    else:
+        log.truncate_fully_and_start_at(remote.end_offset)
+
+
+def _last_batch_epoch(log: Log) -> int | None:
+    """The partition leader epoch of the local log's last batch (None: the log is empty)."""
+    for segment in reversed(log.segments):
+        if segment.size_bytes:
+            fd = os.open(segment.log_path, os.O_RDONLY)
+            try:
+                last = None
+                for last in scan_batches(fd, 0, segment.size_bytes):
+                    pass
+            finally:
+                os.close(fd)
+            return None if last is None else last.partition_leader_epoch
+    return None

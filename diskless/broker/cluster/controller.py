@@ -1,0 +1,52 @@
+"""Leadership decisions: which live broker leads each partition. Pure: leaderships and the
+live brokers in, moves out; the membership shell applies them with compare-and-set writes.
+
+One broker at a time acts as controller (it holds the store's "controller" lease). Each pass
+it gives every partition without a live leader to the live broker that leads the fewest
+partitions (ties: the lowest node id), as Kafka's controller elects a leader when the old one
+is fenced. Partitions whose leader lives are not moved: a move fences the old leader's writes,
+so it is done only when the leader is gone (dead session, controlled shutdown) or asked for.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from metadata import PartitionLeadership
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    topic: str
+    partition: int
+    leader_id: int
+    expected_epoch: int  # the epoch the move is conditional on
+
+
+def plan_leaders(leaderships: Sequence[PartitionLeadership], live: Iterable[int]) -> list[Move]:
+    """Moves that give every partition without a live leader one, spreading the load."""
+    live_ids = sorted(set(live))
+    if not live_ids:
+        return []
+    load = Counter({node: 0 for node in live_ids})
+    orphans = []
+    for p in leaderships:
+        if p.leader_id in load:
+            load[p.leader_id] += 1
+        else:
+            orphans.append(p)
+    moves = []
+    for p in orphans:
+        target = min(live_ids, key=lambda node: (load[node], node))
+        load[target] += 1
+        moves.append(Move(p.topic, p.partition, target, p.leader_epoch))
+    return moves
+
+
+def initial_leaders(num_partitions: int, live: Iterable[int], leaders_per_node: dict[int, int]) -> list[int]:
+    """Leaders for the partitions of a new topic: round robin over the live brokers, starting
+    with the least loaded, as Kafka spreads a new topic's replicas."""
+    live_ids = sorted(set(live), key=lambda node: (leaders_per_node.get(node, 0), node))
+    return [live_ids[index % len(live_ids)] for index in range(num_partitions)] if live_ids else []

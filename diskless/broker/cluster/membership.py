@@ -1,0 +1,193 @@
+"""Membership: this broker's session in the store, the controller's passes, the cluster view.
+
+Every `broker.heartbeat.interval.ms` the broker renews its session (the store expires it after
+`broker.session.timeout.ms` without one), tries to take or renew the controller lease, runs a
+controller pass if it holds it (controller.py: every partition without a live leader gets
+one), and reads the cluster back: live brokers, topics, each partition's leader and epoch. The
+registry then opens the partitions this broker now leads and closes those it lost.
+
+Fencing, the rule that prevents split brain: a broker may acknowledge writes only while its
+session is certainly alive in the store. It counts its session as valid until the time it
+*sent* its last successful heartbeat plus half the session timeout (a margin for clock rates
+and for the store's answer in flight), so it stops writing before the store can expire it
+and the controller can give its partitions to another broker (which bumps their epochs, so
+any late write of this broker is refused by the store's epoch check anyway). A heartbeat the
+store refuses (the session was taken over) closes every partition at once.
+
+Controlled shutdown (`leave`): stop writing, let the write-ahead writer finish, give every
+partition up (leader None, epoch bumped), give the controller lease up, close the session:
+the controller hands the partitions to the others within one pass.
+
+Only the event-loop task calls this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from metadata import BrokerIdInUse, BrokerRegistration, MetadataStore, PartitionLeadership, TopicMetadata
+from metadata.errors import FencedLeaderEpoch, MetadataError
+
+from .controller import plan_leaders
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_LEASE = "controller"
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipSettings:
+    node_id: int
+    host: str  # the advertised listener clients reach
+    port: int
+    rack: str | None  # broker.rack
+    incarnation: str  # stable for a data directory: a restart of the same directory is the same broker
+    session_timeout_ms: int = 9000  # broker.session.timeout.ms
+    heartbeat_interval_ms: int = 500  # broker.heartbeat.interval.ms (Kafka's default is 2000)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """The cluster as last read from the store."""
+
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)  # live ones, by node id
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    leaders: dict[tuple[str, int], PartitionLeadership] = field(default_factory=dict)
+    controller_id: int | None = None
+    read_at: float = 0.0  # monotonic time the reads began: what changed locally after it is newer than the view
+
+
+class Membership:
+    def __init__(
+        self,
+        store: MetadataStore,
+        settings: MembershipSettings,
+        apply: Callable[[ClusterView], Awaitable[None]],
+        fenced: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self._apply = apply  # the registry's reconcile
+        self._fenced = fenced  # close every partition: the session was lost
+        self.view = ClusterView()
+        self._valid_until = 0.0  # monotonic seconds: writes are allowed before it
+        self._task: asyncio.Task[None] | None = None
+        self._leaving = False
+
+    # --- what leaders and handlers ask ------------------------------------------------------
+
+    def may_write(self) -> bool:
+        return not self._leaving and time.monotonic() < self._valid_until
+
+    def stop_writing(self) -> None:
+        """Controlled shutdown begins: every append is refused from now on (NOT_LEADER_OR_FOLLOWER)."""
+        self._leaving = True
+
+    @property
+    def is_controller(self) -> bool:
+        return self.view.controller_id == self.settings.node_id
+
+    # --- life cycle -------------------------------------------------------------------------
+
+    async def join(self) -> None:
+        """Register (waiting out an older session of this node id), then take the first view."""
+        s = self.settings
+        waited = False
+        deadline = time.monotonic() + s.session_timeout_ms / 1000 + 5
+        while True:
+            sent = time.monotonic()
+            try:
+                await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms)
+                break
+            except BrokerIdInUse as exc:
+                if time.monotonic() > deadline:
+                    raise
+                if not waited:
+                    log.warning("%s; waiting for it to expire", exc)
+                    waited = True
+                await asyncio.sleep(s.heartbeat_interval_ms / 1000)
+        self._valid_until = sent + s.session_timeout_ms / 2000
+        await self.beat(heartbeat=False)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="membership")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def leave(self, leaderships: list[tuple[str, int, int]]) -> None:
+        """Controlled shutdown: give up `leaderships` (topic, partition, epoch), the controller
+        lease and the session. The caller stopped writing and made what was written durable."""
+        self._leaving = True
+        await self.stop()
+        s = self.settings
+        for topic, partition, epoch in leaderships:
+            try:
+                await self.store.set_partition_leader(topic, partition, None, epoch)
+            except (FencedLeaderEpoch, MetadataError) as exc:
+                log.info("%s-%d was not handed over (%s)", topic, partition, exc)
+        try:
+            await self.store.release_lease(CONTROLLER_LEASE, s.node_id)
+            await self.store.unregister_broker(s.node_id, s.incarnation)
+        except MetadataError as exc:
+            log.warning("could not leave the cluster cleanly (%s); the session expires by itself", exc)
+        if leaderships:
+            log.info("handed %d partition(s) over to the other brokers", len(leaderships))
+
+    # --- the beat ---------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        interval = self.settings.heartbeat_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("cluster heartbeat failed (%s); writes stop once the session may have expired", exc)
+
+    async def beat(self, heartbeat: bool = True) -> None:
+        s = self.settings
+        sent = read_at = time.monotonic()
+        if heartbeat:
+            if not await self.store.heartbeat_broker(s.node_id, s.incarnation, s.session_timeout_ms):
+                log.error("broker %d's session was lost (expired and taken over); giving up every partition and rejoining", s.node_id)
+                self._valid_until = 0.0
+                await self._fenced()
+                await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms)
+        self._valid_until = sent + s.session_timeout_ms / 2000
+        controller = await self.store.acquire_lease(CONTROLLER_LEASE, s.node_id, s.session_timeout_ms)
+        brokers = {b.node_id: b for b in await self.store.list_brokers() if b.alive}
+        leaderships = await self.store.list_partition_leaders()
+        if controller:
+            leaderships = await self._controller_pass(leaderships, brokers)
+        topics = {t.name: t for t in await self.store.list_topics()}
+        self.view = ClusterView(
+            brokers, topics, {(p.topic, p.partition): p for p in leaderships},
+            s.node_id if controller else await self._controller_id(), read_at,
+        )  # fmt: skip
+        await self._apply(self.view)
+
+    async def _controller_pass(self, leaderships: list[PartitionLeadership], brokers: dict[int, BrokerRegistration]) -> list[PartitionLeadership]:
+        moves = plan_leaders(leaderships, brokers)
+        if not moves:
+            return leaderships
+        moved = 0
+        for move in moves:
+            try:
+                await self.store.set_partition_leader(move.topic, move.partition, move.leader_id, move.expected_epoch)
+                moved += 1
+            except (FencedLeaderEpoch, MetadataError) as exc:
+                log.info("controller: %s-%d not moved (%s)", move.topic, move.partition, exc)
+        log.info("controller: %d partition(s) given a leader among brokers %s", moved, sorted(brokers))
+        return await self.store.list_partition_leaders()
+
+    async def _controller_id(self) -> int | None:
+        return await self.store.lease_holder(CONTROLLER_LEASE)
