@@ -51,13 +51,22 @@ class DataLoss(SparkReaderError):
 
 class CorruptSegment(SparkReaderError):
     """A segment object whose bytes cannot be trusted (bad CRC, cut short, not a batch where
-    its index points): corrupt data at rest, not data loss, so failOnDataLoss does not skip it."""
+    its index points): corrupt data at rest. The query fails, naming the object, the byte and
+    the offsets being read; with failOnDataLoss=false the rest of the segment is skipped with a
+    warning (read.py): rows are missing, never wrong."""
 
-    def __init__(self, key: str, position: int, reason: str) -> None:
-        super().__init__(f"corrupt segment object {key!r} at byte {position}: {reason}")
+    def __init__(
+        self, key: str, position: int, reason: str,
+        topic: str | None = None, partition: int | None = None, offset: int | None = None,
+    ) -> None:  # fmt: skip
+        records = "" if topic is None else f" (reading {topic}-{partition} from offset {offset})"
+        super().__init__(f"corrupt segment object {key!r} at byte {position}{records}: {reason}")
         self.key = key
         self.position = position
         self.reason = reason
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
 
 
 class CorruptWriteAheadObject(SparkReaderError):

@@ -24,6 +24,12 @@ Kafka source (Structured Streaming + Kafka Integration Guide) wherever they appl
     failOnDataLoss                           fail (default true) or skip when records are gone
     kafka.bootstrap.servers                  optional: also read the hot tail from a broker
 
+Spark's Kafka-source options this source does not implement fail with InvalidOption naming
+them (UNSUPPORTED_OPTIONS), rather than being ignored: minOffsetsPerTrigger and maxTriggerDelay
+(streaming), and kafka.isolation.level=read_committed (transactions are not written yet).
+Options that only tune a Kafka consumer (kafka.*, groupIdPrefix, fetchOffset.*, ...) have no
+meaning without one and are ignored, as they would change nothing.
+
 Precedence as in Spark: a ...Timestamp option wins over ...OffsetsByTimestamp, which wins
 over ...Offsets. Offsets named in JSON must cover every partition read (Spark: "you must
 specify all TopicPartitions"). Option names are case-insensitive, as Spark's are.
@@ -130,9 +136,21 @@ class ReadOptions:
     store_env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
+UNSUPPORTED_OPTIONS = {
+    "minoffsetspertrigger": ("minOffsetsPerTrigger", "not supported by the diskless source: a trigger reads what is there"),
+    "maxtriggerdelay": ("maxTriggerDelay", "not supported by the diskless source: a trigger reads what is there"),
+}
+
+
 def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """Check and parse the options of one `load()`; `InvalidOption` says what is wrong."""
     lower = {str(name).lower(): value for name, value in options.items()}
+    for name, (option, reason) in UNSUPPORTED_OPTIONS.items():
+        if name in lower:
+            raise InvalidOption(option, lower[name], reason)
+    isolation = str(lower.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
+    if isolation != "read_uncommitted":
+        raise InvalidOption("kafka.isolation.level", isolation, "only read_uncommitted is supported (no transactions are written yet)")
     path = lower.get("path")
     if not path:
         raise InvalidOption(

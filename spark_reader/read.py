@@ -18,8 +18,12 @@ catalogue as it is now, listed again.
 Every batch is checked (length, magic, CRC) before it is decoded, and decoding stops at the
 first batch past the range. A segment whose objects are gone (retention deleted it after
 planning) is `DataLoss` with failOnDataLoss=true, else skipped with a warning, as Spark's Kafka
-source skips offsets that are no longer there. A .log shorter than its commit says is corrupt
-data at rest: `CorruptSegment`, whatever failOnDataLoss says.
+source skips offsets that are no longer there. Bytes that fail a check (a bad CRC, a .log
+shorter than its commit says, a write-ahead batch that is not the one its index names) are
+`CorruptSegment` / `CorruptWriteAheadObject`, naming the object, the byte and the offsets read;
+with failOnDataLoss=false the rest of that segment or slice is skipped with a warning. Rows
+already handed to Spark are right (every batch is checked before it is decoded), so a
+corrupt object makes rows missing, never wrong.
 
 Runs on whichever thread Spark gives it; it opens its own bucket client per task.
 """
@@ -37,7 +41,7 @@ from hot_tier.records import CorruptBatch, decode_batch
 
 from .bucket import Bucket
 from .decode import MIN_TIMESTAMP_US, RecordBounds, batches_to_arrow, select_batches
-from .errors import CorruptSegment, DataLoss
+from .errors import CorruptSegment, CorruptWriteAheadObject, DataLoss
 from .plan import BucketRange, PartitionLog, SegmentRef, plan_tasks
 from .segment_index import first_offset_not_older_than, parse_offset_index, parse_time_index, position_range
 from .wal import WalSlice
@@ -65,12 +69,22 @@ def read_bucket_range(
         if start >= end:
             continue
         segment_bounds = RecordBounds(start, end, bounds.min_timestamp_us, bounds.max_timestamp_us)
-        if isinstance(segment, WalSlice):
-            yield from _read_wal(bucket, task, segment, segment_bounds, include_headers, fail_on_data_loss, chunk_bytes)
-            continue
         try:
+            if isinstance(segment, WalSlice):
+                yield from _read_wal(bucket, task, segment, segment_bounds, include_headers, fail_on_data_loss, chunk_bytes)
+                continue
             for batch in _read_segment(bucket, task.topic, task.partition, segment, segment_bounds, include_headers, chunk_bytes):
                 yield from _slices(batch)
+        except CorruptSegment as corrupt:
+            if corrupt.topic is None:
+                corrupt = CorruptSegment(corrupt.key, corrupt.position, corrupt.reason, task.topic, task.partition, start)
+            if fail_on_data_loss:
+                raise corrupt from None
+            log.warning("skipping offsets [%d, %d) after %s (failOnDataLoss=false)", start, end, corrupt)
+        except CorruptWriteAheadObject as corrupt:
+            if fail_on_data_loss:
+                raise
+            log.warning("skipping offsets [%d, %d) after %s (failOnDataLoss=false)", start, end, corrupt)
         except ObjectNotFound as missing:
             if fail_on_data_loss:
                 raise DataLoss(

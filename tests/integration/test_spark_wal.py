@@ -164,3 +164,47 @@ def _wait_for(condition, query, timeout_s: float = 90.0) -> None:
             return
         query.awaitTermination(0.2)  # returns early only if the query stops
     raise AssertionError(f"condition not met within {timeout_s}s; last progress: {query.lastProgress}")
+
+
+def test_a_corrupt_write_ahead_object_fails_naming_it_or_is_skipped(spark, file_broker, tmp_path) -> None:
+    """A copy of the broker's write-ahead objects, one byte of one batch flipped: the query
+    fails naming that object and offset; with failOnDataLoss=false the rows of that object's
+    slice are missing, the others are all there, and every row read is right."""
+    import shutil
+
+    from cold_tier.wal_format import decode_wal_object
+
+    broker = file_broker
+    topic = f"walbad-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.process, topic, 1, **{"retention.ms": "-1"})
+    for seed in range(3):
+        produce(broker.process, topic, "none", 40, seed + 20, partitions=1)
+    consumed = consume(broker.process, topic, 1)
+    source = broker.url.removeprefix("file://")
+    copy = tmp_path / "bucket"
+    shutil.copytree(f"{source}/{WAL_PREFIX}", copy / WAL_PREFIX)
+    objects = sorted((copy / WAL_PREFIX).rglob("*.wal"))
+    mine = [(path, e) for path in objects for e in decode_wal_object(path.read_bytes()) if e.topic == topic]
+    assert len(mine) >= 2
+    path, entry = mine[len(mine) // 2]
+    data = bytearray(path.read_bytes())
+    data[entry.position + entry.size_bytes - 1] ^= 0xFF  # the last byte of a record: the CRC fails
+    path.write_bytes(bytes(data))
+    key = path.relative_to(copy).as_posix()
+    url = f"file://{copy}"
+
+    def frame(**options: str):
+        reader = spark.read.format("diskless").option("subscribe", topic).option("includeHeaders", "true")
+        for name, value in options.items():
+            reader = reader.option(name, value)
+        return reader.load(url)
+
+    with pytest.raises(Exception, match=rf"corrupt write-ahead object '{key}'.*{topic}-0 from offset {entry.base_offset}"):
+        frame().collect()
+    rows = spark_rows(frame(failOnDataLoss="false"))
+    assert rows == [r for r in consumed if r in set(rows)]  # nothing wrong
+    assert all(r[2] < entry.base_offset or r[2] > entry.last_offset for r in rows)
+    # What is skipped is at most the batches of that object (one slice); the rest is all there.
+    in_object = [e for p, e in mine if p == path]
+    low, high = min(e.base_offset for e in in_object), max(e.last_offset for e in in_object)
+    assert [r for r in consumed if not low <= r[2] <= high] == [r for r in rows if not low <= r[2] <= high]

@@ -69,6 +69,9 @@ def test_option_names_are_case_insensitive() -> None:
         ({"subscribe": "a", "failOnDataLoss": "yes"}, "failOnDataLoss"),
         ({"subscribe": "a", "kafka.bootstrap.servers": "localhost"}, "kafka.bootstrap.servers"),
         ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "startingOffsetsByTimestampStrategy"),
+        ({"subscribe": "a", "minOffsetsPerTrigger": "10"}, "minOffsetsPerTrigger"),
+        ({"subscribe": "a", "maxTriggerDelay": "5s"}, "maxTriggerDelay"),
+        ({"subscribe": "a", "kafka.isolation.level": "read_committed"}, "kafka.isolation.level"),
     ],
 )
 def test_invalid_options_name_the_option(options: dict, option: str) -> None:
