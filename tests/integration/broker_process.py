@@ -30,6 +30,9 @@ def wait_for_port(port: int, deadline_s: float = 30.0, process: subprocess.Popen
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {deadline_s}s")
 
 
+READY = " ready on "  # the broker's ready line: "diskless broker N ready on HOST:PORT ..."
+
+
 class BrokerProcess:
     """A `diskless serve` subprocess; start, stop (SIGTERM), kill (SIGKILL) and restart it."""
 
@@ -46,7 +49,10 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> BrokerProcess:
+        """Start it and wait until it is ready: its port answers and it logged its ready line
+        (it binds its port before joining the cluster and opening its partitions)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        readies = self.log_text().count(READY)
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "diskless.cli.main", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir), *self.extra_args],
@@ -56,6 +62,13 @@ class BrokerProcess:
         )
         log.close()
         wait_for_port(self.port, process=self.process)
+        deadline = time.monotonic() + 60
+        while self.log_text().count(READY) <= readies:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode} before it was ready")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"broker on port {self.port} logged no ready line within 60 s")
+            time.sleep(0.02)  # polling its log file with a deadline: nothing to wait on instead
         return self
 
     def stop(self) -> int:
