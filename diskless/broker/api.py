@@ -55,6 +55,10 @@ class TopicRegistry(Protocol):
         """The partition's leader object on this broker, or None if this broker does not lead it."""
         ...
 
+    async def find_topic(self, name: str) -> TopicMetadata | None:
+        """The topic, from the store if this broker has not heard of it yet."""
+        ...
+
     def has_partition(self, topic: str, index: int) -> bool:
         """Whether the partition exists in the cluster, led here or not."""
         ...

@@ -136,6 +136,21 @@ class Registry:
         if opening:
             log.info("leading %d more partition(s); %d in all", len(opening), len(self._leaders))
 
+    async def find_topic(self, name: str) -> TopicMetadata | None:
+        """The topic, asking the store if this broker has not heard of it yet (another broker
+        created it since the last view)."""
+        known = self._topics.get(name)
+        if known is not None:
+            return known
+        try:
+            topic = await self.store.get_topic(name)
+        except UnknownTopic:
+            return None
+        async with self._changing:
+            if name not in self._topics and not self._seen_at.get(("deleted", name)):
+                self._set_topic(topic)
+        return self._topics.get(name)
+
     def has_partition(self, topic: str, index: int) -> bool:
         """Whether the partition exists in the cluster (led here or not)."""
         known = self._topics.get(topic)

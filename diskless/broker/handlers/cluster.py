@@ -47,7 +47,7 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
     for name, topic_id in requested:
         topic = None
         if name is not None:
-            topic = registry.topics.get(name)
+            topic = await registry.find_topic(name) if _legal(name) else None
             if topic is None and auto_create:
                 topic = await registry.auto_create_topic(name)
         elif topic_id is not None:

@@ -1,0 +1,325 @@
+"""Three brokers, one PostgreSQL, one bucket (moto's S3 server): leadership spread and followed
+by clients, a broker killed (disk and all) and its partitions taken over from the bucket with
+no acknowledged record lost, a rolling restart without a produce error, and a broker cut off
+from the database that stops acknowledging before its partitions can move.
+
+Each durability account counts: acknowledged and missing (0), acknowledged at another offset
+(0), duplicates (0, idempotent producers), values never sent (0).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .broker_process import BrokerProcess, free_port
+from .moto_s3 import MotoS3
+
+DEADLINE_S = 60
+SESSION_MS = 2000
+HEARTBEAT_MS = 200
+
+
+class Blackhole:
+    """A TCP proxy to PostgreSQL that the test can cut: while cut, bytes stop flowing both ways
+    and new connections hang, as when a network path dies."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self.cut = threading.Event()
+        self._server = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            except OSError:
+                client.close()
+                continue
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                while self.cut.is_set():
+                    time.sleep(0.01)  # a dead path: hold the bytes until it heals
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._server.close()
+
+
+@pytest.fixture
+def moto_bucket():
+    server = MotoS3()
+    server.start()
+    try:
+        yield server, server.url(server.create_bucket(), prefix="cluster")
+    finally:
+        server.stop()
+
+
+class Cluster:
+    def __init__(self, root: Path, metadata_url: str, bucket_url: str, env: dict[str, str], size: int = 3) -> None:
+        self.root = root
+        self.brokers = {
+            node: BrokerProcess(
+                root / f"broker-{node}", "--node-id", str(node), "--metadata", metadata_url, "--object-store", bucket_url,
+                "--broker-session-timeout-ms", str(SESSION_MS), "--broker-heartbeat-interval-ms", str(HEARTBEAT_MS),
+                "--group-initial-rebalance-delay-ms", "0", "--log-retention-check-interval-ms", "500", env=env,
+            )  # fmt: skip
+            for node in range(1, size + 1)
+        }
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def start(self) -> Cluster:
+        for broker in self.brokers.values():
+            broker.start()
+        # The cluster has formed once every broker sees every other (a heartbeat later).
+        for broker in self.brokers.values():
+            wait_until(
+                lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=DEADLINE_S).brokers) == len(self.brokers),
+                f"broker at {broker.bootstrap} to see the whole cluster",
+            )
+        return self
+
+    def close(self) -> None:
+        for broker in self.brokers.values():
+            broker.close()
+
+
+@pytest.fixture
+def cluster(tmp_path, postgres_database, moto_bucket):
+    moto, bucket_url = moto_bucket
+    running = Cluster(tmp_path, postgres_database, bucket_url, moto.env()).start()
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=DEADLINE_S)
+    return {p.id: p.leader for p in md.topics[topic].partitions.values()}
+
+
+def wait_until(condition, what: str, deadline_s: float = DEADLINE_S):
+    deadline = time.monotonic() + deadline_s
+    while not (result := condition()):
+        assert time.monotonic() < deadline, f"gave up after {deadline_s}s waiting for {what}"
+        time.sleep(0.05)  # polling the cluster with a deadline: nothing to wait on instead
+    return result
+
+
+def create(bootstrap: str, partitions: int) -> str:
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=10)[name].result(DEADLINE_S)
+    wait_until(
+        lambda: len(found := leaders(bootstrap, name)) == partitions and all(leader >= 1 for leader in found.values()),
+        f"every partition of {name} to have a leader",
+    )
+    return name
+
+
+class AckingProducer(threading.Thread):
+    """An idempotent acks=all producer writing distinct values round-robin over partitions."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True)
+        self.topic, self.partitions = topic, partitions
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+            "message.timeout.ms": 120_000, "retry.backoff.ms": 50, "reconnect.backoff.max.ms": 200,
+            "topic.metadata.refresh.interval.ms": 1000,
+        })  # fmt: skip
+        self.sent = 0
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    def _delivered(self, err: KafkaError | None, msg) -> None:
+        with self.lock:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self.acked[msg.value()] = (msg.partition(), msg.offset())
+
+    def acks(self) -> int:
+        with self.lock:
+            return len(self.acked)
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.producer.produce(self.topic, b"%d" % self.sent, partition=self.sent % self.partitions, on_delivery=self._delivered)
+                self.sent += 1
+            except BufferError:
+                self.producer.poll(0.05)
+                continue
+            if self.sent % 20 == 0:
+                self.producer.poll(0.005)
+        assert self.producer.flush(DEADLINE_S * 3) == 0
+
+
+def account(bootstrap: str, topic: str, partitions: int, producer: AckingProducer) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + DEADLINE_S * 2
+        while any(len(got[p]) < ends[p] for p in got):
+            assert time.monotonic() < deadline, {p: (len(got[p]), ends[p]) for p in got}
+            msg = consumer.poll(0.1)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got[msg.partition()].append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    seen: dict[bytes, list[tuple[int, int]]] = {}
+    for partition, records in got.items():
+        assert [offset for offset, _ in records] == list(range(len(records)))
+        for offset, value in records:
+            seen.setdefault(value, []).append((partition, offset))
+    missing = [v for v in producer.acked if v not in seen]
+    moved = [v for v, at in producer.acked.items() if v in seen and seen[v] != [at]]
+    duplicates = [v for v, at in seen.items() if len(at) > 1]
+    garbage = [v for v in seen if not (v.isdigit() and int(v) < producer.sent)]
+    assert (len(missing), len(moved), len(duplicates), len(garbage)) == (0, 0, 0, 0), (missing[:5], moved[:5], duplicates[:5], garbage[:5])
+
+
+def test_three_brokers_share_leadership_and_serve_clients(cluster: Cluster) -> None:
+    topic = create(cluster.bootstrap, 6)
+    # Leadership is spread: two partitions each, and every broker reports the same view.
+    per_broker = Counter(leaders(cluster.bootstrap, topic).values())
+    assert per_broker == Counter({1: 2, 2: 2, 3: 2})
+    expected = leaders(cluster.bootstrap, topic)
+    for broker in cluster.brokers.values():  # every broker's view converges within a heartbeat
+        wait_until(lambda: leaders(broker.bootstrap, topic) == expected, f"broker at {broker.bootstrap} to show the leaders")
+    md = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap}).list_topics(timeout=DEADLINE_S)
+    assert sorted((b.id, b.port) for b in md.brokers.values()) == sorted((n, b.port) for n, b in cluster.brokers.items())
+    assert len({md.cluster_id} | {AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=DEADLINE_S).cluster_id for b in cluster.brokers.values()}) == 1
+
+    producer = AckingProducer(cluster.bootstrap, topic, 6)
+    producer.start()
+    wait_until(lambda: producer.acks() >= 600, "600 acknowledged records")
+    producer.stopping.set()
+    producer.join(DEADLINE_S)
+    assert producer.errors == []
+    account(cluster.bootstrap, topic, 6, producer)
+
+
+@pytest.mark.slow
+def test_killed_brokers_lose_no_acknowledged_record(cluster: Cluster) -> None:
+    partitions = 12
+    topic = create(cluster.bootstrap, partitions)
+    producer = AckingProducer(cluster.bootstrap, topic, partitions)
+    producer.start()
+    rng = random.Random(11)
+    try:
+        for _ in range(6):
+            target = producer.acks() + rng.randrange(300, 1500)
+            wait_until(lambda: producer.acks() >= target, f"{target} acknowledged records")
+            node = rng.choice(sorted(cluster.brokers))
+            victim = cluster.brokers[node]
+            victim.kill()
+            shutil.rmtree(victim.data_dir)
+            # The others take its partitions over once its session expires.
+            wait_until(lambda: node not in leaders(cluster.brokers[1 + node % 3].bootstrap, topic).values(), f"broker {node}'s partitions to move")
+            victim.start()
+        producer.stopping.set()
+        producer.join(DEADLINE_S * 4)
+        assert not producer.is_alive()
+        assert producer.errors == []
+        assert all(leader >= 1 for leader in leaders(cluster.bootstrap, topic).values())
+        account(cluster.bootstrap, topic, partitions, producer)
+    finally:
+        producer.stopping.set()
+
+
+@pytest.mark.slow
+def test_a_rolling_restart_fails_no_produce(cluster: Cluster) -> None:
+    partitions = 6
+    topic = create(cluster.bootstrap, partitions)
+    producer = AckingProducer(cluster.bootstrap, topic, partitions)
+    producer.start()
+    try:
+        for node, broker in cluster.brokers.items():
+            target = producer.acks() + 300
+            wait_until(lambda: producer.acks() >= target, f"{target} acknowledged records")
+            assert broker.stop() == 0  # SIGTERM: hands its partitions over first
+            wait_until(lambda: node not in leaders(cluster.bootstrap, topic).values(), f"broker {node}'s partitions to move")
+            broker.start()
+        target = producer.acks() + 300
+        wait_until(lambda: producer.acks() >= target, f"{target} acknowledged records")
+        producer.stopping.set()
+        producer.join(DEADLINE_S * 4)
+        assert producer.errors == []
+        account(cluster.bootstrap, topic, partitions, producer)
+    finally:
+        producer.stopping.set()
+
+
+@pytest.mark.slow
+def test_a_broker_cut_off_from_the_database_stops_acknowledging(tmp_path, postgres_server, postgres_database, moto_bucket) -> None:
+    """Broker 1 reaches PostgreSQL through a proxy the test cuts. Clients still reach it. It
+    must stop acknowledging writes before its session can expire and its partitions move;
+    the others take them over; no offset is acknowledged twice."""
+    moto, bucket_url = moto_bucket
+    pg_port = int(postgres_database.rsplit(":", 1)[1].split("/")[0])
+    proxy = Blackhole(pg_port)
+    proxied = postgres_database.replace(f":{pg_port}/", f":{proxy.port}/")
+    running = Cluster(tmp_path, postgres_database, bucket_url, moto.env())
+    running.brokers[1].extra_args[running.brokers[1].extra_args.index(postgres_database)] = proxied
+    running.start()
+    try:
+        topic = create(running.bootstrap, 6)
+        producer = AckingProducer(running.bootstrap, topic, 6)
+        producer.start()
+        wait_until(lambda: producer.acks() >= 500, "500 acknowledged records")
+        proxy.cut.set()
+        wait_until(lambda: 1 not in leaders(running.brokers[2].bootstrap, topic).values(), "broker 1's partitions to move")
+        target = producer.acks() + 500
+        wait_until(lambda: producer.acks() >= target, f"{target} acknowledged records after the move")
+        producer.stopping.set()
+        producer.join(DEADLINE_S * 4)
+        assert producer.errors == []
+        offsets = Counter(producer.acked.values())
+        assert [at for at, n in offsets.items() if n > 1] == []  # no offset acknowledged twice
+        account(running.brokers[2].bootstrap, topic, 6, producer)
+        assert "may have expired" in running.brokers[1].log_text() or "heartbeat failed" in running.brokers[1].log_text()
+    finally:
+        proxy.cut.clear()
+        running.close()
+        proxy.close()
