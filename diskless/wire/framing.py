@@ -33,6 +33,7 @@ from kio.serial import entity_reader, entity_writer
 from .apis import API_VERSIONS_KEY, supported_range
 from .bounds import check_request_body, strip_unknown_tags
 from .errors import FrameTooLarge, InvalidFrame, MalformedRequest, UnknownApi, UnsupportedVersion
+from .fast_encode import FAST_API_KEYS, encode_response_parts
 
 SIZE = struct.Struct(">i")
 _FIXED_HEADER = struct.Struct(">hhih")
@@ -201,8 +202,18 @@ class ResponseParts:
 def encode_response(correlation_id: int, body: Any) -> list[bytes | Any]:
     """Encode a response frame, size prefix included, as parts to send in order.
 
-    Parts are `bytes`, or the `source` of a `FileRecords` found in the body.
+    Parts are `bytes`, or the `source` of a `FileRecords` found in the body. Produce and Fetch
+    responses go through compiled encoders (`fast_encode`, byte-identical to kio's; a Fetch
+    response's large in-memory records are then a part of their own, not copied); every
+    other response through kio's serialiser.
     """
+    if type(body).__api_key__ in FAST_API_KEYS:
+        return encode_response_parts(correlation_id, body)
+    return encode_response_kio(correlation_id, body)
+
+
+def encode_response_kio(correlation_id: int, body: Any) -> list[bytes | Any]:
+    """`encode_response` through kio's generic serialiser, for every API."""
     out = ResponseParts()
     out.write(_RESPONSE_HEADER.pack(correlation_id))
     if type(body).__header_schema__.__version__ >= 1:
