@@ -63,6 +63,10 @@ class TopicRegistry(Protocol):
         """Whether the partition exists in the cluster, led here or not."""
         ...
 
+    def offline(self, topic: str, index: int) -> bool:
+        """Whether this broker leads the partition but could not open it."""
+        ...
+
     def leadership(self, topic: str, index: int) -> tuple[int | None, int]:
         """(leader node id or None, leader epoch) as last read from the store."""
         ...
@@ -81,8 +85,11 @@ class TopicRegistry(Protocol):
 
 
 def absent(broker: BrokerApi, topic: str, partition: int) -> ErrorCode:
-    """The error for a partition this broker does not lead: another broker leads it
+    """The error for a partition this broker does not serve: it leads it but cannot open it
+    (KAFKA_STORAGE_ERROR, as for a failed log directory), another broker leads it
     (NOT_LEADER_OR_FOLLOWER: the client refreshes its metadata), or it does not exist."""
+    if broker.registry.offline(topic, partition):
+        return ErrorCode.kafka_storage_error
     if broker.registry.has_partition(topic, partition):
         return ErrorCode.not_leader_or_follower
     return ErrorCode.unknown_topic_or_partition

@@ -77,6 +77,7 @@ class Registry:
         # One change at a time: a reconcile must not open a partition that a CreateTopics is
         # opening, nor re-add a topic a DeleteTopics is removing.
         self._changing = asyncio.Lock()
+        self._offline: dict[tuple[str, int], Exception] = {}  # led here, but could not be opened
 
     # --- start-up and shut-down ----------------------------------------------------------
 
@@ -132,7 +133,19 @@ class Registry:
             topic = self._topics[topic_name]
             if topic_name not in start_offsets:
                 start_offsets[topic_name] = await self.store.get_log_start_offsets(topic_name)
-            await self._open_leader(topic, index, self.topic_configs(topic), start_offsets[topic_name].get(index), mine[(topic_name, index)].leader_epoch)
+            try:
+                await self._open_leader(
+                    topic, index, self.topic_configs(topic), start_offsets[topic_name].get(index), mine[(topic_name, index)].leader_epoch
+                )
+            except Exception as exc:
+                # One partition that cannot be rebuilt (an unreadable write-ahead object, a bad
+                # disk) stays offline, as Kafka takes a failed log directory's partitions
+                # offline; the others open. Retried at every beat, logged once.
+                if (topic_name, index) not in self._offline:
+                    log.error("%s-%d cannot be opened and stays offline: %s", topic_name, index, exc)
+                self._offline[(topic_name, index)] = exc
+            else:
+                self._offline.pop((topic_name, index), None)
         if opening:
             log.info("leading %d more partition(s); %d in all", len(opening), len(self._leaders))
 
@@ -150,6 +163,10 @@ class Registry:
             if name not in self._topics and not self._seen_at.get(("deleted", name)):
                 self._set_topic(topic)
         return self._topics.get(name)
+
+    def offline(self, topic: str, index: int) -> bool:
+        """Whether this broker leads the partition but could not open it (its log is unreadable)."""
+        return (topic, index) in self._offline
 
     def has_partition(self, topic: str, index: int) -> bool:
         """Whether the partition exists in the cluster (led here or not)."""

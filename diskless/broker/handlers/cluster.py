@@ -86,6 +86,12 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
 def _partition(broker: BrokerApi, mod: Any, topic: str, index: int) -> Any:
     """One partition as Kafka shows a single-replica one: the leader alone is replica and ISR."""
     leader_id, epoch = broker.registry.leadership(topic, index)
+    if broker.registry.offline(topic, index):  # led here, its log unreadable: Kafka's offline partition
+        me = broker.settings.node_id
+        return make(
+            mod.MetadataResponsePartition, error_code=ErrorCode.kafka_storage_error, partition_index=index, leader_id=me,
+            leader_epoch=epoch, replica_nodes=(me,), isr_nodes=(me,), offline_replicas=(me,),
+        )  # fmt: skip
     if leader_id is None or (leader_id != broker.settings.node_id and leader_id not in broker.cluster.brokers):
         # No live leader yet (the controller is moving it): clients retry after a refresh.
         return make(
