@@ -14,6 +14,12 @@ and the controller can give its partitions to another broker (which bumps their 
 any late write of this broker is refused by the store's epoch check anyway). A heartbeat the
 store refuses (the session was taken over) closes every partition at once.
 
+The beat never waits for the registry: opening a partition may rebuild its tail from the
+bucket for seconds, longer than the session timeout, and a heartbeat held up behind it would
+let this broker's own session expire (every partition lost, split in the middle of a
+takeover). Views go to a task of their own (`_applier`) that applies the newest one each time,
+skipping views that were overtaken while it was busy.
+
 Controlled shutdown (`leave`): stop writing, let the write-ahead writer finish, give every
 partition up (leader None, epoch bumped), give the controller lease up, close the session:
 the controller hands the partitions to the others within one pass.
@@ -76,6 +82,8 @@ class Membership:
         self.view = ClusterView()
         self._valid_until = 0.0  # monotonic seconds: writes are allowed before it
         self._task: asyncio.Task[None] | None = None
+        self._applier: asyncio.Task[None] | None = None
+        self._view_ready = asyncio.Event()  # a view the registry has not applied yet
         self._leaving = False
 
     # --- what leaders and handlers ask ------------------------------------------------------
@@ -112,14 +120,18 @@ class Membership:
                 await asyncio.sleep(s.heartbeat_interval_ms / 1000)
         self._valid_until = sent + s.session_timeout_ms / 2000
         await self.beat(heartbeat=False)
+        self._view_ready.clear()
+        await self._apply(self.view)  # the partitions this broker leads are open before it says it is ready
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="membership")
+        self._applier = asyncio.create_task(self._apply_views(), name="membership-apply")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [t for t in (self._task, self._applier) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def leave(self, leaderships: list[tuple[str, int, int]]) -> None:
         """Controlled shutdown: give up `leaderships` (topic, partition, epoch), the controller
@@ -153,6 +165,18 @@ class Membership:
             except Exception as exc:
                 log.warning("cluster heartbeat failed (%s); writes stop once the session may have expired", exc)
 
+    async def _apply_views(self) -> None:
+        """Apply the newest view, one at a time, beside the beat."""
+        while True:
+            await self._view_ready.wait()
+            self._view_ready.clear()
+            try:
+                await self._apply(self.view)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("applying the cluster view failed; the next beat retries")
+
     async def beat(self, heartbeat: bool = True) -> None:
         s = self.settings
         sent = read_at = time.monotonic()
@@ -173,7 +197,7 @@ class Membership:
             brokers, topics, {(p.topic, p.partition): p for p in leaderships},
             s.node_id if controller else await self._controller_id(), read_at,
         )  # fmt: skip
-        await self._apply(self.view)
+        self._view_ready.set()
 
     async def _controller_pass(self, leaderships: list[PartitionLeadership], brokers: dict[int, BrokerRegistration]) -> list[PartitionLeadership]:
         moves = plan_leaders(leaderships, brokers)
