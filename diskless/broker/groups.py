@@ -1,6 +1,11 @@
-"""The async shell around the sans-IO group coordinator, and committed offsets.
+"""The async shell around the sans-IO group coordinators, and committed offsets.
 
-The coordinator parks JoinGroup and SyncGroup requests as tickets; this shell keeps a future
+Two coordinators share the group ids: the classic one (JoinGroup/SyncGroup, group/
+coordinator.py) and KIP-848's (ConsumerGroupHeartbeat, group/consumer_coordinator.py). A
+group id belongs to one of them at a time; an empty group changes hands when a member of the
+other protocol joins (Kafka's offline upgrade and downgrade), its committed offsets kept.
+
+The classic coordinator parks JoinGroup and SyncGroup requests as tickets; this shell keeps a future
 per ticket, resolves futures from every completion the coordinator hands back, and runs one
 timer task that calls `tick` at the coordinator's next deadline (session timeouts, rebalance
 timeouts, the initial rebalance delay). Committed offsets live in the metadata store.
@@ -28,6 +33,14 @@ from kio.schema.errors import ErrorCode
 
 from metadata import CommittedOffset, MetadataStore
 
+from .group import group_configs
+from .group.assignors import TopicInfo
+from .group.consumer_coordinator import (
+    ConsumerGroupCoordinator,
+    ConsumerGroupDescription,
+    HeartbeatRequest,
+    HeartbeatResponse,
+)
 from .group import (
     Completion,
     GroupConfig,
@@ -49,7 +62,9 @@ OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes
 
 class Groups:
     def __init__(self, config: GroupConfig, store: MetadataStore, clock: Callable[[], int], offsets_retention_ms: int) -> None:
+        self.config = config
         self.coordinator = GroupCoordinator(config)
+        self.consumer = ConsumerGroupCoordinator(config)
         self.store = store
         self.clock = clock
         self.offsets_retention_ms = offsets_retention_ms
@@ -62,6 +77,7 @@ class Groups:
 
     async def stop(self) -> None:
         self._deliver(self.coordinator.unload(self.clock()))
+        self.consumer.unload()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -72,6 +88,12 @@ class Groups:
     # --- membership ----------------------------------------------------------------------
 
     async def join_group(self, **request: Any) -> JoinGroupResponse:
+        group_id = request["group_id"]
+        if self.consumer.is_consumer_group(group_id):
+            if not self.consumer.is_empty(group_id):
+                return JoinGroupResponse(error_code=ErrorCode.inconsistent_group_protocol, member_id=request["member_id"])
+            self.consumer.delete_group(group_id)  # offline downgrade: offsets stay
+            log.info("consumer group %s, empty, converted to a classic group", group_id)
         outcome = self.coordinator.join_group(**request, now_ms=self.clock())
         response = await self._settle(outcome)
         return response or JoinGroupResponse(error_code=ErrorCode.unknown_member_id, member_id=request["member_id"])
@@ -88,6 +110,54 @@ class Groups:
 
     async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveGroupResponse:
         return await self._settle(self.coordinator.leave_group(group_id, members, now_ms=self.clock()))
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: Iterable[Any]) -> HeartbeatResponse:
+        """ConsumerGroupHeartbeat; `topics` are the cluster's TopicMetadata."""
+        now = self.clock()
+        if request.member_epoch == 0 and not self.consumer.is_consumer_group(request.group_id):
+            classic = self.coordinator.group_overview(request.group_id)
+            if classic is not None:
+                if classic.state is not GroupState.EMPTY:
+                    return HeartbeatResponse(
+                        ErrorCode.group_id_not_found,
+                        f"Group {request.group_id} is not a consumer group: it has classic members (no online upgrade).",
+                        request.member_id, request.member_epoch, 0,
+                    )  # fmt: skip
+                self.coordinator.delete_group(request.group_id, now)  # offline upgrade: offsets stay
+                log.info("classic group %s, empty, converted to a consumer group", request.group_id)
+        infos = {t.name: TopicInfo(t.topic_id, t.name, t.num_partitions) for t in topics}
+        response = self.consumer.heartbeat(request, infos, now)
+        self._timer_changed.set()
+        return response
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
+        described = []
+        for group_id in group_ids:
+            d = self.consumer.describe(group_id)
+            if d.error_code is ErrorCode.group_id_not_found and self.coordinator.group_overview(group_id) is not None:
+                d = ConsumerGroupDescription(group_id, ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            described.append(d)
+        return described
+
+    # --- group configs (the GROUP resource) -------------------------------------------------
+
+    def describe_group_configs(self, group_id: str) -> list[group_configs.GroupConfigEntry]:
+        return group_configs.describe(self.config, self.consumer.group_configs.get(group_id, {}))
+
+    def alter_group_configs(self, group_id: str, ops: list[tuple[str, int, str | None]] | None, replace: list[tuple[str, str | None]] | None, validate_only: bool) -> None:
+        """IncrementalAlterConfigs (`ops`) or AlterConfigs (`replace`) of a group; raises
+        group_configs.InvalidGroupConfig or ValueError. Applies to the next heartbeats."""
+        current = self.consumer.group_configs.get(group_id, {})
+        if ops is not None:
+            updated = group_configs.apply_incremental(self.config, current, ops)
+        else:
+            updated = group_configs.replace_all(self.config, replace or [])
+        if validate_only:
+            return
+        if updated:
+            self.consumer.group_configs[group_id] = updated
+        else:
+            self.consumer.group_configs.pop(group_id, None)
 
     async def _settle(self, outcome: Outcome[Any]) -> Any:
         """Deliver what the call completed for others; return its own answer, waiting if parked."""
@@ -110,9 +180,13 @@ class Groups:
                 # silence would stall the connection, so the caller answers with an error.
                 future.set_result(completion.response)
 
+    def _next_deadline_ms(self) -> int | None:
+        deadlines = [d for d in (self.coordinator.next_deadline_ms(), self.consumer.next_deadline_ms()) if d is not None]
+        return min(deadlines) if deadlines else None
+
     async def _run_timers(self) -> None:
         while True:
-            deadline = self.coordinator.next_deadline_ms()
+            deadline = self._next_deadline_ms()
             self._timer_changed.clear()
             timeout = None if deadline is None else max(0.0, (deadline - self.clock()) / 1000)
             try:
@@ -123,6 +197,9 @@ class Groups:
             now = self.clock()
             while (deadline := self.coordinator.next_deadline_ms()) is not None and deadline <= now:
                 self._deliver(self.coordinator.tick(now))
+            while (deadline := self.consumer.next_deadline_ms()) is not None and deadline <= now:
+                for group_id, member_id in self.consumer.tick(now):
+                    log.info("consumer group %s: member %s fenced (session or rebalance timeout expired)", group_id, member_id)
 
     # --- describing and listing ----------------------------------------------------------
 
@@ -133,19 +210,25 @@ class Groups:
     async def describe_groups(self, group_ids: Iterable[str], api_version: int) -> list[GroupDescription]:
         """DescribeGroups, one description per id in the order given."""
         with_offsets = set(await self.store.list_groups_with_offsets())
+        # A consumer group is not a classic group: Dead, or GROUP_ID_NOT_FOUND from v6, as Kafka.
         return [
-            described_with_offsets(self.coordinator.describe_group(group_id, api_version=api_version), group_id in with_offsets)
+            described_with_offsets(
+                self.coordinator.describe_group(group_id, api_version=api_version),
+                group_id in with_offsets and not self.consumer.is_consumer_group(group_id),
+            )
             for group_id in group_ids
         ]
 
-    async def list_groups(self, states_filter: Iterable[str] = ()) -> list[ListedGroup]:
-        """ListGroups, sorted by group id; `states_filter` matches case-insensitively."""
-        states = tuple(states_filter)
+    async def list_groups(self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()) -> list[ListedGroup]:
+        """ListGroups, sorted by group id; both filters match case-insensitively, and a group
+        known only by its offsets is a classic one (as Kafka loads it)."""
+        states, types = tuple(states_filter), tuple(types_filter)
+        known = {g.group_id for g in self.coordinator.list_groups()} | set(self.consumer.groups)
+        with_offsets = await self.store.list_groups_with_offsets()
+        if types and "classic" not in {t.lower() for t in types}:
+            with_offsets = []
         return listed_with_offsets(
-            self.coordinator.list_groups(states),
-            {g.group_id for g in self.coordinator.list_groups()},
-            await self.store.list_groups_with_offsets(),
-            states,
+            self.coordinator.list_groups(states, types) + self.consumer.list_groups(states, types), known, with_offsets, states
         )
 
     # --- offsets -------------------------------------------------------------------------
@@ -162,9 +245,12 @@ class Groups:
     ) -> list[ErrorCode]:
         """OffsetCommit: one error per (topic, partition, offset, leader_epoch, metadata) given."""
         now = self.clock()
-        error = self.coordinator.validate_offset_commit(
-            group_id, generation_id, member_id, group_instance_id, now, api_version=api_version
-        )
+        if self.consumer.is_consumer_group(group_id):
+            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id, api_version)
+        else:
+            error = self.coordinator.validate_offset_commit(
+                group_id, generation_id, member_id, group_instance_id, now, api_version=api_version
+            )
         if error is not ErrorCode.none:
             return [error] * len(offsets)
         errors, accepted = [], []
@@ -180,11 +266,23 @@ class Groups:
             await self.store.commit_offsets(group_id, accepted)
         return errors
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9+: a consumer-protocol member fetches with its member epoch."""
+        if member_epoch < 0 and not member_id:
+            return ErrorCode.none
+        if not self.consumer.is_consumer_group(group_id):
+            # Kafka: a classic group is fetched from without member checks by classic members.
+            return ErrorCode.none if member_epoch < 0 else ErrorCode.unknown_member_id
+        return self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
+
     async def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> list[CommittedOffset]:
         return await self.store.fetch_offsets(group_id, partitions)
 
     async def delete_group(self, group_id: str) -> ErrorCode:
-        error = self.coordinator.delete_group(group_id, self.clock())
+        if self.consumer.is_consumer_group(group_id):
+            error = self.consumer.delete_group(group_id)
+        else:
+            error = self.coordinator.delete_group(group_id, self.clock())
         if error is ErrorCode.group_id_not_found and group_id in await self.store.list_groups_with_offsets():
             error = ErrorCode.none  # known only by its offsets (e.g. after a restart)
         if error is ErrorCode.none:
@@ -195,10 +293,14 @@ class Groups:
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """OffsetDelete: refused per partition while members of the group consume its topic,
         and for the whole group while members of a non-consumer group (e.g. Connect) exist."""
-        overview = self.coordinator.group_overview(group_id)
-        if overview is None and group_id not in await self.store.list_groups_with_offsets():
-            return ErrorCode.group_id_not_found, {}
-        subscribed: set[str] = set()
+        if self.consumer.is_consumer_group(group_id):
+            subscribed = self.consumer.subscribed_topics(group_id)
+            overview = None
+        else:
+            overview = self.coordinator.group_overview(group_id)
+            if overview is None and group_id not in await self.store.list_groups_with_offsets():
+                return ErrorCode.group_id_not_found, {}
+            subscribed = set()
         if overview is not None and overview.state not in (GroupState.EMPTY, GroupState.DEAD):
             if overview.protocol_type != "consumer":
                 return ErrorCode.non_empty_group, {}
@@ -216,6 +318,8 @@ class Groups:
         cutoff = self.clock() - self.offsets_retention_ms
         removed = 0
         for group_id in await self.store.list_groups_with_offsets():
+            if not self.consumer.is_empty(group_id):
+                continue
             overview = self.coordinator.group_overview(group_id)
             if overview is not None and overview.state not in (GroupState.EMPTY, GroupState.DEAD):
                 continue

@@ -21,15 +21,15 @@ SUPPORTED = MappingProxyType(
         1: ("Fetch", 4, 12),
         2: ("ListOffsets", 1, 8),
         3: ("Metadata", 0, 12),
-        8: ("OffsetCommit", 2, 8),
-        9: ("OffsetFetch", 1, 8),
+        8: ("OffsetCommit", 2, 9),
+        9: ("OffsetFetch", 1, 9),
         10: ("FindCoordinator", 0, 4),
         11: ("JoinGroup", 0, 9),
         12: ("Heartbeat", 0, 4),
         13: ("LeaveGroup", 0, 5),
         14: ("SyncGroup", 0, 5),
         15: ("DescribeGroups", 0, 5),
-        16: ("ListGroups", 0, 4),
+        16: ("ListGroups", 0, 5),
         18: ("ApiVersions", 0, 3),
         19: ("CreateTopics", 2, 7),
         20: ("DeleteTopics", 1, 6),
@@ -41,6 +41,8 @@ SUPPORTED = MappingProxyType(
         44: ("IncrementalAlterConfigs", 0, 1),
         47: ("OffsetDelete", 0, 0),
         60: ("DescribeCluster", 0, 1),
+        68: ("ConsumerGroupHeartbeat", 0, 1),
+        69: ("ConsumerGroupDescribe", 0, 1),
     }
 )
 

@@ -9,7 +9,7 @@ and counts bytes and messages per topic for Produce and Fetch.
 from __future__ import annotations
 
 from .. import metrics
-from . import cluster, commits, configs, fetch, groups, offsets, produce, topics
+from . import cluster, commits, configs, consumer_groups, fetch, groups, offsets, produce, topics
 
 HANDLERS = metrics.instrument({
     0: produce.handle_produce,
@@ -36,4 +36,6 @@ HANDLERS = metrics.instrument({
     44: configs.handle_incremental_alter_configs,
     47: commits.handle_offset_delete,
     60: cluster.handle_describe_cluster,
+    68: consumer_groups.handle_consumer_group_heartbeat,
+    69: consumer_groups.handle_consumer_group_describe,
 })

@@ -92,7 +92,10 @@ async def handle_offset_fetch(broker: BrokerApi, request: Request) -> Any:
         for group in body.groups:
             error, topics = ErrorCode.none, ()
             try:
-                topics = await _fetch_group(broker, mod, group.group_id, group.topics, "OffsetFetchResponsePartitions", "OffsetFetchResponseTopics")
+                if version >= 9:  # a consumer-protocol member fetches with its member epoch (KIP-848)
+                    error = broker.groups.validate_offset_fetch(group.group_id, group.member_id, group.member_epoch)
+                if error is ErrorCode.none:
+                    topics = await _fetch_group(broker, mod, group.group_id, group.topics, "OffsetFetchResponsePartitions", "OffsetFetchResponseTopics")
             except Exception as exc:
                 error = coordinator_error(exc, "OffsetFetch", (group.group_id,), request)
             groups.append(make(mod.OffsetFetchResponseGroup, group_id=group.group_id, topics=topics, error_code=error))

@@ -315,9 +315,10 @@ def _list_groups_response(request: Request, error: ErrorCode, groups: tuple[Any,
 async def handle_list_groups(broker: BrokerApi, request: Request) -> Any:
     mod = response_module(16, request.header.api_version)
     states = tuple(getattr(request.body, "states_filter", ()) or ())
+    types = tuple(getattr(request.body, "types_filter", ()) or ())  # v5 (KIP-848): "classic", "consumer"
     groups = tuple(
-        make(mod.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state)
-        for g in await broker.groups.list_groups(states)
+        make(mod.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state, group_type=g.group_type)
+        for g in await broker.groups.list_groups(states, types)
     )
     return _list_groups_response(request, ErrorCode.none, groups)
 
