@@ -36,6 +36,7 @@ SUPPORTED = MappingProxyType(
         21: ("DeleteRecords", 0, 2),
         22: ("InitProducerId", 0, 4),
         32: ("DescribeConfigs", 1, 4),
+        33: ("AlterConfigs", 0, 2),
         37: ("CreatePartitions", 0, 3),
         42: ("DeleteGroups", 0, 2),
         44: ("IncrementalAlterConfigs", 0, 1),

@@ -31,6 +31,7 @@ HANDLERS = metrics.instrument({
     21: offsets.handle_delete_records,
     22: produce.handle_init_producer_id,
     32: configs.handle_describe_configs,
+    33: configs.handle_alter_configs,
     37: topics.handle_create_partitions,
     42: groups.handle_delete_groups,
     44: configs.handle_incremental_alter_configs,

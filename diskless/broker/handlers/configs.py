@@ -1,4 +1,9 @@
-"""DescribeConfigs and IncrementalAlterConfigs for topics (and, read-only, the broker).
+"""DescribeConfigs, IncrementalAlterConfigs and the legacy AlterConfigs for topics and groups
+(and, read-only, the broker).
+
+GROUP resources (KIP-848) hold consumer.session.timeout.ms and consumer.heartbeat.interval.ms,
+decided in group/group_configs.py and kept by the group shell; any group id may be described
+or altered, as in Kafka. The legacy AlterConfigs replaces a resource's whole set of configs.
 
 What a topic config's entry says (value, source, synonyms, type, documentation) is decided in
 topic_configs.describe; this module only filters by `configuration_keys` and builds the
@@ -19,10 +24,12 @@ from .. import topic_configs
 from ..errors import error_code_for
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
+from ..group.group_configs import InvalidGroupConfig
 from ..topic_configs import AlterOp, ConfigSource, ConfigType
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32
 
 
 # The types of the broker configs DescribeConfigs reports (their values: RequestSettings.broker_configs).
@@ -38,7 +45,7 @@ _BROKER_CONFIG_TYPES = {
 }
 
 
-def _broker_entries(broker: BrokerApiApi) -> list[topic_configs.ConfigEntry]:
+def _broker_entries(broker: BrokerApi) -> list[topic_configs.ConfigEntry]:
     return [
         topic_configs.ConfigEntry(
             name, value, ConfigSource.STATIC_BROKER_CONFIG, _BROKER_CONFIG_TYPES.get(name, ConfigType.STRING), "",
@@ -46,6 +53,17 @@ def _broker_entries(broker: BrokerApiApi) -> list[topic_configs.ConfigEntry]:
         )
         for name, value in broker.settings.broker_configs.items()
     ]
+
+
+def _group_entries(broker: BrokerApi, group_id: str) -> list[topic_configs.ConfigEntry]:
+    """Kafka's ConfigHelper.createGroupConfigEntry: GROUP_CONFIG when set on the group, else
+    DEFAULT_CONFIG (the broker's group.consumer.* value); synonyms list only the group's own."""
+    entries = []
+    for e in broker.groups.describe_group_configs(group_id):
+        source = ConfigSource.DEFAULT_CONFIG if e.is_default else ConfigSource.GROUP_CONFIG
+        synonyms = () if e.is_default else (topic_configs.ConfigSynonym(e.name, e.value, source),)
+        entries.append(topic_configs.ConfigEntry(e.name, e.value, source, ConfigType.INT, e.doc, synonyms))
+    return entries
 
 
 async def handle_describe_configs(broker: BrokerApi, request: Request) -> Any:
@@ -65,6 +83,11 @@ async def handle_describe_configs(broker: BrokerApi, request: Request) -> Any:
                 error, message = ErrorCode.invalid_request, f"unknown broker {resource.resource_name}"
             else:
                 entries = _broker_entries(broker)
+        elif resource.resource_type == GROUP:
+            if not resource.resource_name:
+                error, message = ErrorCode.invalid_request, "Group name must not be empty"
+            else:
+                entries = _group_entries(broker, resource.resource_name)
         else:
             error, message = ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
         if resource.configuration_keys:  # Kafka's ConfigHelper: null and empty both mean every config
@@ -109,8 +132,11 @@ async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) 
     for resource in body.resources:
         error, message = ErrorCode.none, None
         try:
-            if resource.resource_type != TOPIC:
-                error, message = ErrorCode.invalid_request, "only topic configs can be altered; broker configs are static"
+            if resource.resource_type == GROUP:
+                ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+                _alter_group(broker, resource.resource_name, ops, None, body.validate_only)
+            elif resource.resource_type != TOPIC:
+                error, message = ErrorCode.invalid_request, "only topic and group configs can be altered; broker configs are static"
             else:
                 topic = broker.registry.topics.get(resource.resource_name)
                 if topic is None:
@@ -119,10 +145,8 @@ async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) 
                 updated = topic_configs.apply_incremental(topic.configs, ops)
                 if not body.validate_only:
                     await broker.registry.set_topic_configs(topic.name, updated)
-        except ValueError as exc:
-            error, message = ErrorCode.invalid_request, str(exc)
         except Exception as exc:
-            error, message = error_code_for(exc), str(exc)
+            error, message = _alter_error(exc)
         results.append(
             make(
                 mod.AlterConfigsResourceResponse,
@@ -133,3 +157,52 @@ async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) 
             )
         )
     return make(mod.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def _alter_group(broker: BrokerApi, group_id: str, ops: list[tuple[str, int, str | None]] | None, replace: list[tuple[str, str | None]] | None, validate_only: bool) -> None:
+    if not group_id:
+        raise ValueError("Group name must not be empty")
+    broker.groups.alter_group_configs(group_id, ops, replace, validate_only)
+
+
+def _alter_error(exc: Exception) -> tuple[ErrorCode, str]:
+    if isinstance(exc, InvalidGroupConfig):
+        return ErrorCode.invalid_config, str(exc)
+    if isinstance(exc, ValueError) and not isinstance(exc, topic_configs.InvalidConfig):
+        return ErrorCode.invalid_request, str(exc)
+    return error_code_for(exc), str(exc)
+
+
+async def handle_alter_configs(broker: BrokerApi, request: Request) -> Any:
+    """The legacy AlterConfigs (API 33, still in Kafka 4): each resource's configs become
+    exactly the ones given (those left out return to their defaults)."""
+    body = request.body
+    mod = response_module(33, request.header.api_version)
+    results = []
+    for resource in body.resources:
+        error, message = ErrorCode.none, None
+        try:
+            if resource.resource_type == GROUP:
+                _alter_group(broker, resource.resource_name, None, [(c.name, c.value) for c in resource.configs], body.validate_only)
+            elif resource.resource_type != TOPIC:
+                error, message = ErrorCode.invalid_request, "only topic and group configs can be altered; broker configs are static"
+            else:
+                topic = broker.registry.topics.get(resource.resource_name)
+                if topic is None:
+                    raise UnknownTopic(resource.resource_name)
+                ops = [(c.name, AlterOp.SET, c.value) for c in resource.configs if c.value is not None]
+                updated = topic_configs.apply_incremental({}, ops)
+                if not body.validate_only:
+                    await broker.registry.set_topic_configs(topic.name, updated)
+        except Exception as exc:
+            error, message = _alter_error(exc)
+        results.append(
+            make(
+                mod.AlterConfigsResourceResponse,
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return make(mod.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))

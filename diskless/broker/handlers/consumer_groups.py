@@ -21,12 +21,7 @@ from diskless.wire import Request
 from ..api import PEER_HOST, BrokerApi
 from ..group.consumer_coordinator import HeartbeatRequest
 from ..responses import NO_THROTTLE, make, response_module
-from .groups import answers_failure
-
-# Kafka's AclOperation codes a GROUP resource supports (AclEntry.supportedOperations): READ,
-# DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS. Without an authorizer all are allowed.
-GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
-NO_AUTHORIZED_OPERATIONS = -2147483648
+from .groups import GROUP_OPERATIONS, NO_AUTHORIZED_OPERATIONS, answers_failure
 
 
 def _ms(value: Any) -> int:

@@ -265,7 +265,12 @@ async def handle_leave_group(broker: BrokerApi, request: Request) -> Any:
 # --- DescribeGroups, ListGroups, DeleteGroups ----------------------------------------------
 
 
-def _described_group(mod: Any, group_id: str, error: ErrorCode, state: str, protocol_type: str = "", protocol_data: str = "", members: tuple[Any, ...] = ()) -> Any:
+# Kafka's AclOperation codes a GROUP supports: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+# ALTER_CONFIGS; with no authorizer, all are allowed (DescribeGroups v3+ when asked).
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+
+
+def _described_group(mod: Any, group_id: str, error: ErrorCode, state: str, protocol_type: str = "", protocol_data: str = "", members: tuple[Any, ...] = (), operations: int = NO_AUTHORIZED_OPERATIONS) -> Any:
     return make(
         mod.DescribedGroup,
         error_code=error,
@@ -274,7 +279,7 @@ def _described_group(mod: Any, group_id: str, error: ErrorCode, state: str, prot
         protocol_type=protocol_type,
         protocol_data=protocol_data,
         members=members,
-        authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        authorized_operations=operations,
     )
 
 
@@ -302,7 +307,8 @@ async def handle_describe_groups(broker: BrokerApi, request: Request) -> Any:
             )
             for m in d.members
         )
-        groups.append(_described_group(mod, d.group_id, d.error_code, d.group_state, d.protocol_type, d.protocol_data, members))
+        operations = GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) and d.error_code is ErrorCode.none else NO_AUTHORIZED_OPERATIONS
+        groups.append(_described_group(mod, d.group_id, d.error_code, d.group_state, d.protocol_type, d.protocol_data, members, operations))
     return make(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 

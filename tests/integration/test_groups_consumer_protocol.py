@@ -1,0 +1,223 @@
+"""KIP-848 consumer groups with confluent-kafka unchanged (`group.protocol=consumer`) against a
+real broker: assignments computed by the broker, members joining, leaving and being fenced,
+classic and consumer groups side by side, group configs through the AdminClient."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+
+pytestmark = pytest.mark.skipif(
+    tuple(int(x) for x in __import__("confluent_kafka").libversion()[0].split(".")[:2]) < (2, 10),
+    reason="group.protocol=consumer needs librdkafka 2.10+",
+)
+
+
+def _group() -> str:
+    return f"g-{uuid.uuid4().hex[:12]}"
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0) -> set[bytes]:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    values = set()
+    for i in range(start, start + count):
+        value = f"v{i}".encode()
+        producer.produce(topic, value, partition=i % partitions)
+        values.add(value)
+    assert producer.flush(30) == 0
+    return values
+
+
+def _consumer(bootstrap: str, group: str, topic: str, name: str, **extra: str) -> Consumer:
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+        "auto.offset.reset": "earliest", "client.id": name, **extra,
+    })  # fmt: skip
+    consumer.subscribe([topic])
+    return consumer
+
+
+def _partitions(consumer: Consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+class Members:
+    """Polls every consumer in turn (one thread), recording what each consumed."""
+
+    def __init__(self, **consumers: Consumer) -> None:
+        self.consumers = dict(consumers)
+        self.consumed: dict[str, list[tuple[int, bytes]]] = {name: [] for name in consumers}
+
+    def poll_until(self, condition, deadline_s: float, what: str) -> None:
+        deadline = time.monotonic() + deadline_s
+        while not condition():
+            if time.monotonic() > deadline:
+                assignments = {n: sorted(_partitions(c)) for n, c in self.consumers.items()}
+                raise AssertionError(f"{what} not reached in {deadline_s}s; assignments {assignments}")
+            for name, consumer in self.consumers.items():
+                message = consumer.poll(0.05)
+                if message is not None and message.error() is None:
+                    self.consumed[name].append((message.partition(), message.value()))
+
+    def values(self) -> list[bytes]:
+        return [v for consumed in self.consumed.values() for _, v in consumed]
+
+    def covering(self, partitions: int) -> bool:
+        """Every partition held by exactly one member."""
+        held = [_partitions(c) for c in self.consumers.values()]
+        return sum(map(len, held)) == partitions and set().union(*held) == set(range(partitions))
+
+
+def test_members_join_consume_exactly_and_partitions_move_when_one_leaves(shared_group_broker, create_topic):
+    bootstrap = shared_group_broker.bootstrap
+    topic = create_topic(bootstrap, partitions=4)
+    group = _group()
+    expected = _produce(bootstrap, topic, 4, 200)
+    members = Members(a=_consumer(bootstrap, group, topic, "a"))
+    members.poll_until(lambda: len(members.values()) >= 200, 60, "a consumes everything")
+    assert _partitions(members.consumers["a"]) == {0, 1, 2, 3}
+    members.consumers["b"] = _consumer(bootstrap, group, topic, "b")
+    members.consumed["b"] = []
+    members.poll_until(lambda: members.covering(4) and all(_partitions(c) for c in members.consumers.values()), 60, "a and b share")
+    assert sorted(len(_partitions(c)) for c in members.consumers.values()) == [2, 2]
+    expected |= _produce(bootstrap, topic, 4, 200, start=200)
+    members.poll_until(lambda: len(members.values()) >= 400, 60, "400 records consumed")
+    # b's records come only from b's partitions.
+    assert {p for p, _ in members.consumed["b"]} <= _partitions(members.consumers["b"])
+    members.consumers.pop("b").close()  # leaves the group (epoch -1)
+    members.poll_until(lambda: _partitions(members.consumers["a"]) == {0, 1, 2, 3}, 60, "a holds all after b left")
+    expected |= _produce(bootstrap, topic, 4, 100, start=400)
+    members.poll_until(lambda: len(members.values()) >= 500, 60, "500 records consumed")
+    values = members.values()
+    assert len(values) == len(set(values)) == 500 and set(values) == expected
+    # ConsumerGroupDescribe through the AdminClient: one member, Stable, the consumer type.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(timeout=20)
+    assert description.type == ConsumerGroupType.CONSUMER
+    assert [m.client_id for m in description.members] == ["a"]
+    assert {tp.partition for tp in description.members[0].assignment.topic_partitions} == {0, 1, 2, 3}
+    members.consumers["a"].close()
+
+
+def test_a_killed_member_is_fenced_after_its_session_and_its_partitions_move(shared_group_broker, create_topic):
+    """Kafka's default consumer.session.timeout.ms is 45 s (and the broker's minimum too)."""
+    bootstrap = shared_group_broker.bootstrap
+    topic = create_topic(bootstrap, partitions=2)
+    group = _group()
+    script = textwrap.dedent(f"""
+        from confluent_kafka import Consumer
+        c = Consumer({{"bootstrap.servers": "{bootstrap}", "group.id": "{group}", "group.protocol": "consumer",
+                      "auto.offset.reset": "earliest", "client.id": "doomed"}})
+        c.subscribe(["{topic}"])
+        while True:
+            c.poll(0.1)
+            if c.assignment():
+                print("assigned", flush=True)
+    """)
+    doomed = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert doomed.stdout.readline().strip() == "assigned"
+        members = Members(a=_consumer(bootstrap, group, topic, "a"))
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def both_members() -> bool:
+            d = admin.describe_consumer_groups([group])[group].result(timeout=20)
+            return len(d.members) == 2 and d.state.name == "STABLE"
+
+        members.poll_until(lambda: len(_partitions(members.consumers["a"])) == 1 and both_members(), 60, "a gets one partition")
+        doomed.kill()
+        doomed.wait(10)
+        members.poll_until(lambda: _partitions(members.consumers["a"]) == {0, 1}, 90, "a holds both after the session timeout")
+        expected = _produce(bootstrap, topic, 2, 50)
+        members.poll_until(lambda: len(members.values()) >= 50, 60, "50 records consumed")
+        assert set(members.values()) == expected and len(members.values()) == 50
+        members.consumers["a"].close()
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+            doomed.wait(10)
+
+
+def test_classic_and_consumer_groups_side_by_side_listed_by_type(shared_group_broker, create_topic):
+    bootstrap = shared_group_broker.bootstrap
+    topic = create_topic(bootstrap, partitions=2)
+    classic_group, consumer_group = _group(), _group()
+    expected = _produce(bootstrap, topic, 2, 40)
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": classic_group, "auto.offset.reset": "earliest"})
+    classic.subscribe([topic])
+    members = Members(classic=classic, modern=_consumer(bootstrap, consumer_group, topic, "modern"))
+    members.poll_until(lambda: all(len(c) >= 40 for c in members.consumed.values()), 60, "both groups consume everything")
+    assert {v for _, v in members.consumed["classic"]} == {v for _, v in members.consumed["modern"]} == expected
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def listed(types):
+        result = admin.list_consumer_groups(types=types).result(timeout=20)
+        return {(g.group_id, g.type) for g in result.valid if g.group_id in (classic_group, consumer_group)}
+
+    assert listed({ConsumerGroupType.CONSUMER}) == {(consumer_group, ConsumerGroupType.CONSUMER)}
+    assert listed({ConsumerGroupType.CLASSIC}) == {(classic_group, ConsumerGroupType.CLASSIC)}
+    assert listed(set()) == {(consumer_group, ConsumerGroupType.CONSUMER), (classic_group, ConsumerGroupType.CLASSIC)}
+    described = admin.describe_consumer_groups([classic_group, consumer_group])
+    assert described[classic_group].result(timeout=20).type == ConsumerGroupType.CLASSIC
+    assert described[consumer_group].result(timeout=20).type == ConsumerGroupType.CONSUMER
+    # Committed offsets of the consumer group, committed with the member epoch (OffsetCommit v9).
+    modern = members.consumers["modern"]
+    modern.commit(asynchronous=False)
+    committed = modern.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=20)
+    assert sum(tp.offset for tp in committed) == 40
+    for consumer in members.consumers.values():
+        consumer.close()
+
+
+def test_group_configs_set_and_read_back(shared_group_broker):
+    admin = AdminClient({"bootstrap.servers": shared_group_broker.bootstrap})
+    group = _group()
+    resource = ConfigResource(ResourceType.GROUP, group)
+
+    def described() -> dict[str, tuple[str, bool]]:
+        configs = admin.describe_configs([resource])[resource].result(timeout=20)
+        return {name: (entry.value, entry.is_default) for name, entry in configs.items()}
+
+    assert described() == {"consumer.session.timeout.ms": ("45000", True), "consumer.heartbeat.interval.ms": ("5000", True)}
+    change = ConfigResource(
+        ResourceType.GROUP, group,
+        incremental_configs=[ConfigEntry("consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)],
+    )  # fmt: skip
+    admin.incremental_alter_configs([change])[change].result(timeout=20)
+    assert described()["consumer.session.timeout.ms"] == ("50000", False)
+    too_low = ConfigResource(
+        ResourceType.GROUP, group,
+        incremental_configs=[ConfigEntry("consumer.session.timeout.ms", "1000", incremental_operation=AlterConfigOpType.SET)],
+    )  # fmt: skip
+    with pytest.raises(KafkaException) as refused:
+        admin.incremental_alter_configs([too_low])[too_low].result(timeout=20)
+    assert refused.value.args[0].name() == "INVALID_CONFIG"
+    # The legacy AlterConfigs replaces the whole set: the session timeout returns to its default.
+    legacy = ConfigResource(ResourceType.GROUP, group, set_config={"consumer.heartbeat.interval.ms": "6000"})
+    admin.alter_configs([legacy])[legacy].result(timeout=20)
+    assert described() == {"consumer.session.timeout.ms": ("45000", True), "consumer.heartbeat.interval.ms": ("6000", False)}
+
+
+def test_legacy_alter_configs_on_a_topic(shared_group_broker, create_topic):
+    bootstrap = shared_group_broker.bootstrap
+    topic = create_topic(bootstrap, partitions=1, configs={"retention.ms": "3600000"})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, topic, set_config={"max.message.bytes": "2000000"})
+    admin.alter_configs([resource])[resource].result(timeout=20)
+    configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+    entries = next(iter(configs.values())).result(timeout=20)
+    assert entries["max.message.bytes"].value == "2000000"
+    assert entries["retention.ms"].is_default  # replaced: no longer set on the topic
