@@ -1,17 +1,8 @@
 """The TCP shell: reads Kafka frames, hands them to the broker, writes responses in order.
 
-Requests on one connection are handled one at a time, in order, as Kafka does, with one
-exception: Produce requests are pipelined. While a Produce waits for durability (acks=all waits
-for its write-ahead object: the commit interval, one PUT, one metadata commit), the next
-Produce of the same connection is read and appended, up to `MAX_PIPELINED_PRODUCES` in flight.
-Without this a producer with linger.ms=0 (one record per request) gets one request per
-durability wait, about 170 records/s per connection, and its queue grows without bound. Order
-is kept: a Produce's appends happen in the first step of its task (no await before them), and
-tasks start in the order they were created, so appends follow request order; responses are
-sent in request order (each waits for the one before); any other request waits until every
-pipelined Produce has been answered, and is then handled alone as before. Record bytes of Fetch
-responses go from the segment file to the socket with sendfile. Accepted sockets have
-TCP_NODELAY: a small response is not held back by Nagle's algorithm waiting for an ACK.
+Requests on one connection are handled one at a time, in order, as Kafka does: this keeps
+responses in request order and produce requests of one connection in sequence order. Record
+bytes of Fetch responses go from the segment file to the socket with sendfile.
 
 A connection that breaks the framing is closed, as Kafka closes a connection whose request it
 cannot parse: a size prefix that is negative or above `socket.request.max.bytes` (checked before
@@ -66,10 +57,6 @@ from .connection_limits import (
 )
 
 log = logging.getLogger(__name__)
-
-PRODUCE_KEY = 0
-# Produce requests of one connection in flight at once (Kafka's clients default to 5 in flight).
-MAX_PIPELINED_PRODUCES = 64
 
 class RefusalLog:
     """Which refusals to log: at most one line per kind of reason per `interval_ms`.
@@ -331,75 +318,26 @@ class KafkaServer:
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, current: list[bytes | None], connection: _Connection
     ) -> None:
-        # Pipelined Produce requests (see the module header): the newest task, how many are in
-        # flight, and the first failure, which closes the connection as if it had happened here.
-        pipeline: list[Any] = [None, 0, None]
-        try:
-            while True:
-                current[0] = None
-                connection.enter(Phase.IDLE if pipeline[1] == 0 else Phase.BUSY)
-                first = await reader.readexactly(1)
-                connection.enter(Phase.ARRIVING)  # from the first byte on, the request must arrive in time
-                prefix = first + await reader.readexactly(3)
-                # The size is checked before any of the body is read: nothing is buffered for a frame
-                # above socket.request.max.bytes, or for a negative size.
-                size = frame_size(prefix, self.max_request_bytes)
-                taken = [0]  # bytes of this request counted in queued.max.request.bytes
-                pipelined = False
-                try:
-                    frame = await self._read_body(reader, size, connection, taken)
-                    connection.enter(Phase.BUSY)
-                    current[0] = frame
-                    request = parse_request(frame)
-                    if request.header.api_key == PRODUCE_KEY and pipeline[1] < MAX_PIPELINED_PRODUCES:
-                        task = asyncio.ensure_future(self._answer_pipelined(writer, request, pipeline[0]))
-                        pipeline[0] = task
-                        pipeline[1] += 1
-                        task.add_done_callback(lambda done, f=frame, t=taken[0]: self._pipelined_done(done, pipeline, connection, f, t))
-                        pipelined = True
-                        continue
-                    if pipeline[0] is not None:
-                        await asyncio.shield(pipeline[0])  # every pipelined Produce answered first
-                    response = await self.handle(request)
-                    if response is not None:
-                        await self._send(writer, encode_response(request.header.correlation_id, response))
-                finally:
-                    if not pipelined:
-                        self._give_request_bytes(taken[0])
-        except asyncio.CancelledError:
-            if pipeline[2] is not None:
-                failure, current[0] = pipeline[2]
-                raise failure from None
-            raise
-        finally:
-            if pipeline[0] is not None and not pipeline[0].done():
-                pipeline[0].cancel()
-
-    async def _answer_pipelined(self, writer: asyncio.StreamWriter, request: Request, previous: asyncio.Future[None] | None) -> None:
-        try:
-            response = await self.handle(request)
-            if previous is not None:
-                await previous  # responses in request order
-            if response is not None:
-                await self._send(writer, encode_response(request.header.correlation_id, response))
-        except asyncio.CancelledError:
-            if previous is not None:
-                previous.cancel()
-            raise
-
-    def _pipelined_done(self, task: asyncio.Future[None], pipeline: list[Any], connection: _Connection, frame: bytes, taken: int) -> None:
-        self._give_request_bytes(taken)
-        pipeline[1] -= 1
-        if pipeline[0] is task:
-            pipeline[0] = None
-        if task.cancelled() or pipeline[2] is not None:
-            return
-        failure = task.exception()
-        if failure is not None:
-            # The connection closes with the log line the failure would have had inline (a
-            # later request failing because this one did is not logged again).
-            pipeline[2] = (failure, frame)
-            connection.task.cancel()
+        while True:
+            current[0] = None
+            connection.enter(Phase.IDLE)
+            first = await reader.readexactly(1)
+            connection.enter(Phase.ARRIVING)  # from the first byte on, the request must arrive in time
+            prefix = first + await reader.readexactly(3)
+            # The size is checked before any of the body is read: nothing is buffered for a frame
+            # above socket.request.max.bytes, or for a negative size.
+            size = frame_size(prefix, self.max_request_bytes)
+            taken = [0]  # bytes of this request counted in queued.max.request.bytes
+            try:
+                frame = await self._read_body(reader, size, connection, taken)
+                connection.enter(Phase.BUSY)
+                current[0] = frame
+                request = parse_request(frame)
+                response = await self.handle(request)
+                if response is not None:
+                    await self._send(writer, encode_response(request.header.correlation_id, response))
+            finally:
+                self._give_request_bytes(taken[0])
 
     # --- queued.max.request.bytes ---------------------------------------------------------
 
