@@ -22,7 +22,7 @@ Rolled segments live in S3-compatible object storage; any Kafka client works unc
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # run as the `diskless` program, not called by a test
         _skip_optional_test_imports()
-    from . import bucket_tool, groups_tool, metadata_tools, tools  # after the line above: they import the client, and so kio
+    from . import bucket_tool, groups_tool, metadata_tools, partitions_tool, tools  # after the line above: they import the client, and so kio
     parser = argparse.ArgumentParser(prog="diskless", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     groups_tool.add_commands(commands)
     bucket_tool.add_commands(commands)
     metadata_tools.add_commands(commands)
+    partitions_tool.add_commands(commands)
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unrecognized(_chosen_parser(parser, args), extras)

@@ -50,3 +50,33 @@ def initial_leaders(num_partitions: int, live: Iterable[int], leaders_per_node: 
     with the least loaded, as Kafka spreads a new topic's replicas."""
     live_ids = sorted(set(live), key=lambda node: (leaders_per_node.get(node, 0), node))
     return [live_ids[index % len(live_ids)] for index in range(num_partitions)] if live_ids else []
+
+
+def plan_balance(leaderships: Sequence[PartitionLeadership], live: Iterable[int]) -> list[Move]:
+    """Moves that even out leadership over the live brokers (`diskless partitions balance`,
+    our preferred-leader election: there are no replicas, so every live broker is a preferred
+    leader and the preference is an even share). Each move takes a partition from the most
+    loaded broker to the least loaded one, until their loads differ by at most one; the fewest
+    moves that get there, since each move fences the old leader and makes the new one rebuild
+    the partition's tail. From the busiest broker it takes first a partition of the topic it
+    leads most of, so topics spread too. Partitions without a live leader are the
+    controller's (plan_leaders), not moved here."""
+    live_ids = sorted(set(live))
+    if len(live_ids) < 2:
+        return []
+    led: dict[int, list[PartitionLeadership]] = {node: [] for node in live_ids}
+    for p in sorted(leaderships, key=lambda p: (p.topic, p.partition)):
+        if p.leader_id in led:
+            led[p.leader_id].append(p)
+    moves = []
+    while True:
+        busiest = max(live_ids, key=lambda node: (len(led[node]), -node))
+        idlest = min(live_ids, key=lambda node: (len(led[node]), node))
+        if len(led[busiest]) - len(led[idlest]) <= 1:
+            return moves
+        per_topic = Counter(p.topic for p in led[busiest])
+        target_topics = Counter(p.topic for p in led[idlest])
+        chosen = max(led[busiest], key=lambda p: (per_topic[p.topic] - target_topics[p.topic], -p.partition))
+        led[busiest].remove(chosen)
+        led[idlest].append(chosen)
+        moves.append(Move(chosen.topic, chosen.partition, idlest, chosen.leader_epoch))

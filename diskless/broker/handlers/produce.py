@@ -43,7 +43,7 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                 try:
                     info = partition.append(data.records, now)
                 except Exception as exc:
-                    error, message = error_code_for(exc, f"produce to {topic_data.name}-{data.index}"), str(exc)
+                    error, message = _durability_error(exc, f"produce to {topic_data.name}-{data.index}"), str(exc)
                     if error is not ErrorCode.unknown_server_error:
                         log.warning("produce to %s-%d from %s rejected: %s", topic_data.name, data.index, request.header.client_id, exc)
             results.append([data.index, error, message, info, partition])
@@ -94,7 +94,16 @@ async def _until_durable(outcomes: dict[str, list[list[Any]]], timeout_ms: int) 
     for task in done:
         if (failure := task.exception()) is not None:
             outcome = waits[task]
-            outcome[1], outcome[2] = error_code_for(failure, f"produce to {outcome[4].topic}-{outcome[0]}"), str(failure)
+            outcome[1], outcome[2] = _durability_error(failure, f"produce to {outcome[4].topic}-{outcome[0]}"), str(failure)
+
+
+def _durability_error(failure: BaseException, context: str) -> ErrorCode:
+    """A batch fenced while it waited for durability, or appended after an earlier one was, (the store moved the partition to a newer
+    leader epoch) answers NOT_LEADER_OR_FOLLOWER, as Kafka answers a write whose leader changed
+    before its acks: Produce carries no leader epoch, and clients retry NOT_LEADER_OR_FOLLOWER
+    at the new leader, where FENCED_LEADER_EPOCH fails the record (librdkafka)."""
+    code = error_code_for(failure, context)
+    return ErrorCode.not_leader_or_follower if code in (ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch) else code
 
 
 async def handle_init_producer_id(broker: BrokerApi, request: Request) -> Any:
