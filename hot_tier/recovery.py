@@ -125,7 +125,8 @@ def load_log(
         deleted += len(segments)
         segments = [_new_segment(dir, log_start_offset, config, now_ms)]
     start = segments[0].base_offset if log_start_offset is None else max(log_start_offset, segments[0].base_offset)
-    if not clean or truncated:
-        segments[-1].flush()  # what recovery kept or cut may be only in the page cache
-    fsync_dir(dir)  # the marker's removal, the cuts and the deletions above
+    if bases and (not clean or truncated):
+        segments[-1].flush()  # what recovery kept or cut may be only in the page cache (a new log holds nothing)
+    if bases or clean:
+        fsync_dir(dir)  # the marker's removal, the cuts and the deletions above (a new log: none of these)
     return LoadedLog(segments, start, truncated, deleted, clean)

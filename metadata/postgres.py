@@ -513,6 +513,9 @@ class PostgresMetadataStore:
             ops.set_partition_leader, topic, partition, leader_id, expected_epoch, idempotent=False, key=("partition", topic, partition)
         )
 
+    async def set_partition_leaders(self, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+        return await self._call(ops.set_partition_leaders, topic, tuple(moves), idempotent=False, key=("topic", topic))
+
     # --- administration (diskless metadata migrate / check) -------------------------------------
 
     async def schema_version(self) -> int:

@@ -687,6 +687,27 @@ async def set_partition_leader(conn: Conn, topic: str, partition: int, leader_id
     return current + 1
 
 
+async def set_partition_leaders(conn: Conn, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+    topic_id, num_partitions = await _topic_row(conn, topic)
+    for partition, _, _ in moves:
+        check_partition(topic, partition, num_partitions)
+    # One UPDATE moves each row at most once: a later move of the same partition in the same
+    # call would find its epoch moved by the first, so it answers None, as it would one by one.
+    first = {}
+    for position, move in enumerate(moves):
+        first.setdefault(move[0], position)
+    batch = [moves[position] for position in sorted(first.values())]
+    rows = await conn.fetch(
+        "UPDATE partitions p SET leader_id = m.leader_id, leader_epoch = p.leader_epoch + 1"
+        " FROM unnest($2::int[], $3::int[], $4::int[]) AS m (partition, leader_id, expected_epoch)"
+        " WHERE p.topic_id = $1 AND p.partition = m.partition AND p.leader_epoch = m.expected_epoch"
+        " RETURNING p.partition, p.leader_epoch",
+        topic_id, [m[0] for m in batch], [m[1] for m in batch], [m[2] for m in batch],
+    )  # fmt: skip
+    moved = {r["partition"]: r["leader_epoch"] for r in rows}
+    return [moved.get(partition) if first[partition] == position else None for position, (partition, _, _) in enumerate(moves)]
+
+
 # --- inspection (diskless metadata check) ---------------------------------------------------
 
 

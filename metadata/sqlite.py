@@ -300,6 +300,9 @@ class SqliteMetadataStore:
     async def set_partition_leader(self, topic: str, partition: int, leader_id: int | None, expected_epoch: int) -> int:
         return await self._call(ops.set_partition_leader, topic, partition, leader_id, expected_epoch)
 
+    async def set_partition_leaders(self, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+        return await self._call(ops.set_partition_leaders, topic, tuple(moves))
+
     # --- lifecycle -------------------------------------------------------------------------
 
     async def close(self) -> None:

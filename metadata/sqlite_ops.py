@@ -631,3 +631,18 @@ def set_partition_leader(conn: sqlite3.Connection, topic: str, partition: int, l
             (leader_id, topic_id, partition),
         )
     return current + 1
+
+
+def set_partition_leaders(conn: sqlite3.Connection, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+    answers: list[int | None] = []
+    with _write(conn):
+        topic_id, num_partitions = _topic_row(conn, topic)
+        for partition, leader_id, expected_epoch in moves:
+            check_partition(topic, partition, num_partitions)
+            cursor = conn.execute(
+                "UPDATE partitions SET leader_id = ?, leader_epoch = leader_epoch + 1"
+                " WHERE topic_id = ? AND partition = ? AND leader_epoch = ?",
+                (leader_id, topic_id, partition, expected_epoch),
+            )
+            answers.append(expected_epoch + 1 if cursor.rowcount == 1 else None)
+    return answers

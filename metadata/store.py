@@ -281,6 +281,12 @@ class MetadataStore(Protocol):
         epoch moved, UnknownTopic, UnknownTopicOrPartition."""
         ...
 
+    async def set_partition_leaders(self, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+        """`set_partition_leader` for many partitions of one topic in one transaction: each
+        (partition, leader_id, expected_epoch) that still holds its expected epoch moves; the
+        answer per move is its new epoch, or None if its epoch had moved (nothing raised)."""
+        ...
+
     # --- lifecycle -------------------------------------------------------------------------
 
     async def close(self) -> None:

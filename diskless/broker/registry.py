@@ -26,7 +26,7 @@ from pathlib import Path
 from hot_tier import Log
 from metadata import MetadataStore, TopicMetadata
 from metadata.model import validate_topic_name
-from metadata.errors import FencedLeaderEpoch, InvalidPartitions, UnknownTopic
+from metadata.errors import InvalidPartitions, UnknownTopic
 
 from . import topic_configs
 from .partition_limits import MAX_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, check_partition_limits
@@ -277,12 +277,12 @@ class Registry:
             if p.leader_id is not None:
                 load[p.leader_id] = load.get(p.leader_id, 0) + 1
         configs = self.topic_configs(topic)
-        for index, node in zip(indexes, initial_leaders(len(indexes), live, load)):
-            try:
-                epoch = await self.store.set_partition_leader(topic.name, index, node, 0)
-            except FencedLeaderEpoch:
-                continue  # the controller gave it a leader first; the next reconcile follows it
-            if node == me:
+        chosen = list(zip(indexes, initial_leaders(len(indexes), live, load)))
+        # One transaction for them all; a partition the controller gave a leader first answers
+        # None, and the next reconcile follows the controller's choice.
+        epochs = await self.store.set_partition_leaders(topic.name, [(index, node, 0) for index, node in chosen])
+        for (index, node), epoch in zip(chosen, epochs):
+            if node == me and epoch is not None:
                 await self._open_leader(topic, index, configs, None, epoch)
 
     async def create_partitions(self, name: str, count: int) -> TopicMetadata:

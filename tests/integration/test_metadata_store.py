@@ -755,6 +755,9 @@ async def test_partition_leaders_move_by_compare_and_set(store: MetadataStore) -
     assert await store.list_partition_leaders() == [PartitionLeadership("orders", 0, None, 2), PartitionLeadership("orders", 1, None, 0)]
     with pytest.raises(UnknownTopicOrPartition):
         await store.set_partition_leader("orders", 5, 1, expected_epoch=0)
+    # Many at once: each move that still holds its epoch happens; the stale one does not.
+    assert await store.set_partition_leaders("orders", [(0, 3, 2), (1, 4, 0), (1, 5, 0)]) == [3, 1, None]
+    assert await store.list_partition_leaders() == [PartitionLeadership("orders", 0, 3, 3), PartitionLeadership("orders", 1, 4, 1)]
 
 
 # --- two stores on one database (two brokers) --------------------------------------------

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from metadata import BrokerIdInUse, BrokerRegistration, MetadataStore, PartitionLeadership, TopicMetadata
-from metadata.errors import FencedLeaderEpoch, MetadataError
+from metadata.errors import MetadataError
 
 from .controller import plan_leaders
 
@@ -139,11 +139,14 @@ class Membership:
         self._leaving = True
         await self.stop()
         s = self.settings
+        by_topic: dict[str, list[tuple[int, int | None, int]]] = {}
         for topic, partition, epoch in leaderships:
+            by_topic.setdefault(topic, []).append((partition, None, epoch))
+        for topic, batch in by_topic.items():
             try:
-                await self.store.set_partition_leader(topic, partition, None, epoch)
-            except (FencedLeaderEpoch, MetadataError) as exc:
-                log.info("%s-%d was not handed over (%s)", topic, partition, exc)
+                await self.store.set_partition_leaders(topic, batch)
+            except MetadataError as exc:
+                log.info("partitions of %s were not handed over (%s)", topic, exc)
         try:
             await self.store.release_lease(CONTROLLER_LEASE, s.node_id)
             await self.store.unregister_broker(s.node_id, s.incarnation)
@@ -204,12 +207,14 @@ class Membership:
         if not moves:
             return leaderships
         moved = 0
+        by_topic: dict[str, list[tuple[int, int | None, int]]] = {}
         for move in moves:
+            by_topic.setdefault(move.topic, []).append((move.partition, move.leader_id, move.expected_epoch))
+        for topic, batch in by_topic.items():
             try:
-                await self.store.set_partition_leader(move.topic, move.partition, move.leader_id, move.expected_epoch)
-                moved += 1
-            except (FencedLeaderEpoch, MetadataError) as exc:
-                log.info("controller: %s-%d not moved (%s)", move.topic, move.partition, exc)
+                moved += sum(epoch is not None for epoch in await self.store.set_partition_leaders(topic, batch))
+            except MetadataError as exc:  # the topic was deleted meanwhile, or the store failed
+                log.info("controller: partitions of %s not moved (%s)", topic, exc)
         log.info("controller: %d partition(s) given a leader among brokers %s", moved, sorted(brokers))
         return await self.store.list_partition_leaders()
 
