@@ -452,8 +452,9 @@ class Log:
         if self._closed:
             return
         active = self._segments[-1]
-        active.append_final_time_entry()
-        active.flush()
+        if active.size_bytes:  # an empty active segment has nothing to make durable
+            active.append_final_time_entry()
+            active.flush()
         for segment in self._segments:
             segment.close()
         marker = os.open(self._dir / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
