@@ -13,7 +13,10 @@ is kept (the machine is shared; the best round is the least disturbed one).
 - consume: records/s and MiB/s reading the 1 KiB acks=all topic (and the 100 B one) from
   offset 0 with one consumer, until every record has arrived.
 - cpu: broker CPU seconds per million 100 B records produced with librdkafka's defaults
-  (acks=1, default linger.ms and batch.size, no compression), one producer, 3 partitions.
+  (acks=1, default linger.ms and batch.size, no compression), one producer, 3 partitions; and
+  broker CPU µs per Produce request when each request carries one record (linger.ms=0,
+  batch.num.messages=1): at the defaults a million records travel in a few hundred requests,
+  so per-request costs (parsing, response encoding) show only in the second figure.
 - latency: one producer at 1,000 records/s (linger.ms=0, acks=all) and one consumer long-polling
   the same 1-partition topic with fetch.wait.max.ms=500 and =10, in one process; per record,
   receive time minus send time; p50 and p99 in milliseconds, after 10% warm-up. With the
@@ -285,6 +288,7 @@ KINDS = ("produce", "cpu", "latency")
 def run(servers: list[Server], quick: bool, rounds: int, kinds: set[str]) -> list[Figure]:
     counts = {100: 300_000, 1024: 100_000} if quick else {100: 1_000_000, 1024: 300_000}
     cpu_count = 300_000 if quick else 1_000_000
+    requests_count = 10_000 if quick else 30_000
     latency_s = 4.0 if quick else 15.0
     figures: dict[str, Figure] = {}
 
@@ -332,6 +336,12 @@ def run(servers: list[Server], quick: bool, rounds: int, kinds: set[str]) -> lis
         cpu = server.cpu_seconds() - cpu
         figure("produce_default_cpu_s_per_m", "cpu s / 1M 100 B, defaults, acks=1", "s", False).keep_best(server.name, cpu / cpu_count * 1e6)
         figure("produce_default_rec_s", "produce 100 B, defaults, acks=1", "rec/s").keep_best(server.name, cpu_count / elapsed)
+        # One record per request: what the broker spends per request (parsing, appending, encoding).
+        topic = create_topic(server, 3)
+        cpu = server.cpu_seconds()
+        produce(server, topic, make_value(100), requests_count, "1", config={"linger.ms": 0, "batch.num.messages": 1})
+        cpu = server.cpu_seconds() - cpu
+        figure("produce_request_cpu_us", "cpu µs / produce request of 1 record", "µs", False).keep_best(server.name, cpu / requests_count * 1e6)
 
     if "cpu" in kinds:
         measure(cpu_step)
