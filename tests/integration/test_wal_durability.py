@@ -100,7 +100,9 @@ def test_sigkill_and_a_deleted_disk_lose_no_acknowledged_record(bucket, tmp_path
     metadata = f"sqlite:///{(tmp_path / 'metadata' / 'metadata.db').resolve()}"
     (tmp_path / "metadata").mkdir()
     broker = BrokerProcess(
-        data_dir, "--object-store", bucket.url, "--metadata", metadata, "--log-retention-check-interval-ms", "200", env=bucket.env
+        data_dir, "--object-store", bucket.url, "--metadata", metadata, "--log-retention-check-interval-ms", "200",
+        # A deleted disk is a new directory: it waits for the old session to expire, kept short here.
+        "--broker-session-timeout-ms", "1500", "--broker-heartbeat-interval-ms", "200", env=bucket.env
     ).start()
     try:
         # Small segments: history moves into the bucket as segments while the tail lives in

@@ -121,10 +121,15 @@ class Membership:
         self._valid_until = sent + s.session_timeout_ms / 2000
         await self.beat(heartbeat=False)
         self._view_ready.clear()
+        # Heartbeats go on while the first view is applied: opening thousands of partitions
+        # (or rebuilding long tails from the bucket) can take longer than the session timeout.
+        self._task = asyncio.create_task(self._run(), name="membership")
         await self._apply(self.view)  # the partitions this broker leads are open before it says it is ready
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="membership")
+        """After `join`: views of later beats are applied beside them."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="membership")
         self._applier = asyncio.create_task(self._apply_views(), name="membership-apply")
 
     async def stop(self) -> None:

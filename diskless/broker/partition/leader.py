@@ -445,21 +445,34 @@ class PartitionLeader:
 
 
 async def _drop_a_stale_tail(log: Log, store: MetadataStore, remote: RemoteLog, topic: str, index: int) -> None:
-    """Cut the local log back to the bucket's segments if its tail was written under an older
-    leader epoch than the last durable batch (another leader wrote after it)."""
+    """Cut the local log back where it diverges from the durable log: at the first durable
+    batch of a newer leader epoch than the local tail's (another leader wrote from there on;
+    what this broker holds from that offset on may differ). Kafka truncates a former leader
+    to its leader epoch's end offset for the same reason; the cut part is rebuilt from the
+    write-ahead objects."""
     local_epoch = _last_batch_epoch(log)
+    if local_epoch is None:
+        return
     durable = await store.list_wal_batches(topic, index, remote.end_offset)
-    durable_epoch = durable[-1].leader_epoch if durable else max((s.leader_epoch for s in remote.segments[-1:]), default=None)
-    if local_epoch is None or durable_epoch is None or local_epoch >= durable_epoch:
+    newer = next((b for b in durable if b.leader_epoch > local_epoch), None)
+    if newer is None:
+        segment_epoch = max((s.leader_epoch for s in remote.segments[-1:]), default=None)
+        if segment_epoch is None or segment_epoch <= local_epoch:
+            return
+        diverges_at = remote.end_offset
+    else:
+        diverges_at = max(newer.base_offset, remote.end_offset)
+    if diverges_at >= log.log_end_offset:
         return
     logger.warning(
-        "%s-%d: the local tail (to offset %d, leader epoch %d) predates the durable log's epoch %d; rebuilding it from the bucket",
-        topic, index, log.log_end_offset, local_epoch, durable_epoch,
+        "%s-%d: the local tail from offset %d (leader epoch %d) may differ from what a newer leader made durable; "
+        "rebuilding it from the bucket",
+        topic, index, diverges_at, local_epoch,
     )  # fmt: skip
-    if remote.end_offset >= log.log_start_offset:
-        log.truncate_to(remote.end_offset)
+    if diverges_at >= log.log_start_offset:
+        log.truncate_to(diverges_at)
     else:
-        log.truncate_fully_and_start_at(remote.end_offset)
+        log.truncate_fully_and_start_at(diverges_at)
 
 
 def _last_batch_epoch(log: Log) -> int | None:

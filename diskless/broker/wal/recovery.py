@@ -22,6 +22,7 @@ a repaired object (or a restored one) lets the next start-up finish the recovery
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from itertools import groupby
 
@@ -33,6 +34,8 @@ from .. import metrics
 from ..errors import CorruptWalBatch
 
 log = logging.getLogger(__name__)
+
+RECOVERY_GETS_IN_FLIGHT = 16  # ranged GETs of write-ahead objects in flight per partition being rebuilt
 
 
 async def recover_tail(
@@ -56,22 +59,37 @@ async def recover_tail(
                   topic, index, local_end, first.base_offset)  # fmt: skip
         log_.truncate_fully_and_start_at(first.base_offset)
     appended = 0
-    for object_key, group in groupby(missing, key=lambda b: b.object_key):
-        run = list(group)
-        start = min(b.position for b in run)
-        end = max(b.position + b.size_bytes for b in run)
-        try:
-            data = await bucket.get(object_key, start=start, end=end)
-        except Exception as exc:
-            _report(run[0], run[-1], durable_end, f"cannot be read: {exc}")
-            raise CorruptWalBatch(topic, index, run[0].base_offset, object_key, f"cannot be read: {exc}") from exc
-        for batch in run:
+    runs = [list(group) for _, group in groupby(missing, key=lambda b: b.object_key)]
+    # The ranged GETs run ahead of the appends, a window of them at a time (each costs a
+    # request's latency to the bucket, and memory holds only the window); the batches are
+    # appended in offset order as their bytes arrive.
+
+    def fetch(run: list[WalBatch]) -> asyncio.Future[bytes]:
+        start, end = min(b.position for b in run), max(b.position + b.size_bytes for b in run)
+        return asyncio.ensure_future(bucket.get(run[0].object_key, start=start, end=end))
+
+    fetches = [fetch(run) for run in runs[:RECOVERY_GETS_IN_FLIGHT]]
+    try:
+        for number, run in enumerate(runs):
+            if number + RECOVERY_GETS_IN_FLIGHT < len(runs):
+                fetches.append(fetch(runs[number + RECOVERY_GETS_IN_FLIGHT]))
+            start = min(b.position for b in run)
             try:
-                _append(log_, batch, data[batch.position - start : batch.position - start + batch.size_bytes], now_ms)
-            except CorruptWalBatch as exc:
-                _report(batch, batch, durable_end, str(exc.__cause__ or exc))
-                raise
-            appended += 1
+                data = await fetches[number]
+            except Exception as exc:
+                _report(run[0], run[-1], durable_end, f"cannot be read: {exc}")
+                raise CorruptWalBatch(topic, index, run[0].base_offset, run[0].object_key, f"cannot be read: {exc}") from exc
+            for batch in run:
+                try:
+                    _append(log_, batch, data[batch.position - start : batch.position - start + batch.size_bytes], now_ms)
+                except CorruptWalBatch as exc:
+                    _report(batch, batch, durable_end, str(exc.__cause__ or exc))
+                    raise
+                appended += 1
+    finally:
+        for pending in fetches:
+            pending.cancel()
+        await asyncio.gather(*fetches, return_exceptions=True)
     log.info("%s-%d: rebuilt %d batch(es) from write-ahead objects; the log ends at %d",
              topic, index, appended, log_.log_end_offset)  # fmt: skip
     return durable_end
