@@ -36,6 +36,8 @@ from typing import Any
 from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field, get_field_tag, get_schema_field_type, is_optional
 
+from .file_records import FileRecords
+
 # The APIs whose responses take the compiled path (Produce, Fetch); the rest go through kio.
 FAST_API_KEYS = frozenset({0, 1})
 
@@ -270,8 +272,6 @@ def entity_encoder(entity_type: type) -> Any:
     the source of a `FileRecords`, or `bytes` of at least `SEPARATE_PART_BYTES`; its bytes
     belong at `position` of `b`.
     """
-    from .framing import FileRecords  # framing imports this module
-
     src = _Source()
     src.names["_FileRecords"] = FileRecords
     name = src.entity(entity_type)

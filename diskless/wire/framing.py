@@ -34,6 +34,7 @@ from .apis import API_VERSIONS_KEY, supported_range
 from .bounds import check_request_body, strip_unknown_tags
 from .errors import FrameTooLarge, InvalidFrame, MalformedRequest, UnknownApi, UnsupportedVersion
 from .fast_encode import FAST_API_KEYS, encode_response_parts
+from .file_records import FileRecords
 
 SIZE = struct.Struct(">i")
 _FIXED_HEADER = struct.Struct(">hhih")
@@ -143,30 +144,6 @@ def parse_request(frame: bytes) -> Request:
     except Exception as exc:  # kio raises assorted errors on garbage (bad UTF-8, booleans, ...)
         raise MalformedRequest(api_key, api_version, body_type.__name__, f"{type(exc).__name__}: {exc}") from exc
     return Request(header, body)
-
-
-class FileRecords(bytes):
-    """Stands in for the bytes of a `records` field that live in a file.
-
-    kio's writer asks for `len()` (to write the length prefix) and then calls `write(value)`;
-    `ResponseParts` notices this type and keeps `source` (such as a hot-tier FileSlice) as a
-    separate part instead of copying bytes.
-    """
-
-    source: Any
-    length: int
-
-    def __new__(cls, source: Any, length: int) -> FileRecords:
-        obj = super().__new__(cls)
-        obj.source = source
-        obj.length = length
-        return obj
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __bool__(self) -> bool:
-        return True
 
 
 class ResponseParts:

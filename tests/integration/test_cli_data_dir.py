@@ -36,7 +36,9 @@ def test_data_dir_of_another_node_id_is_refused(tmp_path):
     data_dir = tmp_path / "data"
     broker = BrokerProcess(data_dir).start()
     assert broker.stop() == 0
-    cluster_id = (data_dir / "meta.properties").read_text().split("cluster.id=")[1].split()[0]
+    meta = (data_dir / "meta.properties").read_text()
+    cluster_id = meta.split("cluster.id=")[1].split()[0]
+    directory_id = meta.split("directory.id=")[1].split()[0]
 
     other = serve(data_dir, "--node-id", "2")
 
@@ -45,4 +47,4 @@ def test_data_dir_of_another_node_id_is_refused(tmp_path):
         f"diskless serve: data directory {data_dir} belongs to node.id 1, not 2 (see {data_dir}/meta.properties); "
         "use that node.id or another data directory\n"
     )
-    assert (data_dir / "meta.properties").read_text() == f"version=1\ncluster.id={cluster_id}\nnode.id=1\n"
+    assert (data_dir / "meta.properties").read_text() == f"version=1\ncluster.id={cluster_id}\nnode.id=1\ndirectory.id={directory_id}\n"
