@@ -121,6 +121,10 @@ class Broker:
             group_min_session_timeout_ms=c.group_min_session_timeout_ms,
             group_max_session_timeout_ms=c.group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+            group_consumer_session_timeout_ms=c.group_consumer_session_timeout_ms,
+            group_consumer_min_session_timeout_ms=c.group_consumer_min_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
+            group_consumer_min_heartbeat_interval_ms=c.group_consumer_min_heartbeat_interval_ms,
         )
         self.groups = Groups(group_config, self.store, self.clock, c.offsets_retention_minutes * 60_000)
         self.groups.start()

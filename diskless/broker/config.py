@@ -57,6 +57,11 @@ class BrokerConfig:
     producer_id_expiration_ms: int = 86400000
     upload_concurrency: int = 4  # segment uploads in flight across partitions
     local_disk_limit_bytes: int = 10 * 2**30  # segments waiting for the bucket; past it produce fails (-1: no limit)
+    # KIP-848 consumer groups (group.consumer.*), Kafka's defaults.
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_min_session_timeout_ms: int = 45000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_min_heartbeat_interval_ms: int = 5000
     broker_rack: str | None = None  # broker.rack
     broker_session_timeout_ms: int = 9000  # broker.session.timeout.ms
     broker_heartbeat_interval_ms: int = 500  # broker.heartbeat.interval.ms (Kafka: 2000; faster hand-over here)

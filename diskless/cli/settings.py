@@ -173,6 +173,11 @@ SETTINGS = [
     Setting("upload_concurrency", integer, 4, "segment uploads to the object store in flight at once, across partitions"),
     Setting("local_disk_limit_bytes", integer, 10 * 2**30, "bytes of rolled segments allowed to wait for the object store; past this, "
             "produce to tiered topics fails with KAFKA_STORAGE_ERROR instead of filling the disk (-1: no limit)"),
+    Setting("group_consumer_session_timeout_ms", integer, 45000, "group.consumer.session.timeout.ms: a KIP-848 consumer "
+            "(group.protocol=consumer) that sends no heartbeat for this long leaves its group"),
+    Setting("group_consumer_min_session_timeout_ms", integer, 45000, "group.consumer.min.session.timeout.ms: the least a group may set"),
+    Setting("group_consumer_heartbeat_interval_ms", integer, 5000, "group.consumer.heartbeat.interval.ms: how often KIP-848 consumers heartbeat"),
+    Setting("group_consumer_min_heartbeat_interval_ms", integer, 5000, "group.consumer.min.heartbeat.interval.ms: the least a group may set"),
     Setting("broker_rack", text, None, "broker.rack: this broker's rack (availability zone); consumers with client.rack read from their own rack"),
     Setting("broker_session_timeout_ms", integer, 9000, "broker.session.timeout.ms: a broker that has not renewed its session in the "
             "metadata store for this long is out of the cluster, and its partitions move to the others"),
@@ -280,6 +285,10 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         group_initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
         upload_concurrency=values["upload_concurrency"],
         local_disk_limit_bytes=values["local_disk_limit_bytes"],
+        group_consumer_session_timeout_ms=values["group_consumer_session_timeout_ms"],
+        group_consumer_min_session_timeout_ms=values["group_consumer_min_session_timeout_ms"],
+        group_consumer_heartbeat_interval_ms=values["group_consumer_heartbeat_interval_ms"],
+        group_consumer_min_heartbeat_interval_ms=values["group_consumer_min_heartbeat_interval_ms"],
         broker_rack=values["broker_rack"],
         broker_session_timeout_ms=values["broker_session_timeout_ms"],
         broker_heartbeat_interval_ms=values["broker_heartbeat_interval_ms"],

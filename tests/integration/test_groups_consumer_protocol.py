@@ -20,6 +20,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from .broker_process import BrokerProcess
+
 pytestmark = pytest.mark.skipif(
     tuple(int(x) for x in __import__("confluent_kafka").libversion()[0].split(".")[:2]) < (2, 10),
     reason="group.protocol=consumer needs librdkafka 2.10+",
@@ -112,9 +114,23 @@ def test_members_join_consume_exactly_and_partitions_move_when_one_leaves(shared
     members.consumers["a"].close()
 
 
-def test_a_killed_member_is_fenced_after_its_session_and_its_partitions_move(shared_group_broker, create_topic):
-    """Kafka's default consumer.session.timeout.ms is 45 s (and the broker's minimum too)."""
-    bootstrap = shared_group_broker.bootstrap
+@pytest.fixture
+def short_session_broker(tmp_path):
+    """group.consumer.session.timeout.ms 6 s (Kafka's default is 45 s), heartbeats every second."""
+    process = BrokerProcess(
+        tmp_path / "data", "--group-initial-rebalance-delay-ms", "0",
+        "--group-consumer-session-timeout-ms", "6000", "--group-consumer-min-session-timeout-ms", "6000",
+        "--group-consumer-heartbeat-interval-ms", "1000", "--group-consumer-min-heartbeat-interval-ms", "1000",
+    ).start()  # fmt: skip
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+def test_a_killed_member_is_fenced_after_its_session_and_its_partitions_move(short_session_broker, create_topic):
+    """The broker's group.consumer.session.timeout.ms fences a member that stops heartbeating."""
+    bootstrap = short_session_broker.bootstrap
     topic = create_topic(bootstrap, partitions=2)
     group = _group()
     script = textwrap.dedent(f"""
