@@ -1,6 +1,7 @@
-"""`diskless groups list|describe|delete`: consumer groups and their lag, as
-`kafka-consumer-groups.sh --list / --describe / --delete` show them, through the Kafka protocol
-(ListGroups, DescribeGroups, OffsetFetch, ListOffsets), so they work against any broker.
+"""`diskless groups list|describe|reset-offsets|delete`: consumer groups and their lag, as
+`kafka-consumer-groups.sh --list / --describe / --reset-offsets / --delete` show them, through
+the Kafka protocol (ListGroups, DescribeGroups, OffsetFetch, ListOffsets, OffsetCommit), so they
+work against any broker.
 
 `describe` prints, per partition the group committed or is assigned, Kafka's columns:
 
@@ -8,6 +9,12 @@
 
 LOG-END-OFFSET is what ListOffsets(latest) answers, the high watermark (what a consumer can
 reach), and LAG is LOG-END-OFFSET minus CURRENT-OFFSET; "-" where there is no committed offset.
+
+`reset-offsets` follows Kafka's ConsumerGroupCommand: it is refused unless the group is Empty or
+Dead (no active members), it is a dry run unless `--execute` is given, and it prints the plan as
+GROUP TOPIC PARTITION NEW-OFFSET. `--to-offset` is clamped into [log start, log end] with Kafka's
+warning; `--to-datetime` takes the first offset whose timestamp is at or after the instant, and
+the log end offset for a partition with no record that recent.
 """
 
 from __future__ import annotations
@@ -17,11 +24,19 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from diskless.client import Admin, KafkaError, TopicPartition
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+DRY_RUN_WARNING = (
+    "WARN: No action will be performed as the --execute option is missing. "
+    "In a future major release, the default behavior of this command will be to prompt the user before executing the reset "
+    "rather than doing a dry run. You should add the --dry-run option explicitly if you are scripting this command "
+    "and want to keep the current default behavior without prompting."
+)
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
 
 
@@ -35,7 +50,22 @@ def add_commands(commands: Any) -> None:
     describe.add_argument("group", nargs="+")
     delete = actions.add_parser("delete", help="delete groups without members and their committed offsets")
     delete.add_argument("group", nargs="+")
-    for parser in (listing, describe, delete):
+    reset = actions.add_parser(
+        "reset-offsets", help="set the committed offsets of a group without active members (like kafka-consumer-groups --reset-offsets)"
+    )
+    reset.add_argument("group")
+    reset.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P...]",
+                       help="topic to reset, all its partitions or the ones listed after a colon (repeatable)")  # fmt: skip
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true", help="reset to the log start offset")
+    target.add_argument("--to-latest", action="store_true", help="reset to the log end offset (high watermark)")
+    target.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N (clamped into the log)")
+    target.add_argument("--to-datetime", metavar="ISO", type=_instant_ms,
+                        help="reset to the first offset at or after this time, YYYY-MM-DDTHH:mm:SS.sss[+HH:MM] (UTC without zone)")  # fmt: skip
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    for parser in (listing, describe, delete, reset):
         parser.add_argument("--bootstrap-server", "-b", default=None,
                             help=f"broker address HOST:PORT (default {DEFAULT_BOOTSTRAP}; env DISKLESS_BOOTSTRAP_SERVERS)")  # fmt: skip
     groups.set_defaults(run_command=run)
@@ -43,7 +73,7 @@ def add_commands(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     bootstrap = args.bootstrap_server or os.environ.get("DISKLESS_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP)
-    action = {"list": _list, "describe": _describe, "delete": _delete}[args.action]
+    action = {"list": _list, "describe": _describe, "delete": _delete, "reset-offsets": _reset_offsets}[args.action]
     try:
         return asyncio.run(action(args, bootstrap))
     except KafkaError as exc:
@@ -66,6 +96,71 @@ async def _delete(args: argparse.Namespace, bootstrap: str) -> int:
     for group in args.group:
         print(f"deleted group {group}")
     return 0
+
+
+def _instant_ms(text: str) -> int:
+    """Kafka's --to-datetime format 'YYYY-MM-DDTHH:mm:SS.sss', optionally with a zone; UTC without one."""
+    try:
+        instant = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date and time (YYYY-MM-DDTHH:mm:SS.sss): {text!r}") from None
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=UTC)
+    return int(instant.timestamp() * 1000)
+
+
+def _topic_partitions(spec: str) -> tuple[str, list[int] | None]:
+    topic, _, listed = spec.partition(":")
+    return topic, [int(p) for p in listed.split(",") if p] if listed else None
+
+
+async def _reset_offsets(args: argparse.Namespace, bootstrap: str) -> int:
+    group = args.group
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        state = (await admin.describe_groups([group]))[group].state
+        if state not in ("Empty", "Dead", ""):
+            print(f"\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        plan: dict[TopicPartition, int] = {}
+        for spec in args.topic:
+            topic, partitions = _topic_partitions(spec)
+            plan.update(await _new_offsets(admin, args, topic, partitions))
+        if args.execute:
+            await admin.alter_group_offsets(group, plan)
+    if not args.execute and not args.dry_run:
+        print(DRY_RUN_WARNING)
+    print()
+    _print_table(RESET_COLUMNS, [(group, tp.topic, str(tp.partition), str(offset)) for tp, offset in sorted(plan.items())])
+    return 0
+
+
+async def _new_offsets(admin: Admin, args: argparse.Namespace, topic: str, partitions: list[int] | None) -> dict[TopicPartition, int]:
+    def found(answers: dict[int, Any]) -> dict[int, int]:
+        return {p: a.offset for p, a in answers.items() if a is not None}
+
+    latest = found(await admin.list_offsets(topic, "latest", partitions))
+    if args.to_latest:
+        chosen = latest
+    elif args.to_datetime is not None:
+        at = found(await admin.list_offsets(topic, args.to_datetime, partitions))
+        for p in sorted(set(latest) - set(at)):
+            print(f"\nWarn: Partition {p} from topic {topic} is empty. Falling back to latest known offset.")
+        chosen = {p: at.get(p, end) for p, end in latest.items()}
+    else:
+        earliest = found(await admin.list_offsets(topic, "earliest", partitions))
+        if args.to_earliest:
+            chosen = earliest
+        else:
+            chosen = {}
+            for p, end in latest.items():
+                start, wanted = earliest[p], args.to_offset
+                if wanted > end:
+                    print(f"New offset ({wanted}) is higher than latest offset for topic partition {topic}-{p}. Value will be set to {end}")
+                elif wanted < start:
+                    print(f"New offset ({wanted}) is lower than earliest offset for topic partition {topic}-{p}. Value will be set to {start}")
+                chosen[p] = min(max(wanted, start), end)
+    return {TopicPartition(topic, p): offset for p, offset in chosen.items()}
 
 
 async def _describe(args: argparse.Namespace, bootstrap: str) -> int:
