@@ -9,7 +9,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from . import settings
+from . import log_format, settings
 
 if TYPE_CHECKING:
     from diskless.broker.config import BrokerConfig
@@ -115,11 +115,11 @@ def _skip_optional_test_imports() -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     try:
-        config, log_level = settings.resolve(args, settings.environment())
+        config, log_settings = settings.resolve(args, settings.environment())
     except settings.SettingsError as exc:
         print(f"diskless serve: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    log_format.configure(log_settings.level, log_settings.format)
     from diskless.broker.app import Broker
 
     from .listeners import ExtraListeners, MultiListenerBroker

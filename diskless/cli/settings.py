@@ -81,6 +81,20 @@ def log_level(value: str) -> str:
     return value.strip().upper()
 
 
+def log_format(value: str) -> str:
+    from .log_format import LOG_FORMATS
+
+    if not isinstance(value, str) or value.strip().lower() not in LOG_FORMATS:
+        raise SettingsError(f"expected {' or '.join(LOG_FORMATS)}, got {value!r}")
+    return value.strip().lower()
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    level: str
+    format: str
+
+
 def metadata_url(value: str) -> str:
     from metadata.errors import MetadataBackendNotAvailable, UnsupportedMetadataUrl
     from metadata.url import parse_metadata_url
@@ -190,6 +204,7 @@ SETTINGS = [
     Setting("wal_max_pending_bytes", integer, 64 * 2**20, "wal.max.pending.bytes: appended bytes allowed to wait for the bucket; past this, "
             "produce to tiered topics fails with NOT_ENOUGH_REPLICAS (retriable)"),
     Setting("log_level", log_level, "INFO", "DEBUG, INFO, WARNING or ERROR"),
+    Setting("log_format", log_format, "text", "text, or json for one JSON object per line (time, level, logger, message, exception)"),
 ]
 
 
@@ -203,8 +218,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="broker-wide default for a topic config, e.g. retention.ms=3600000 (repeatable)")
 
 
-def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerConfig, str]:
-    """Merge flags, environment and TOML into a BrokerConfig (and the log level)."""
+def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerConfig, LogSettings]:
+    """Merge flags, environment and TOML into a BrokerConfig (and the log level and format)."""
     config_path = args.config or (Path(env["DISKLESS_CONFIG"]) if env.get("DISKLESS_CONFIG") else None)
     file_values: dict[str, Any] = {}
     if config_path is not None:
@@ -299,7 +314,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         object_store_env=aws_env,
         topic_defaults=topic_defaults,
     )
-    return config, values["log_level"]
+    return config, LogSettings(values["log_level"], values["log_format"])
 
 
 def _at_least(minimum: int, values: Mapping[str, Any], sources: Mapping[str, str], name: str) -> int:
