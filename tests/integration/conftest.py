@@ -7,10 +7,60 @@ import pytest
 from .broker_process import BrokerProcess
 
 
+# --- metadata backends --------------------------------------------------------------------
+#
+# The broker fixtures below run on the metadata backend `metadata_backend` names: "sqlite"
+# (the embedded default, metadata.db in the data dir) unless a module or test asks for both,
+# one scenario written once:
+#
+#     pytestmark = ON_EVERY_METADATA_BACKEND            # every test of the module, or
+#     @ON_EVERY_METADATA_BACKEND                        # one test
+#
+# On "postgresql" each broker a fixture starts gets `--metadata` with a database of its own
+# on the session's PostgreSQL server (`postgres_server`), dropped after it. A test that starts
+# brokers itself asks `metadata_url` for its URL.
+
+METADATA_BACKENDS = ("sqlite", "postgresql")
+ON_EVERY_METADATA_BACKEND = pytest.mark.parametrize("metadata_backend", METADATA_BACKENDS, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def metadata_backend(request) -> str:
+    """"sqlite" unless parametrized (indirectly) with ON_EVERY_METADATA_BACKEND. Module-scoped,
+    so that module-scoped brokers can follow it."""
+    return getattr(request, "param", "sqlite")
+
+
+def fresh_metadata_url(request, backend: str) -> str | None:
+    """None on "sqlite" (the broker's default store in its data dir); on "postgresql" the URL of
+    a new database on the session's server, dropped when `request`'s fixture is torn down
+    (after the broker that used it: finalizers run last registered, first run)."""
+    if backend == "sqlite":
+        return None
+    assert backend == "postgresql", backend
+    server = request.getfixturevalue("postgres_server")
+    url = server.create_database("broker")
+    request.addfinalizer(lambda: server.drop_database(url))
+    return url
+
+
+def metadata_args(url: str | None) -> list[str]:
+    return [] if url is None else ["--metadata", url]
+
+
 @pytest.fixture
-def broker(tmp_path):
-    """A fresh `diskless serve` on embedded defaults (SQLite, bucket in a local directory)."""
-    process = BrokerProcess(tmp_path / "data", "--log-retention-check-interval-ms", "500").start()
+def metadata_url(request, metadata_backend) -> str | None:
+    """For a test that starts its brokers itself: None on "sqlite" (keep the default, or pick a
+    SQLite file of its own), else a fresh PostgreSQL database's URL for `--metadata`."""
+    return fresh_metadata_url(request, metadata_backend)
+
+
+@pytest.fixture
+def broker(tmp_path, request, metadata_backend):
+    """A fresh `diskless serve` on embedded defaults (SQLite, bucket in a local directory), or
+    on PostgreSQL metadata when the test runs on every backend."""
+    url = fresh_metadata_url(request, metadata_backend)
+    process = BrokerProcess(tmp_path / "data", "--log-retention-check-interval-ms", "500", *metadata_args(url)).start()
     try:
         yield process
     finally:
@@ -18,10 +68,11 @@ def broker(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def shared_broker(tmp_path_factory):
+def shared_broker(tmp_path_factory, request, metadata_backend):
     """One `diskless serve` for a whole module, for tests that neither stop nor kill it (each
     uses topics of its own)."""
-    process = BrokerProcess(tmp_path_factory.mktemp("shared") / "data", "--log-retention-check-interval-ms", "500").start()
+    url = fresh_metadata_url(request, metadata_backend)
+    process = BrokerProcess(tmp_path_factory.mktemp("shared") / "data", "--log-retention-check-interval-ms", "500", *metadata_args(url)).start()
     try:
         yield process
     finally:
@@ -34,9 +85,10 @@ NO_REBALANCE_DELAY = ("--group-initial-rebalance-delay-ms", "0")
 
 
 @pytest.fixture
-def group_broker(tmp_path):
+def group_broker(tmp_path, request, metadata_backend):
     """A fresh `diskless serve` without initial rebalance delay, for tests that restart or kill it."""
-    process = BrokerProcess(tmp_path / "data", *NO_REBALANCE_DELAY).start()
+    url = fresh_metadata_url(request, metadata_backend)
+    process = BrokerProcess(tmp_path / "data", *NO_REBALANCE_DELAY, *metadata_args(url)).start()
     try:
         yield process
     finally:
@@ -44,10 +96,11 @@ def group_broker(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def shared_group_broker(tmp_path_factory):
+def shared_group_broker(tmp_path_factory, request, metadata_backend):
     """One `diskless serve` without initial rebalance delay for a whole module (tests that
     neither stop nor kill it use topics and groups of their own)."""
-    process = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", *NO_REBALANCE_DELAY).start()
+    url = fresh_metadata_url(request, metadata_backend)
+    process = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", *NO_REBALANCE_DELAY, *metadata_args(url)).start()
     try:
         yield process
     finally:

@@ -1,4 +1,6 @@
-"""Admin APIs through confluent-kafka's AdminClient, LogAppendTime, retention and a clean restart."""
+"""Admin APIs through confluent-kafka's AdminClient, LogAppendTime, retention and a clean restart.
+
+Every test runs on both metadata backends (SQLite in the data dir, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,10 @@ from confluent_kafka.admin import (
 )
 
 from hot_tier.records import Record, encode_batch
+
+from .conftest import ON_EVERY_METADATA_BACKEND
+
+pytestmark = ON_EVERY_METADATA_BACKEND
 
 DEADLINE_S = 20.0
 

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from .conftest import ON_EVERY_METADATA_BACKEND
+
 DEADLINE_S = 30.0
 SESSION_TIMEOUT_MS = 6000  # the broker's group.min.session.timeout.ms
 HEARTBEAT_INTERVAL_MS = 500
@@ -239,6 +241,7 @@ class KilledConsumer:
         self.process.wait(timeout=10)
 
 
+@ON_EVERY_METADATA_BACKEND  # committed offsets and group metadata live in the store
 def test_killed_member_is_evicted_and_committed_offsets_survive_broker_restart(group_broker, create_topic) -> None:
     bootstrap = group_broker.bootstrap
     topic = create_topic(bootstrap, partitions=6)

@@ -6,6 +6,8 @@ restarts (SIGTERM, or SIGKILL: the producer state is rebuilt from the local log 
 retries of batches it already has are answered with their first offsets and append nothing,
 a gap in sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH, and
 the next batch in sequence appends where the log ends.
+
+Every test runs on both metadata backends (producer ids come from the store).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from kio.schema.produce.v9 import request as produce_v9
 from hot_tier.records import Record, decode_batches, encode_batch
 
 from .broker_process import BrokerProcess
-from .conftest import NO_REBALANCE_DELAY
+from .conftest import NO_REBALANCE_DELAY, ON_EVERY_METADATA_BACKEND, metadata_args
+
+pytestmark = ON_EVERY_METADATA_BACKEND
 
 LATEST = -1
 
@@ -204,10 +208,10 @@ def test_dedup_survives_restart_after_the_producers_segments_left_the_local_disk
     assert produced(client, topic, idempotent_batch(quiet, 0, 2, [b"q2"])) == (ErrorCode.none, 10)
 
 
-def test_dedup_survives_restart_after_a_time_based_roll_tiered_the_producers_batches(tmp_path, create_topic, wire) -> None:
+def test_dedup_survives_restart_after_a_time_based_roll_tiered_the_producers_batches(tmp_path, create_topic, wire, metadata_url) -> None:
     """segment.ms rolls an idle partition's segment in the background; tiering then drops its
     local copy. The producer that wrote it must still be known after a restart."""
-    broker = BrokerProcess(tmp_path / "data", *NO_REBALANCE_DELAY, "--log-retention-check-interval-ms", "100").start()
+    broker = BrokerProcess(tmp_path / "data", *NO_REBALANCE_DELAY, "--log-retention-check-interval-ms", "100", *metadata_args(metadata_url)).start()
     try:
         topic = create_topic(broker.bootstrap, partitions=1, configs={"segment.ms": "200", "remote.storage.enable": "true", "local.retention.ms": "0"})
         client = wire(broker.bootstrap)

@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from metadata import RemoteSegmentState, open_metadata_store
 
+from .conftest import ON_EVERY_METADATA_BACKEND, metadata_args
 from .moto_s3 import MotoS3
 from .test_tiering_reads import (
     DEADLINE_S,
@@ -171,15 +172,27 @@ def test_bucket_outage_acks_all_fails_acks_1_continues_to_the_disk_limit_then_re
 # --- the local disk is lost ---------------------------------------------------------------
 
 
+def assert_catalogue_is_the_buckets(metadata_url: str, bucket: BucketView, topic: str, partitions: int = 2) -> None:
+    """The store's committed segments are the bucket's commit objects; none is left `uploading`."""
+    for p in range(partitions):
+        assert catalogue_rows(metadata_url, topic, p, RemoteSegmentState.COMMITTED) == [s.commit_key for s in bucket.catalogue(topic, p)]
+        assert catalogue_rows(metadata_url, topic, p, RemoteSegmentState.UPLOADING) == []
+
+
+@ON_EVERY_METADATA_BACKEND
 @pytest.mark.parametrize("lost", ["logs", "data-dir"])
-def test_local_disk_lost_history_served_from_the_bucket(bucket, tmp_path, lost) -> None:
-    """The broker stops and its disk goes: only <data-dir>/logs (metadata in the data dir), or
-    the whole data dir (metadata elsewhere). Restarted, it serves every committed segment from
-    the bucket and rebuilds the tail above them from the write-ahead objects: nothing
-    acknowledged is lost, and new records follow the last acknowledged offset."""
+def test_local_disk_lost_history_served_from_the_bucket(bucket, tmp_path, lost, metadata_url) -> None:
+    """The broker stops and its disk goes: only <data-dir>/logs (SQLite metadata in the data
+    dir, or PostgreSQL), or the whole data dir (metadata elsewhere: a SQLite file, or
+    PostgreSQL). Restarted, it serves every committed segment from the bucket and rebuilds the
+    tail above them from the write-ahead objects: nothing acknowledged is lost, and new
+    records follow the last acknowledged offset. The store's catalogue of committed segments
+    is the bucket's, before and after."""
     data_dir = tmp_path / "data"
-    args = [] if lost == "logs" else ["--metadata", sqlite_url(tmp_path / "metadata")]
     (tmp_path / "metadata").mkdir()
+    if metadata_url is None:
+        metadata_url = sqlite_url(data_dir if lost == "logs" else tmp_path / "metadata")
+    args = [] if metadata_url == sqlite_url(data_dir) else metadata_args(metadata_url)
     broker = start_broker(data_dir, bucket, *args)
     try:
         topic = create_topic(broker.bootstrap, 2, SMALL_SEGMENTS)
@@ -188,6 +201,7 @@ def test_local_disk_lost_history_served_from_the_bucket(bucket, tmp_path, lost) 
         ends = {p: wait_until(lambda: tiered(bucket, data_dir, topic, p), f"partition {p} to be tiered")[-1].next_offset for p in (0, 1)}
         assert all(0 < end < 150 for end in ends.values())
         broker.stop()
+        assert_catalogue_is_the_buckets(metadata_url, bucket, topic)
 
         shutil.rmtree(data_dir / "logs" if lost == "logs" else data_dir)
         broker.start()
@@ -205,6 +219,9 @@ def test_local_disk_lost_history_served_from_the_bucket(bucket, tmp_path, lost) 
         assert produce(broker.bootstrap, topic, more) == {p: list(range(150, 190)) for p in (0, 1)}
         expected = {p: as_log(records[p] + more[p]) for p in (0, 1)}
         assert consume(broker.bootstrap, topic, {0: 0, 1: 0}, {0: 190, 1: 190}) == expected
+        for p in (0, 1):
+            wait_until(lambda: tiered(bucket, data_dir, topic, p), f"partition {p}'s new segments to be tiered")
+        assert_catalogue_is_the_buckets(metadata_url, bucket, topic)
     finally:
         broker.close()
 
