@@ -11,6 +11,7 @@ volumes by temporary directories.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -48,7 +49,7 @@ def no_flags() -> Namespace:
 
 def test_every_image_is_pinned():
     images = {name: service["image"] for name, service in SERVICES.items() if "image" in service}
-    assert set(images) == {"minio", "create-bucket", "postgres", *BROKER_NAMES, "kcat"}
+    assert set(images) == {"minio", "create-bucket", "postgres", *BROKER_NAMES, "kcat", "prometheus", "grafana"}
     for name, image in images.items():
         repository, _, tag = image.rpartition(":")
         assert repository and re.search(r"\d", tag) and tag != "latest", f"{name}: {image} is not pinned to a version"
@@ -69,13 +70,47 @@ def test_the_image_runs_diskless_serve_and_the_brokers_have_health_checks():
     assert SERVICES["kcat"]["depends_on"] == {name: {"condition": "service_healthy"} for name in BROKER_NAMES}
 
 
+def mounts(service: dict) -> dict[str, Path]:
+    """Container path -> repository path of a service's bind mounts of files in this repository."""
+    found = {}
+    for volume in service["volumes"]:
+        source, target = volume.split(":")[:2]
+        if source.startswith("./"):
+            assert (REPO / source).exists(), f"{source} is mounted but not in the repository"
+            found[target] = REPO / source
+    return found
+
+
+def test_prometheus_scrapes_every_broker_and_grafana_shows_the_dashboard():
+    prometheus = SERVICES["prometheus"]
+    config = yaml.safe_load(mounts(prometheus)["/etc/prometheus/prometheus.yml"].read_text())
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    (targets,) = [c["targets"] for c in job["static_configs"]]
+    http_ports = [b["environment"].get("DISKLESS_HTTP", BROKER["environment"]["DISKLESS_HTTP"]).rsplit(":", 1)[1] for b in BROKERS]
+    assert targets == [f"{name}:{port}" for name, port in zip(BROKER_NAMES, http_ports)]
+
+    grafana = SERVICES["grafana"]
+    grafana_mounts = mounts(grafana)
+    provisioning = grafana_mounts["/etc/grafana/provisioning"]
+    (datasource,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
+    assert datasource["type"] == "prometheus" and datasource["url"] == "http://prometheus:9090"
+    (provider,) = yaml.safe_load((provisioning / "dashboards" / "diskless.yml").read_text())["providers"]
+    dashboard_path = grafana_mounts[f"{provider['options']['path']}/diskless.json"]
+    dashboard = json.loads(dashboard_path.read_text())
+    assert dashboard_path == REPO / "deploy" / "grafana" / "diskless.json"
+    (chooser,) = [v for v in dashboard["templating"]["list"] if v["type"] == "datasource"]
+    assert chooser["query"] == "prometheus" and chooser["current"]["value"] == datasource["uid"]
+    assert grafana["depends_on"] == ["prometheus"] and set(prometheus["depends_on"]) == set(BROKER_NAMES)
+
+
 def test_the_environment_is_settings_the_cli_knows_and_accepts():
     postgres = SERVICES["postgres"]["environment"]
     for node_id, (name, broker) in enumerate(zip(BROKER_NAMES, BROKERS), start=1):
         environment = broker["environment"]
         unknown = {variable for variable in environment if variable.startswith("DISKLESS_")} - KNOWN_VARIABLES
         assert not unknown, f"docker-compose.yml sets variables the CLI does not read: {unknown}"
-        config, _level = settings.resolve(no_flags(), environment)
+        config, _log = settings.resolve(no_flags(), environment)
         host_port = 9091 + node_id
         assert config.node_id == node_id
         assert (config.listen_host, config.listen_port, config.advertised_host, config.advertised_port) == ("0.0.0.0", 9092, "127.0.0.1", host_port)
@@ -93,7 +128,9 @@ def test_the_environment_is_settings_the_cli_knows_and_accepts():
     assert SERVICES["kcat"]["entrypoint"] == ["kcat", "-b", "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"]
     assert SERVICES["kcat"]["network_mode"] == "host"  # the addresses Metadata gives are the host's
     assert dockerfile("EXPOSE") == ["9092 19092 8080"]
-    assert set(COMPOSE["volumes"]) == {"minio-data", "postgres-data", *(f"{name}-data" for name in BROKER_NAMES)}
+    assert set(COMPOSE["volumes"]) == {
+        "minio-data", "postgres-data", "prometheus-data", "grafana-data", *(f"{name}-data" for name in BROKER_NAMES)
+    }  # fmt: skip
 
 
 def metadata_brokers(bootstrap: str) -> list[tuple[int, str, int]]:
