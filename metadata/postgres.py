@@ -53,6 +53,7 @@ from typing import Any, Self, TypeVar
 
 import asyncpg
 
+from . import postgres_cluster_ops as cluster_ops
 from . import postgres_ops as ops
 from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
 from .model import (
@@ -478,43 +479,43 @@ class PostgresMetadataStore:
     # --- cluster ---------------------------------------------------------------------------
 
     async def get_or_create_cluster_id(self, proposed: str) -> str:
-        return await self._call(ops.get_or_create_cluster_id, proposed, idempotent=True)
+        return await self._call(cluster_ops.get_or_create_cluster_id, proposed, idempotent=True)
 
     # --- membership and leadership ----------------------------------------------------------
 
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
     ) -> None:
-        await self._call(ops.register_broker, node_id, host, port, rack, incarnation, session_timeout_ms, idempotent=True)
+        await self._call(cluster_ops.register_broker, node_id, host, port, rack, incarnation, session_timeout_ms, idempotent=True)
 
     async def heartbeat_broker(self, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
-        return await self._call(ops.heartbeat_broker, node_id, incarnation, session_timeout_ms, idempotent=True, transaction=False)
+        return await self._call(cluster_ops.heartbeat_broker, node_id, incarnation, session_timeout_ms, idempotent=True, transaction=False)
 
     async def unregister_broker(self, node_id: int, incarnation: str) -> None:
-        await self._call(ops.unregister_broker, node_id, incarnation, idempotent=True, transaction=False)
+        await self._call(cluster_ops.unregister_broker, node_id, incarnation, idempotent=True, transaction=False)
 
     async def list_brokers(self) -> list[BrokerRegistration]:
-        return await self._call(ops.list_brokers, idempotent=True, transaction=False)
+        return await self._call(cluster_ops.list_brokers, idempotent=True, transaction=False)
 
     async def acquire_lease(self, name: str, holder: int, duration_ms: int) -> bool:
-        return await self._call(ops.acquire_lease, name, holder, duration_ms, idempotent=True, transaction=False)
+        return await self._call(cluster_ops.acquire_lease, name, holder, duration_ms, idempotent=True, transaction=False)
 
     async def release_lease(self, name: str, holder: int) -> None:
-        await self._call(ops.release_lease, name, holder, idempotent=True, transaction=False)
+        await self._call(cluster_ops.release_lease, name, holder, idempotent=True, transaction=False)
 
     async def lease_holder(self, name: str) -> int | None:
-        return await self._call(ops.lease_holder, name, idempotent=True, transaction=False)
+        return await self._call(cluster_ops.lease_holder, name, idempotent=True, transaction=False)
 
     async def list_partition_leaders(self) -> list[PartitionLeadership]:
-        return await self._call(ops.list_partition_leaders, idempotent=True, transaction=False)
+        return await self._call(cluster_ops.list_partition_leaders, idempotent=True, transaction=False)
 
     async def set_partition_leader(self, topic: str, partition: int, leader_id: int | None, expected_epoch: int) -> int:
         return await self._call(
-            ops.set_partition_leader, topic, partition, leader_id, expected_epoch, idempotent=False, key=("partition", topic, partition)
+            cluster_ops.set_partition_leader, topic, partition, leader_id, expected_epoch, idempotent=False, key=("partition", topic, partition)
         )
 
     async def set_partition_leaders(self, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
-        return await self._call(ops.set_partition_leaders, topic, tuple(moves), idempotent=False, key=("topic", topic))
+        return await self._call(cluster_ops.set_partition_leaders, topic, tuple(moves), idempotent=False, key=("topic", topic))
 
     # --- administration (diskless metadata migrate / check) -------------------------------------
 

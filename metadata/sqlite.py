@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from . import sqlite_cluster_ops as cluster_ops
 from . import sqlite_ops as ops
 from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
 from .model import (
@@ -267,41 +268,41 @@ class SqliteMetadataStore:
     # --- cluster ---------------------------------------------------------------------------
 
     async def get_or_create_cluster_id(self, proposed: str) -> str:
-        return await self._call(ops.get_or_create_cluster_id, proposed)
+        return await self._call(cluster_ops.get_or_create_cluster_id, proposed)
 
     # --- membership and leadership ----------------------------------------------------------
 
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
     ) -> None:
-        await self._call(ops.register_broker, node_id, host, port, rack, incarnation, session_timeout_ms)
+        await self._call(cluster_ops.register_broker, node_id, host, port, rack, incarnation, session_timeout_ms)
 
     async def heartbeat_broker(self, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
-        return await self._call(ops.heartbeat_broker, node_id, incarnation, session_timeout_ms)
+        return await self._call(cluster_ops.heartbeat_broker, node_id, incarnation, session_timeout_ms)
 
     async def unregister_broker(self, node_id: int, incarnation: str) -> None:
-        await self._call(ops.unregister_broker, node_id, incarnation)
+        await self._call(cluster_ops.unregister_broker, node_id, incarnation)
 
     async def list_brokers(self) -> list[BrokerRegistration]:
-        return await self._call(ops.list_brokers)
+        return await self._call(cluster_ops.list_brokers)
 
     async def acquire_lease(self, name: str, holder: int, duration_ms: int) -> bool:
-        return await self._call(ops.acquire_lease, name, holder, duration_ms)
+        return await self._call(cluster_ops.acquire_lease, name, holder, duration_ms)
 
     async def release_lease(self, name: str, holder: int) -> None:
-        await self._call(ops.release_lease, name, holder)
+        await self._call(cluster_ops.release_lease, name, holder)
 
     async def lease_holder(self, name: str) -> int | None:
-        return await self._call(ops.lease_holder, name)
+        return await self._call(cluster_ops.lease_holder, name)
 
     async def list_partition_leaders(self) -> list[PartitionLeadership]:
-        return await self._call(ops.list_partition_leaders)
+        return await self._call(cluster_ops.list_partition_leaders)
 
     async def set_partition_leader(self, topic: str, partition: int, leader_id: int | None, expected_epoch: int) -> int:
-        return await self._call(ops.set_partition_leader, topic, partition, leader_id, expected_epoch)
+        return await self._call(cluster_ops.set_partition_leader, topic, partition, leader_id, expected_epoch)
 
     async def set_partition_leaders(self, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
-        return await self._call(ops.set_partition_leaders, topic, tuple(moves))
+        return await self._call(cluster_ops.set_partition_leaders, topic, tuple(moves))
 
     # --- lifecycle -------------------------------------------------------------------------
 

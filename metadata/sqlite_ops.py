@@ -13,15 +13,12 @@ Called only on the store's worker thread (see `sqlite.py`): the connection is no
 from __future__ import annotations
 
 import sqlite3
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
 from .errors import (
-    BrokerIdInUse,
-    FencedLeaderEpoch,
     RemoteSegmentAlreadyExists,
     RemoteSegmentOverlap,
     TopicAlreadyExists,
@@ -31,8 +28,6 @@ from .errors import (
     UnknownTopicId,
 )
 from .model import (
-    BrokerRegistration,
-    PartitionLeadership,
     CommittedOffset,
     ProducerIdBlock,
     ProducerSnapshot,
@@ -536,113 +531,3 @@ def recorded_wal_objects(conn: sqlite3.Connection, object_keys: Sequence[str]) -
             ).fetchall()
             found.update(key for (key,) in rows)
     return found
-
-
-# --- cluster ------------------------------------------------------------------------------
-
-
-def get_or_create_cluster_id(conn: sqlite3.Connection, proposed: str) -> str:
-    with _write(conn):
-        conn.execute("INSERT OR IGNORE INTO cluster (name, value) VALUES ('cluster.id', ?)", (proposed,))
-        (cluster_id,) = conn.execute("SELECT value FROM cluster WHERE name = 'cluster.id'").fetchone()
-    return cluster_id
-
-
-# --- membership and leadership ------------------------------------------------------------
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def register_broker(
-    conn: sqlite3.Connection, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
-) -> None:
-    now = _now_ms()
-    with _write(conn):
-        row = conn.execute("SELECT incarnation, session_expires_ms FROM brokers WHERE node_id = ?", (node_id,)).fetchone()
-        if row is not None and row[0] != incarnation and row[1] > now:
-            raise BrokerIdInUse(node_id, row[0])
-        conn.execute(
-            "INSERT OR REPLACE INTO brokers (node_id, host, port, rack, incarnation, session_expires_ms) VALUES (?, ?, ?, ?, ?, ?)",
-            (node_id, host, port, rack, incarnation, now + session_timeout_ms),
-        )
-
-
-def heartbeat_broker(conn: sqlite3.Connection, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
-    now = _now_ms()
-    with _write(conn):
-        cursor = conn.execute(
-            "UPDATE brokers SET session_expires_ms = ? WHERE node_id = ? AND incarnation = ? AND session_expires_ms > ?",
-            (now + session_timeout_ms, node_id, incarnation, now),
-        )
-        return cursor.rowcount == 1
-
-
-def unregister_broker(conn: sqlite3.Connection, node_id: int, incarnation: str) -> None:
-    with _write(conn):
-        conn.execute("DELETE FROM brokers WHERE node_id = ? AND incarnation = ?", (node_id, incarnation))
-
-
-def list_brokers(conn: sqlite3.Connection) -> list[BrokerRegistration]:
-    now = _now_ms()
-    with _read(conn):
-        rows = conn.execute("SELECT node_id, host, port, rack, incarnation, session_expires_ms FROM brokers ORDER BY node_id").fetchall()
-    return [BrokerRegistration(n, h, p, r, i, expires > now) for n, h, p, r, i, expires in rows]
-
-
-def acquire_lease(conn: sqlite3.Connection, name: str, holder: int, duration_ms: int) -> bool:
-    now = _now_ms()
-    with _write(conn):
-        row = conn.execute("SELECT holder, expires_ms FROM leases WHERE name = ?", (name,)).fetchone()
-        if row is not None and row[0] != holder and row[1] > now:
-            return False
-        conn.execute("INSERT OR REPLACE INTO leases (name, holder, expires_ms) VALUES (?, ?, ?)", (name, holder, now + duration_ms))
-        return True
-
-
-def release_lease(conn: sqlite3.Connection, name: str, holder: int) -> None:
-    with _write(conn):
-        conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
-
-
-def lease_holder(conn: sqlite3.Connection, name: str) -> int | None:
-    with _read(conn):
-        row = conn.execute("SELECT holder FROM leases WHERE name = ? AND expires_ms > ?", (name, _now_ms())).fetchone()
-    return None if row is None else row[0]
-
-
-def list_partition_leaders(conn: sqlite3.Connection) -> list[PartitionLeadership]:
-    with _read(conn):
-        rows = conn.execute(
-            "SELECT t.name, p.partition, p.leader_id, p.leader_epoch FROM partitions p JOIN topics t ON t.topic_id = p.topic_id"
-            " ORDER BY t.name, p.partition"
-        ).fetchall()
-    return [PartitionLeadership(*row) for row in rows]
-
-
-def set_partition_leader(conn: sqlite3.Connection, topic: str, partition: int, leader_id: int | None, expected_epoch: int) -> int:
-    with _write(conn):
-        topic_id, current = _partition_row(conn, topic, partition)
-        if current != expected_epoch:
-            raise FencedLeaderEpoch(topic, partition, expected_epoch, current)
-        conn.execute(
-            "UPDATE partitions SET leader_id = ?, leader_epoch = leader_epoch + 1 WHERE topic_id = ? AND partition = ?",
-            (leader_id, topic_id, partition),
-        )
-    return current + 1
-
-
-def set_partition_leaders(conn: sqlite3.Connection, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
-    answers: list[int | None] = []
-    with _write(conn):
-        topic_id, num_partitions = _topic_row(conn, topic)
-        for partition, leader_id, expected_epoch in moves:
-            check_partition(topic, partition, num_partitions)
-            cursor = conn.execute(
-                "UPDATE partitions SET leader_id = ?, leader_epoch = leader_epoch + 1"
-                " WHERE topic_id = ? AND partition = ? AND leader_epoch = ?",
-                (leader_id, topic_id, partition, expected_epoch),
-            )
-            answers.append(expected_epoch + 1 if cursor.rowcount == 1 else None)
-    return answers

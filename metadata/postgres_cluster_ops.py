@@ -1,0 +1,125 @@
+"""PostgreSQL operations of the cluster: its id, broker sessions, leases, partition leaders.
+
+Same contract as postgres_ops.py (each runs inside the store's transaction or call); split from
+it along the protocol's own seam. Times are the database's clock (clock_timestamp()), the one
+clock every broker of the cluster shares.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+
+from .errors import BrokerIdInUse, FencedLeaderEpoch
+from .model import BrokerRegistration, PartitionLeadership, check_partition
+from .postgres_ops import Conn, _partition_row, _topic_row
+
+# --- cluster ------------------------------------------------------------------------------
+
+
+async def get_or_create_cluster_id(conn: Conn, proposed: str) -> str:
+    # Of two brokers inserting at once, the second waits for the first to commit, does
+    # nothing, and its next statement (a new snapshot in READ COMMITTED) reads the winner's.
+    await conn.execute("INSERT INTO cluster (name, value) VALUES ('cluster.id', $1) ON CONFLICT DO NOTHING", proposed)
+    return await conn.fetchval("SELECT value FROM cluster WHERE name = 'cluster.id'")
+
+
+# --- membership and leadership ------------------------------------------------------------
+
+
+def _ms(value: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=value)
+
+
+async def register_broker(
+    conn: Conn, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
+) -> None:
+    row = await conn.fetchrow(
+        "SELECT incarnation, session_expires > clock_timestamp() AS alive FROM brokers WHERE node_id = $1 FOR UPDATE", node_id
+    )
+    if row is not None and row["incarnation"] != incarnation and row["alive"]:
+        raise BrokerIdInUse(node_id, row["incarnation"])
+    await conn.execute(
+        "INSERT INTO brokers (node_id, host, port, rack, incarnation, session_expires)"
+        " VALUES ($1, $2, $3, $4, $5, clock_timestamp() + $6::interval)"
+        " ON CONFLICT (node_id) DO UPDATE SET host = $2, port = $3, rack = $4, incarnation = $5, session_expires = clock_timestamp() + $6::interval",
+        node_id, host, port, rack, incarnation, _ms(session_timeout_ms),
+    )  # fmt: skip
+
+
+async def heartbeat_broker(conn: Conn, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
+    status = await conn.execute(
+        "UPDATE brokers SET session_expires = clock_timestamp() + $3::interval"
+        " WHERE node_id = $1 AND incarnation = $2 AND session_expires > clock_timestamp()",
+        node_id, incarnation, _ms(session_timeout_ms),
+    )  # fmt: skip
+    return status == "UPDATE 1"
+
+
+async def unregister_broker(conn: Conn, node_id: int, incarnation: str) -> None:
+    await conn.execute("DELETE FROM brokers WHERE node_id = $1 AND incarnation = $2", node_id, incarnation)
+
+
+async def list_brokers(conn: Conn) -> list[BrokerRegistration]:
+    rows = await conn.fetch(
+        "SELECT node_id, host, port, rack, incarnation, session_expires > clock_timestamp() AS alive FROM brokers ORDER BY node_id"
+    )
+    return [BrokerRegistration(r["node_id"], r["host"], r["port"], r["rack"], r["incarnation"], r["alive"]) for r in rows]
+
+
+async def acquire_lease(conn: Conn, name: str, holder: int, duration_ms: int) -> bool:
+    row = await conn.fetchrow(
+        "INSERT INTO leases (name, holder, expires) VALUES ($1, $2, clock_timestamp() + $3::interval)"
+        " ON CONFLICT (name) DO UPDATE SET holder = $2, expires = clock_timestamp() + $3::interval"
+        " WHERE leases.holder = $2 OR leases.expires <= clock_timestamp() RETURNING holder",
+        name, holder, _ms(duration_ms),
+    )  # fmt: skip
+    return row is not None
+
+
+async def release_lease(conn: Conn, name: str, holder: int) -> None:
+    await conn.execute("DELETE FROM leases WHERE name = $1 AND holder = $2", name, holder)
+
+
+async def lease_holder(conn: Conn, name: str) -> int | None:
+    return await conn.fetchval("SELECT holder FROM leases WHERE name = $1 AND expires > clock_timestamp()", name)
+
+
+async def list_partition_leaders(conn: Conn) -> list[PartitionLeadership]:
+    rows = await conn.fetch(
+        "SELECT t.name, p.partition, p.leader_id, p.leader_epoch FROM partitions p JOIN topics t ON t.topic_id = p.topic_id"
+        " ORDER BY t.name COLLATE \"C\", p.partition"
+    )
+    return [PartitionLeadership(r["name"], r["partition"], r["leader_id"], r["leader_epoch"]) for r in rows]
+
+
+async def set_partition_leader(conn: Conn, topic: str, partition: int, leader_id: int | None, expected_epoch: int) -> int:
+    topic_id, current = await _partition_row(conn, topic, partition, "FOR UPDATE")
+    if current != expected_epoch:
+        raise FencedLeaderEpoch(topic, partition, expected_epoch, current)
+    await conn.execute(
+        "UPDATE partitions SET leader_id = $3, leader_epoch = leader_epoch + 1 WHERE topic_id = $1 AND partition = $2",
+        topic_id, partition, leader_id,
+    )  # fmt: skip
+    return current + 1
+
+
+async def set_partition_leaders(conn: Conn, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+    topic_id, num_partitions = await _topic_row(conn, topic)
+    for partition, _, _ in moves:
+        check_partition(topic, partition, num_partitions)
+    # One UPDATE moves each row at most once: a later move of the same partition in the same
+    # call would find its epoch moved by the first, so it answers None, as it would one by one.
+    first = {}
+    for position, move in enumerate(moves):
+        first.setdefault(move[0], position)
+    batch = [moves[position] for position in sorted(first.values())]
+    rows = await conn.fetch(
+        "UPDATE partitions p SET leader_id = m.leader_id, leader_epoch = p.leader_epoch + 1"
+        " FROM unnest($2::int[], $3::int[], $4::int[]) AS m (partition, leader_id, expected_epoch)"
+        " WHERE p.topic_id = $1 AND p.partition = m.partition AND p.leader_epoch = m.expected_epoch"
+        " RETURNING p.partition, p.leader_epoch",
+        topic_id, [m[0] for m in batch], [m[1] for m in batch], [m[2] for m in batch],
+    )  # fmt: skip
+    moved = {r["partition"]: r["leader_epoch"] for r in rows}
+    return [moved.get(partition) if first[partition] == position else None for position, (partition, _, _) in enumerate(moves)]
