@@ -10,8 +10,10 @@
     GET /v1/topics/{topic}       one topic: per partition the log start offset, the local log
                                  start offset, the high watermark, local and bucket segments
                                  and bytes, and the upload lag (segments and bytes waiting)
-    GET /v1/groups               every group with committed offsets: per partition the
-                                 committed offset, high watermark, log end offset and lag
+    GET /v1/groups               every group this broker coordinates or that has committed
+                                 offsets: its state, type and members (member id, client id,
+                                 host, assigned partitions), and per partition the committed
+                                 offset, high watermark, log end offset, lag and owning member
 
 Read-only; bind it to 127.0.0.1 unless a trusted network needs it.
 """
@@ -20,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 import time
 from typing import Any
 
 from aiohttp import web
 
 from . import console, metrics
+from .groups import Groups
 from .partition import PartitionLeader
 from .registry import Registry
 from .tiering.uploader import Uploader
@@ -65,31 +69,99 @@ def topic_state(registry: Registry, name: str) -> dict[str, Any] | None:
     }
 
 
-def group_states(offsets: list[metrics.GroupOffset], registry: Registry) -> list[dict[str, Any]]:
-    """Per group, per partition it committed: committed offset, high watermark and lag (None
-    where this broker does not lead the partition)."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for committed in offsets:
+def consumer_assignment(assignment: bytes) -> list[tuple[str, int]]:
+    """The partitions of a ConsumerProtocolAssignment (KIP-429 layout: int16 version, then an
+    int32 count of topics, each an int16-length topic name and an int32 count of int32
+    partitions; user data after them is ignored). Empty when the bytes are not that."""
+    try:
+        (count,) = struct.unpack_from(">i", assignment, 2)
+        position, partitions = 6, []
+        for _ in range(max(count, 0)):
+            (length,) = struct.unpack_from(">h", assignment, position)
+            topic = assignment[position + 2 : position + 2 + length].decode()
+            position += 2 + length
+            (n,) = struct.unpack_from(">i", assignment, position)
+            partitions += [(topic, p) for p in struct.unpack_from(f">{max(n, 0)}i", assignment, position + 4)]
+            position += 4 + 4 * max(n, 0)
+        return partitions
+    except (struct.error, UnicodeDecodeError):
+        return []
+
+
+async def group_members(groups: Groups, registry: Registry) -> dict[str, dict[str, Any]]:
+    """Per group this broker coordinates: its state, type, and members with their assignments
+    (classic groups: decoded from the consumer protocol; KIP-848 groups: by topic id)."""
+    listed = await groups.list_groups()
+    found: dict[str, dict[str, Any]] = {}
+    classic = [g.group_id for g in listed if g.group_type == "classic"]
+    for d in await groups.describe_groups(classic, api_version=5):
+        members = [
+            {"member_id": m.member_id, "instance_id": m.group_instance_id, "client_id": m.client_id, "client_host": m.client_host,
+             "assignment": consumer_assignment(m.member_assignment) if d.protocol_type == "consumer" else []}
+            for m in d.members
+        ]  # fmt: skip
+        found[d.group_id] = {"state": d.group_state, "type": "classic", "members": members}
+    names = {topic.topic_id: name for name, topic in registry.topics.items()}
+    for d in groups.consumer_group_describe([g.group_id for g in listed if g.group_type != "classic"]):
+        if d.error_code:
+            continue
+        members = [
+            {"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id, "client_host": m.client_host,
+             "assignment": [(names[t], p) for t, ps in m.assignment.items() if t in names for p in ps]}
+            for m in d.members
+        ]  # fmt: skip
+        found[d.group_id] = {"state": d.group_state, "type": "consumer", "members": members}
+    for group in found.values():
+        for member in group["members"]:
+            member["assignment"] = [{"topic": t, "partition": p} for t, p in sorted(member["assignment"])]
+    return found
+
+
+def group_states(
+    offsets: list[metrics.GroupOffset], registry: Registry, members: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Per group, per partition it committed or a member is assigned: committed offset, high
+    watermark and lag (None where this broker does not lead the partition, or nothing was
+    committed), the owning member; and the group's state and members when known."""
+    members = members or {}
+    groups: dict[str, list[dict[str, Any]]] = {group_id: [] for group_id in members}
+    owners = {
+        (group_id, a["topic"], a["partition"]): m["member_id"]
+        for group_id, group in members.items()
+        for m in group["members"]
+        for a in m["assignment"]
+    }
+    committed_at = {(o.group_id, o.topic, o.partition) for o in offsets}
+    unstarted = [metrics.GroupOffset(g, t, p, -1) for (g, t, p) in sorted(owners) if (g, t, p) not in committed_at]
+    for committed in [*offsets, *unstarted]:
         leader = registry.leader(committed.topic, committed.partition)
         high_watermark = None if leader is None else leader.high_watermark
         groups.setdefault(committed.group_id, []).append({
             "topic": committed.topic,
             "partition": committed.partition,
-            "committed_offset": committed.offset,
+            "committed_offset": committed.offset if committed.offset >= 0 else None,
             "high_watermark": high_watermark,
             "log_end_offset": None if leader is None else leader.log_end_offset,
             "lag": None if high_watermark is None or committed.offset < 0 else metrics.consumer_lag(committed.offset, high_watermark),
+            "member_id": owners.get((committed.group_id, committed.topic, committed.partition)),
         })  # fmt: skip
     return [
-        {"group_id": group_id, "partitions": sorted(partitions, key=lambda p: (p["topic"], p["partition"]))}
+        {
+            "group_id": group_id,
+            "state": members.get(group_id, {}).get("state"),
+            "type": members.get(group_id, {}).get("type"),
+            "members": members.get(group_id, {}).get("members", []),
+            "partitions": sorted(partitions, key=lambda p: (p["topic"], p["partition"])),
+        }
         for group_id, partitions in sorted(groups.items())
     ]
 
 
 class AdminHttp:
-    def __init__(self, registry: Registry, uploader: Uploader, host: str, port: int) -> None:
+    def __init__(self, registry: Registry, uploader: Uploader, host: str, port: int, groups: Groups | None = None) -> None:
         self.registry = registry
         self.uploader = uploader
+        self.groups = groups
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -126,7 +198,8 @@ class AdminHttp:
         return web.Response(text=console.PAGE, content_type="text/html", headers={"Cache-Control": "no-store"})
 
     async def _groups(self, request: web.Request) -> web.Response:
-        return web.json_response({"groups": group_states(await self._group_offsets(), self.registry)})
+        members = await group_members(self.groups, self.registry) if self.groups is not None else {}
+        return web.json_response({"groups": group_states(await self._group_offsets(), self.registry, members)})
 
     async def _metrics(self, request: web.Request) -> web.Response:
         state = metrics.BrokerStateCollector(self.registry.leaders(), await self._group_offsets(), time.time())

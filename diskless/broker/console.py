@@ -9,7 +9,8 @@ The page is plain HTML with a little JavaScript that reads the endpoint's JSON r
   start to the log end, showing which are only in the bucket, in the bucket and still on local
   disk, and only on local disk (of which the rolled segments waiting for the bucket), with the
   offsets, segments, bytes and upload lag as numbers; a topic's configs under it;
-- consumer groups with their committed offset, the high watermark and the lag per partition.
+- consumer groups with their committed offset, the high watermark and the lag per partition;
+  and each group's state and members (member id, client id, host and assigned partitions).
 
 Every figure comes from the leaders through the JSON routes, so the page shows what
 `/metrics` shows. Text from the broker is put in with `textContent`, never parsed as HTML.
@@ -86,6 +87,14 @@ PAGE = """<!doctype html>
     <thead><tr>
       <th class="text">group</th><th class="text">topic</th><th>partition</th><th>committed offset</th>
       <th>high watermark</th><th>lag</th>
+    </tr></thead>
+    <tbody></tbody>
+  </table>
+  <h2>Group members</h2>
+  <table id="members">
+    <thead><tr>
+      <th class="text">group</th><th class="text">state</th><th class="text">member</th><th class="text">client id</th>
+      <th class="text">host</th><th class="text">assigned partitions</th>
     </tr></thead>
     <tbody></tbody>
   </table>
@@ -181,10 +190,27 @@ function topicRows(t) {
 function groupRows(g) {
   return g.partitions.map((p, i) => el("tr", {"data-group": g.group_id, "data-topic": p.topic, "data-partition": String(p.partition)},
     el("td", {"data-field": "group"}, i === 0 ? g.group_id : ""), el("td", {"class": "text", "data-field": "topic"}, p.topic),
-    num("partition", p.partition), num("committed_offset", p.committed_offset),
+    num("partition", p.partition),
+    p.committed_offset === null ? el("td", {"data-field": "committed_offset"}, "-") : num("committed_offset", p.committed_offset),
     p.high_watermark === null ? el("td", {"data-field": "high_watermark"}, "-") : num("high_watermark", p.high_watermark),
     p.lag === null ? el("td", {"data-field": "lag"}, "-")
       : Object.assign(num("lag", p.lag), {className: p.lag > 0 ? "lagging" : ""})));
+}
+function memberRows(g) {
+  const state = g.state === null ? "-" : g.state + (g.type ? " (" + g.type + ")" : "");
+  if (g.members.length === 0) {
+    return g.state === null ? [] : [el("tr", {"data-group": g.group_id},
+      el("td", {"data-field": "group"}, g.group_id), el("td", {"class": "text", "data-field": "state"}, state),
+      el("td", {"class": "text muted", "colspan": "4"}, "no active members"))];
+  }
+  return g.members.map((m, i) => el("tr", {"data-group": g.group_id, "data-member": m.member_id},
+    el("td", {"data-field": "group"}, i === 0 ? g.group_id : ""),
+    el("td", {"class": "text", "data-field": "state"}, i === 0 ? state : ""),
+    el("td", {"class": "text", "data-field": "member_id"}, m.member_id),
+    el("td", {"class": "text", "data-field": "client_id"}, m.client_id),
+    el("td", {"class": "text", "data-field": "client_host"}, m.client_host),
+    el("td", {"class": "text", "data-field": "assignment", "data-value": m.assignment.map((a) => a.topic + "-" + a.partition).join(",")},
+      m.assignment.map((a) => a.topic + "-" + a.partition).join(", ") || "(none)")));
 }
 
 let last = null;
@@ -201,6 +227,7 @@ function render() {
   document.getElementById("summary-groups").textContent = String(groups.groups.length);
   document.querySelector("#topics tbody").replaceChildren(...topics.topics.flatMap(topicRows));
   document.querySelector("#groups tbody").replaceChildren(...groups.groups.flatMap(groupRows));
+  document.querySelector("#members tbody").replaceChildren(...groups.groups.flatMap(memberRows));
 }
 
 async function refresh() {
