@@ -10,17 +10,23 @@ import functools
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from diskless.client import Admin, Consumer, KafkaError, Producer, TopicPartition
+from diskless.client import KafkaError, Producer, TopicPartition
 from diskless.client.cluster import Cluster
 from diskless.client.errors import InvalidTopicError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 from .progress import Progress, want_progress
 from .record_format import compile_format, legacy_format
 
+if TYPE_CHECKING:
+    from diskless.client import Admin, Consumer
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_HELP = f"broker address HOST:PORT (default {DEFAULT_BOOTSTRAP}; env DISKLESS_BOOTSTRAP_SERVERS)"
+
+
+COMMANDS = ("topics", "produce", "consume")  # the commands add_commands adds
 
 
 def add_commands(commands: Any) -> None:
@@ -179,6 +185,8 @@ async def _topics(args: argparse.Namespace, bootstrap: str) -> int:
 
 
 async def _topic_action(args: argparse.Namespace, bootstrap: str) -> int:
+    from diskless.client import Admin  # here, not at the top: `diskless produce` does without it
+
     async with Admin(bootstrap_servers=bootstrap) as admin:
         if args.action == "create":
             await admin.create_topics(args.topic, args.partitions, _pairs(args.config))
@@ -314,7 +322,7 @@ async def _produce_lines(producer: Producer, args: argparse.Namespace, progress:
     loop = asyncio.get_running_loop()
     stdin = sys.stdin.buffer
     read = functools.partial(stdin.read1, READ_BLOCK_BYTES)  # what one read() returns, up to a block
-    send = producer.send
+    send_many = producer.send_many  # one delivery future per batch, not per line
     topic, partition = args.topic, args.partition
     separator = args.key_separator.encode() if args.key_separator is not None else None
     unconfirmed: collections.deque[Any] = collections.deque()  # delivery futures, oldest first
@@ -333,14 +341,15 @@ async def _produce_lines(producer: Producer, args: argparse.Namespace, progress:
         if lines and (b"\r" in block or not block):
             lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
             size_bytes -= block.count(b"\r\n")
-        append = unconfirmed.append
         if separator is None:
-            for line in lines:
-                append(await send(topic, line, None, partition))
+            unconfirmed.extend(await send_many(topic, lines, None, partition))
         else:
+            keys, values = [], []
             for line in lines:
                 key, _sep, value = line.partition(separator)
-                append(await send(topic, value, key, partition))
+                keys.append(key)
+                values.append(value)
+            unconfirmed.extend(await send_many(topic, values, keys, partition))
         _confirm_done(unconfirmed)
         progress.add(len(lines), size_bytes)
         if not block:
@@ -371,6 +380,8 @@ async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
         settings["group_id"] = args.group
     progress = Progress("consumed", args.topic, enabled=want_progress(args.progress, sys.stderr, sys.stdout))
     out = sys.stdout.buffer
+    from diskless.client import Consumer  # here, not at the top: `diskless produce` does without it
+
     try:
         async with Consumer(bootstrap_servers=bootstrap, **settings) as consumer:
             if args.group:

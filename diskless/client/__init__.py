@@ -9,17 +9,10 @@ It speaks the Kafka wire protocol (through `diskless.wire`) to any Kafka-compati
 and the record format through `hot_tier.records`. Nothing else of Diskless is imported.
 """
 
-from .admin import Admin
-from .consumer import Consumer
-from .group import RebalanceListener
+from typing import TYPE_CHECKING
+
+from .errors import BrokerResponseError, ClientClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from .producer import DeliveryFuture, Producer
-from .errors import (
-    BrokerResponseError,
-    ClientClosedError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-)
 from .structs import (
     ConfigEntry,
     ConsumerRecord,
@@ -30,6 +23,31 @@ from .structs import (
     TopicDescription,
     TopicPartition,
 )
+
+# The admin and consumer modules are imported on first use (PEP 562): `diskless produce`
+# needs the producer only, and the start of a short command is part of its time.
+_WHERE = {"Admin": "admin", "Consumer": "consumer", "RebalanceListener": "group"}
+
+if TYPE_CHECKING:
+    from .admin import Admin
+    from .consumer import Consumer
+    from .group import RebalanceListener
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_WHERE))
+
 
 __all__ = [
     "Admin",

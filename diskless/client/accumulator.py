@@ -23,7 +23,7 @@ belongs to one producer and is used from its event loop only.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,6 +142,49 @@ class Accumulator:
         if len(builder.body) >= self._body_limit:
             batch.full = filled = True
         return batch, index, created, filled
+
+    def append_many(
+        self,
+        tp: tuple[str, int],
+        timestamp: int,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        now: int,
+        room_bytes: int,
+        sticky_bytes: int,
+    ) -> tuple[ProducerBatch, int, int, bool, bool]:
+        """Add records `start`, `start + 1`, ... (before `stop`) to one batch of `tp`, as many
+        as `append()` one by one would put in that batch, within `room_bytes` and up to
+        `sticky_bytes` (see `BatchBuilder.append_many`); at least one. Returns (the batch, the
+        index after the last record added, the sizes they add up to, whether that batch is new,
+        whether a batch became full). The records have no headers and were checked by the caller.
+        """
+        state = self.partitions.get(tp)
+        if state is None:
+            tp = TopicPartition(*tp)
+            state = self.partitions[tp] = _PartitionState()
+        batch = open_batch = state.open
+        filled = False
+        created = batch is None or batch.full
+        body_limit = self._body_limit
+        if not created:
+            position, size = batch.builder.append_many(timestamp, keys, values, start, stop, body_limit, room_bytes, sticky_bytes)
+            if position == start:  # the next record does not fit: it opens the next batch, as in append()
+                created = True
+        if created:
+            batch = ProducerBatch(TopicPartition(*tp), now)
+            position, size = batch.builder.append_many(timestamp, keys, values, start, stop, body_limit, room_bytes, sticky_bytes)
+            if open_batch is not None and not open_batch.full:
+                open_batch.full = filled = True
+            state.open = batch
+            state.queue.append(batch)
+        batch.buffered_bytes += size
+        self.buffered_bytes += size
+        if len(batch.builder.body) >= body_limit:
+            batch.full = filled = True
+        return batch, position, size, created, filled
 
     # --- sending ---------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ Pure; one builder belongs to one producer batch, used by one task.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from crc32c import crc32c
 
@@ -45,8 +46,14 @@ def encode_varint(value: int) -> bytes:
     return _encode_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
-# Encoded varints of 0..16383: lengths, offset deltas and small timestamp deltas.
-_SMALL = tuple(encode_varint(n) for n in range(1 << 14))
+# Encoded varints of 0..16383: lengths, offset deltas and small timestamp deltas. The zigzag
+# form of n >= 0 is 2n: one byte below 64, two below 8192, three up to 16383 (built at import,
+# so written out rather than 16384 calls of encode_varint; a unit test compares the two).
+_SMALL = tuple(
+    [bytes((n << 1,)) for n in range(64)]
+    + [bytes((((n << 1) & 0x7F) | 0x80, n >> 6)) for n in range(64, 8192)]
+    + [bytes((((n << 1) & 0x7F) | 0x80, ((n >> 6) & 0x7F) | 0x80, n >> 13)) for n in range(8192, 1 << 14)]
+)
 _SMALL_LIMIT = len(_SMALL)
 _NULL = b"\x01"  # varint -1: a null key or value
 
@@ -118,6 +125,99 @@ class BatchBuilder:
             self.max_timestamp = timestamp
         self.count = index + 1
         return index
+
+    def append_many(
+        self,
+        timestamp: int,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        body_limit: int,
+        room_bytes: int,
+        sticky_bytes: int,
+    ) -> tuple[int, int]:
+        """Append records `start`, `start + 1`, ... of `values` (and `keys`; None: no keys),
+        without headers and all with `timestamp`, as `append()` would one by one; returns (the
+        index after the last record appended, the `record_size_bytes` they add up to).
+
+        It stops before `stop`, and before a record that would take the body past `body_limit`
+        or the sizes past `room_bytes`, unless that record would be the builder's first (the
+        same checks the accumulator makes per record); and after the record that brings the sizes
+        to `sticky_bytes` (where the sticky partitioner moves on). Keys and values must be
+        bytes or None (the producer checked them): nothing is appended for a record that fails.
+        """
+        index = self.count
+        delta = timestamp - self.base_timestamp if index else 0
+        small, limit, encode = _SMALL, _SMALL_LIMIT, encode_varint
+        prefix = b"\x00" + (small[delta] if 0 <= delta < limit else encode(delta))  # attributes, timestamp delta
+        body_bytes = len(self.body)
+        used_bytes = 0
+        parts: list[bytes] = []
+        append = parts.append
+        join = b"".join
+        position = start
+        if keys is None:
+            body_cap, room_cap = body_limit - 21, room_bytes - 21  # less the fixed part of `size`
+            first = index
+            for position in range(start, stop):
+                value = values[position]
+                if value is None:
+                    n, value_length, value = 0, _NULL, b""
+                else:
+                    n = len(value)
+                    value_length = small[n] if n < limit else encode(n)
+                if (body_bytes + n > body_cap or used_bytes + n > room_cap) and (index or used_bytes):
+                    break
+                record = join((prefix, small[index] if index < limit else encode(index), b"\x01", value_length, value, b"\x00"))
+                n = len(record)  # the record: offset delta, a null key, the value, no headers
+                length = small[n] if n < limit else encode(n)
+                append(length)
+                append(record)
+                body_bytes += len(length) + n
+                used_bytes += 21 + len(value)
+                index += 1
+                if used_bytes >= sticky_bytes:
+                    break
+            position = start + index - first
+        else:
+            for position in range(start, stop):
+                key, value = keys[position], values[position]
+                size = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+                if (body_bytes + size > body_limit or used_bytes + size > room_bytes) and (index or used_bytes):
+                    break
+                if key is None:
+                    key_length, key = _NULL, b""
+                else:
+                    n = len(key)
+                    key_length = small[n] if n < limit else encode(n)
+                if value is None:
+                    value_length, value = _NULL, b""
+                else:
+                    n = len(value)
+                    value_length = small[n] if n < limit else encode(n)
+                record = join((prefix, small[index] if index < limit else encode(index), key_length, key, value_length, value, b"\x00"))
+                n = len(record)
+                length = small[n] if n < limit else encode(n)
+                append(length)
+                append(record)
+                body_bytes += len(length) + n
+                used_bytes += size
+                index += 1
+                if used_bytes >= sticky_bytes:
+                    position += 1
+                    break
+            else:
+                position = stop
+        if index == self.count:
+            return start, 0
+        if self.count == 0:
+            self.base_timestamp = self.max_timestamp = timestamp
+        elif timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        self.body += join(parts)
+        self.count = index
+        return position, used_bytes
 
     def build(
         self,

@@ -74,6 +74,10 @@ class StickyPartitioner:
             current = self._next(topic, num_partitions, available, None)
         return current
 
+    def bytes_left(self, topic: str) -> int:
+        """How many more bytes may go to the sticky partition before it moves on."""
+        return self.batch_size - self._produced_bytes.get(topic, 0)
+
     def record_appended(self, topic: str, partition: int, size_bytes: int, num_partitions: int, available: Sequence[int]) -> None:
         """Count bytes sent to the sticky partition; move on once a batch's worth went there."""
         if self._current.get(topic) != partition:

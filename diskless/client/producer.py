@@ -20,7 +20,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from time import time as _time
 from typing import Any
 
@@ -74,6 +74,8 @@ class DeliveryFuture(tuple):
 
 
 _new_delivery = tuple.__new__
+_NONE = {type(None)}
+_BYTES_OR_NONE = {bytes, type(None)}
 
 
 def _as_bytes(data: object, what: str) -> bytes:
@@ -300,6 +302,120 @@ class Producer:
             self._sender.wake()  # type: ignore[union-attr]
             await asyncio.sleep(0)  # let the sender ship the full batch while we go on
         return _new_delivery(DeliveryFuture, (batch, index, timestamp_ms))
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> list[DeliveryFuture]:
+        """Add many records without headers, in order, as that many `send()` calls would:
+        same partitions, same batches, same order. The bulk path of `diskless produce`.
+
+        `keys`, when given, has one key (or None) per value. Returns one `DeliveryFuture` per
+        batch the records went to, that of the batch's last record here: a batch is delivered
+        or fails as a whole, so these carry the outcome of every record. Raises what `send()`
+        raises; every record is checked before any is added, so a rejected record leaves the
+        producer unchanged. A `KafkaTimeoutError` while waiting for buffer space (or a close)
+        leaves the records before it added, as a loop of `send()` would.
+        """
+        if self._closed:
+            raise ClientClosedError("producer")
+        count = len(values)
+        if keys is not None and len(keys) != count:
+            raise ValueError(f"send_many: {len(keys)} keys for {count} values")
+        if self._value_serializer is not None:
+            values = [self._value_serializer(value) for value in values]
+        if self._key_serializer is not None:
+            keys = [self._key_serializer(key) for key in (keys if keys is not None else [None] * count)]
+        # map() and set() run in C: a few ns a record where a generator takes ~100.
+        if not set(map(type, values)) <= _BYTES_OR_NONE:
+            values = [value if value is None or type(value) is bytes else _as_bytes(value, "value") for value in values]
+        if keys is not None:
+            key_types = set(map(type, keys))
+            if key_types <= _NONE:
+                keys = None
+            elif not key_types <= _BYTES_OR_NONE:
+                keys = [key if key is None or type(key) is bytes else _as_bytes(key, "key") for key in keys]
+        if not count:
+            return []
+        accumulator = self._accumulator
+        if accumulator is None:
+            await self.start()
+            accumulator = self._accumulator
+            assert accumulator is not None
+        cluster = self._cluster
+        assert cluster is not None
+        found = cluster.metadata.topics.get(topic)
+        if found is not None:
+            num_partitions = len(found.partitions)
+        else:
+            num_partitions = await cluster.wait_for_topic(topic, self.config.max_block_ms)
+        config = self.config
+        if keys is None and None not in values:
+            largest = 21 + max(map(len, values))
+        else:
+            largest = 21 + max(len(value) if value is not None else 0 for value in values)
+        if keys is not None:
+            largest = max(21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+                          for key, value in zip(keys, values))
+        if largest > config.max_request_size:
+            raise MessageSizeTooLargeError(
+                f"a record is {largest} bytes, more than max_request_size={config.max_request_size}", topic=topic
+            )
+        partitions: list[int] | None = None  # per record, when keys decide
+        if partition is not None:
+            if not 0 <= partition < num_partitions:
+                raise ValueError(f"partition {partition} is not in the range [0, {num_partitions}) of topic {topic!r}")
+        elif keys is not None:
+            partitions = [partition_for_key(key, num_partitions) if key is not None else -1 for key in keys]
+        if timestamp_ms is None:
+            timestamp_ms = int(_time() * 1000)
+        sender = self._sender
+        assert sender is not None
+        last: dict[ProducerBatch, int] = {}  # batch -> index of its last record added here
+        no_sticky = 1 << 62
+        position = 0
+        while position < count:
+            stop = count
+            sticky = False
+            target = partition
+            if target is None:
+                target = partitions[position] if partitions is not None else -1
+                if target < 0:  # no key: the sticky partition
+                    sticky = True
+                    available = cluster.metadata.available_partitions(topic)
+                    target = self._partitioner.partition(topic, num_partitions, available)
+                if partitions is not None:  # a run of records bound for the same partition
+                    stop = position + 1
+                    wanted = partitions[position]
+                    while stop < count and partitions[stop] == wanted:
+                        stop += 1
+            key = keys[position] if keys is not None else None
+            value = values[position]
+            first_bytes = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            if accumulator.buffered_bytes + first_bytes > config.buffer_memory and accumulator.buffered_bytes:
+                await self._wait_for_buffer(first_bytes)
+            room_bytes = max(config.buffer_memory - accumulator.buffered_bytes, first_bytes)
+            sticky_bytes = self._partitioner.bytes_left(topic) if sticky else no_sticky
+            batch, position, size, created, filled = accumulator.append_many(
+                (topic, target), timestamp_ms, keys, values, position, stop, now_ms(), room_bytes, sticky_bytes
+            )
+            last[batch] = batch.builder.count - 1
+            if created:
+                batch.future = self._loop.create_future()
+                self._incomplete.add(batch)
+                sender.wake()
+            if sticky:
+                self._partitioner.record_appended(topic, target, size, num_partitions, cluster.metadata.available_partitions(topic))
+            if filled:
+                sender.wake()
+                await asyncio.sleep(0)  # let the sender ship the full batch while we go on
+                if self._closed and position < count:
+                    raise ClientClosedError("producer")
+        return [_new_delivery(DeliveryFuture, (batch, index, timestamp_ms)) for batch, index in last.items()]
 
     async def send_and_wait(
         self,
