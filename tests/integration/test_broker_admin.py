@@ -23,9 +23,13 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kio.schema.errors import ErrorCode
+
 from hot_tier.records import Record, encode_batch
 
 from .conftest import ON_EVERY_METADATA_BACKEND
+from .test_broker_wire import produce as wire_produce
+from .test_broker_wire import produce_result as wire_result
 
 pytestmark = ON_EVERY_METADATA_BACKEND
 
@@ -237,10 +241,13 @@ def test_describe_cluster(shared_broker) -> None:
 # --- LogAppendTime -------------------------------------------------------------------------------
 
 
-def test_log_append_time_topic_carries_broker_timestamps(shared_broker, create_topic) -> None:
+def test_log_append_time_topic_carries_broker_timestamps(shared_broker, create_topic, wire) -> None:
     topic = create_topic(shared_broker.bootstrap, partitions=1, configs={"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)
-    produce_values(shared_broker.bootstrap, topic, [b"a", b"b", b"c"], timestamp=1_000, per_batch=False)
+    # One batch of three records (a client may split records into batches as it likes; the
+    # raw request makes it exactly one), then one record from confluent-kafka.
+    three = encode_batch([Record(i, 1_000, None, value, ()) for i, value in enumerate((b"a", b"b", b"c"))])
+    assert wire_result(wire(shared_broker.bootstrap).request(wire_produce(topic, three))).error_code == ErrorCode.none
     produce_values(shared_broker.bootstrap, topic, [b"d"], timestamp=2_000)
     after = int(time.time() * 1000)
     (records,) = consume_all(shared_broker.bootstrap, topic).values()

@@ -190,7 +190,7 @@ class Membership:
         sent = read_at = time.monotonic()
         if heartbeat:
             if not await self.store.heartbeat_broker(s.node_id, s.incarnation, s.session_timeout_ms):
-                log.error("broker %d's session was lost (expired and taken over); giving up every partition and rejoining", s.node_id)
+                log.error("broker %d's session in the metadata store expired (or another process took it); giving up every partition and rejoining", s.node_id)
                 self._valid_until = 0.0
                 await self._fenced()
                 await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms)
