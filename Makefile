@@ -44,7 +44,7 @@ run: $(RUN_STAMP)
 	$(VENV)/bin/diskless serve
 
 test: $(TEST_STAMP) system-deps
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=30
 
 test-unit: $(TEST_STAMP)
 	$(PY) -m pytest -q tests/unit tests/property
