@@ -126,23 +126,36 @@ async def handle_describe_configs(broker: BrokerApi, request: Request) -> Any:
 
 
 async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) -> Any:
-    body = request.body
+    """IncrementalAlterConfigs (API 44): each resource's listed configs are set, deleted,
+    appended to or subtracted from."""
     mod = response_module(44, request.header.api_version)
+    return await _alter(
+        broker, request.body, mod, mod.IncrementalAlterConfigsResponse,
+        group_change=lambda configs: ([(c.name, int(c.config_operation), c.value) for c in configs], None),
+        topic_change=lambda current, configs: topic_configs.apply_incremental(
+            current, [(c.name, AlterOp(c.config_operation), c.value) for c in configs]
+        ),
+    )  # fmt: skip
+
+
+async def _alter(broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, group_change: Any, topic_change: Any) -> Any:
+    """The loop both alter APIs share: per resource, a group's or a topic's configs changed
+    (`group_change(configs)` -> (ops, replace); `topic_change(current, configs)` -> the new
+    overrides), an error per resource."""
     results = []
     for resource in body.resources:
         error, message = ErrorCode.none, None
         try:
             if resource.resource_type == GROUP:
-                ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
-                _alter_group(broker, resource.resource_name, ops, None, body.validate_only)
+                ops, replace = group_change(resource.configs)
+                _alter_group(broker, resource.resource_name, ops, replace, body.validate_only)
             elif resource.resource_type != TOPIC:
                 error, message = ErrorCode.invalid_request, "only topic and group configs can be altered; broker configs are static"
             else:
                 topic = broker.registry.topics.get(resource.resource_name)
                 if topic is None:
                     raise UnknownTopic(resource.resource_name)
-                ops = [(c.name, AlterOp(c.config_operation), c.value) for c in resource.configs]
-                updated = topic_configs.apply_incremental(topic.configs, ops)
+                updated = topic_change(topic.configs, resource.configs)
                 if not body.validate_only:
                     await broker.registry.set_topic_configs(topic.name, updated)
         except Exception as exc:
@@ -156,7 +169,7 @@ async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) 
                 resource_name=resource.resource_name,
             )
         )
-    return make(mod.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return make(response_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
 def _alter_group(broker: BrokerApi, group_id: str, ops: list[tuple[str, int, str | None]] | None, replace: list[tuple[str, str | None]] | None, validate_only: bool) -> None:
@@ -176,33 +189,11 @@ def _alter_error(exc: Exception) -> tuple[ErrorCode, str]:
 async def handle_alter_configs(broker: BrokerApi, request: Request) -> Any:
     """The legacy AlterConfigs (API 33, still in Kafka 4): each resource's configs become
     exactly the ones given (those left out return to their defaults)."""
-    body = request.body
     mod = response_module(33, request.header.api_version)
-    results = []
-    for resource in body.resources:
-        error, message = ErrorCode.none, None
-        try:
-            if resource.resource_type == GROUP:
-                _alter_group(broker, resource.resource_name, None, [(c.name, c.value) for c in resource.configs], body.validate_only)
-            elif resource.resource_type != TOPIC:
-                error, message = ErrorCode.invalid_request, "only topic and group configs can be altered; broker configs are static"
-            else:
-                topic = broker.registry.topics.get(resource.resource_name)
-                if topic is None:
-                    raise UnknownTopic(resource.resource_name)
-                ops = [(c.name, AlterOp.SET, c.value) for c in resource.configs if c.value is not None]
-                updated = topic_configs.apply_incremental({}, ops)
-                if not body.validate_only:
-                    await broker.registry.set_topic_configs(topic.name, updated)
-        except Exception as exc:
-            error, message = _alter_error(exc)
-        results.append(
-            make(
-                mod.AlterConfigsResourceResponse,
-                error_code=error,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return make(mod.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return await _alter(
+        broker, request.body, mod, mod.AlterConfigsResponse,
+        group_change=lambda configs: (None, [(c.name, c.value) for c in configs]),
+        topic_change=lambda current, configs: topic_configs.apply_incremental(
+            {}, [(c.name, AlterOp.SET, c.value) for c in configs if c.value is not None]
+        ),
+    )  # fmt: skip
