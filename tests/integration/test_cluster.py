@@ -19,9 +19,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .acked_writes import AckingProducer, account
 from .broker_process import BrokerProcess, free_port
 from .moto_s3 import MotoS3
 
@@ -148,75 +148,6 @@ def create(bootstrap: str, partitions: int) -> str:
         f"every partition of {name} to have a leader",
     )
     return name
-
-
-class AckingProducer(threading.Thread):
-    """An idempotent acks=all producer writing distinct values round-robin over partitions."""
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        super().__init__(daemon=True)
-        self.topic, self.partitions = topic, partitions
-        self.producer = Producer({
-            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-            "message.timeout.ms": 120_000, "retry.backoff.ms": 50, "reconnect.backoff.max.ms": 200,
-            "topic.metadata.refresh.interval.ms": 1000,
-        })  # fmt: skip
-        self.sent = 0
-        self.acked: dict[bytes, tuple[int, int]] = {}
-        self.errors: list[str] = []
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
-
-    def _delivered(self, err: KafkaError | None, msg) -> None:
-        with self.lock:
-            if err is not None:
-                self.errors.append(str(err))
-            else:
-                self.acked[msg.value()] = (msg.partition(), msg.offset())
-
-    def acks(self) -> int:
-        with self.lock:
-            return len(self.acked)
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                self.producer.produce(self.topic, b"%d" % self.sent, partition=self.sent % self.partitions, on_delivery=self._delivered)
-                self.sent += 1
-            except BufferError:
-                self.producer.poll(0.05)
-                continue
-            if self.sent % 20 == 0:
-                self.producer.poll(0.005)
-        assert self.producer.flush(DEADLINE_S * 3) == 0
-
-
-def account(bootstrap: str, topic: str, partitions: int, producer: AckingProducer) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False})
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S)[1] for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-        deadline = time.monotonic() + DEADLINE_S * 2
-        while any(len(got[p]) < ends[p] for p in got):
-            assert time.monotonic() < deadline, {p: (len(got[p]), ends[p]) for p in got}
-            msg = consumer.poll(0.1)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            got[msg.partition()].append((msg.offset(), msg.value()))
-    finally:
-        consumer.close()
-    seen: dict[bytes, list[tuple[int, int]]] = {}
-    for partition, records in got.items():
-        assert [offset for offset, _ in records] == list(range(len(records)))
-        for offset, value in records:
-            seen.setdefault(value, []).append((partition, offset))
-    missing = [v for v in producer.acked if v not in seen]
-    moved = [v for v, at in producer.acked.items() if v in seen and seen[v] != [at]]
-    duplicates = [v for v, at in seen.items() if len(at) > 1]
-    garbage = [v for v in seen if not (v.isdigit() and int(v) < producer.sent)]
-    assert (len(missing), len(moved), len(duplicates), len(garbage)) == (0, 0, 0, 0), (missing[:5], moved[:5], duplicates[:5], garbage[:5])
 
 
 def test_three_brokers_share_leadership_and_serve_clients(cluster: Cluster) -> None:
