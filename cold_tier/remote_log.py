@@ -29,6 +29,12 @@ Errors: an object that is gone (retention deleted the segment after the caller l
 raises `RemoteSegmentMissing(segment, key)`; bytes that cannot be trusted raise
 `CorruptSegmentObject`; store failures (`StoreUnavailable`, ...) pass through unchanged.
 
+Counts (`stats`, a `ReaderStats`): each read is a cache hit when it awaited no GET (every chunk
+and index it needed was cached), else a miss, so hits + misses = reads returned; lookups of
+chunks and of index objects are counted hits or misses the same way (a lookup that joins a GET
+already in flight, a prefetch's for instance, is a miss: it waited); GETs are counted by what
+started them. Plain integers: the broker's metrics read them at scrape time.
+
 Sharing: one reader serves every partition of a broker, from the tasks of one event loop.
 Every call awaits its I/O and holds no lock, so a slow partition never holds up another.
 Cached objects are immutable (committed segments are never modified), so there is nothing to
@@ -39,7 +45,9 @@ flight; reads after it raise `ReaderClosed`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hot_tier.records.batch import decode_batch
@@ -60,6 +68,41 @@ DEFAULT_CACHE_BYTES = 128 * MIB
 
 # In-flight and cache keys: (kind, object key[, chunk]).
 _LOG, _INDEX, _TIME_INDEX = "log", "index", "timeindex"
+
+
+@dataclass(slots=True)
+class ReaderStats:
+    """What a reader did since it was made; only its event loop's tasks write it."""
+
+    read_hits: int = 0  # reads that awaited no GET
+    read_misses: int = 0  # reads that awaited at least one GET (theirs or one in flight)
+    chunk_hits: int = 0
+    chunk_misses: int = 0
+    index_hits: int = 0  # offset and time index objects
+    index_misses: int = 0
+    chunk_gets: int = 0  # ranged GETs of .log chunks started for a read
+    prefetch_gets: int = 0  # ranged GETs of .log chunks started by prefetch
+    index_gets: int = 0
+    cached_chunk_bytes: int = 0  # set by `RemoteLogReader.stats`
+    cached_indexes: int = 0
+
+
+class _ReadTally:
+    """Whether the read in progress (in this task's context) awaited a GET."""
+
+    __slots__ = ("missed",)
+
+    def __init__(self) -> None:
+        self.missed = False
+
+
+_READ: contextvars.ContextVar[_ReadTally | None] = contextvars.ContextVar("remote_read", default=None)
+
+
+def _missed() -> None:
+    tally = _READ.get()
+    if tally is not None:
+        tally.missed = True
 
 
 class RemoteLogReader:
@@ -87,10 +130,18 @@ class RemoteLogReader:
         self._tasks: set[asyncio.Task] = set()
         self._prefetches: set[asyncio.Task] = set()
         self._closed = False
+        self._stats = ReaderStats()
 
     @property
     def chunk_bytes(self) -> int:
         return self._chunk_bytes
+
+    @property
+    def stats(self) -> ReaderStats:
+        """The counts so far, with the caches' present sizes."""
+        self._stats.cached_chunk_bytes = self._chunks.weight
+        self._stats.cached_indexes = len(self._indexes)
+        return self._stats
 
     async def __aenter__(self) -> RemoteLogReader:
         return self
@@ -111,6 +162,19 @@ class RemoteLogReader:
         and not `min_one_batch`. RemoteOffsetOutOfRange below the first segment.
         """
         self._check_open("read")
+        tally = _ReadTally()
+        token = _READ.set(tally)
+        try:
+            records = await self._read(segments, offset, max_bytes, min_one_batch)
+        finally:
+            _READ.reset(token)
+        if tally.missed:
+            self._stats.read_misses += 1
+        else:
+            self._stats.read_hits += 1
+        return records
+
+    async def _read(self, segments: Sequence[CommittedSegment], offset: int, max_bytes: int, min_one_batch: bool) -> bytes | None:
         at = segment_for_offset(segments, offset)
         if at is None:
             return None
@@ -239,7 +303,10 @@ class RemoteLogReader:
         chunks = chunks_covering(start, end, self._chunk_bytes)
         parts: list[bytes | None] = [self._chunks.get((_LOG, segment.log_key, chunk)) for chunk in chunks]
         missing = [slot for slot, part in enumerate(parts) if part is None]
+        self._stats.chunk_hits += len(parts) - len(missing)
         if missing:
+            self._stats.chunk_misses += len(missing)
+            _missed()
             fetched = await asyncio.gather(*(self._chunk(segment, chunks[slot]) for slot in missing))
             for slot, data in zip(missing, fetched):
                 parts[slot] = data
@@ -250,7 +317,10 @@ class RemoteLogReader:
         data = self._chunks.get(key)
         if data is not None:
             return data
-        task = self._in_flight.get(key) or self._start(key, lambda: self._get_chunk(segment, chunk), self._chunks)
+        task = self._in_flight.get(key)
+        if task is None:
+            self._stats.chunk_gets += 1
+            task = self._start(key, lambda: self._get_chunk(segment, chunk), self._chunks)
         return await self._join(task, segment)
 
     async def _get_chunk(self, segment: CommittedSegment, chunk: int) -> bytes:
@@ -265,24 +335,37 @@ class RemoteLogReader:
     async def _offset_index(self, segment: CommittedSegment) -> RemoteOffsetIndex:
         key = (_INDEX, segment.index_key)
         index = self._indexes.get(key)
-        if index is not None:
+        if self._index_looked_up(index):
             return index
 
         async def fetch() -> RemoteOffsetIndex:
             return parse_offset_index(segment, await self._store.get(segment.index_key))
 
-        return await self._join(self._in_flight.get(key) or self._start(key, fetch, self._indexes), segment)
+        return await self._join(self._in_flight.get(key) or self._start_index_get(key, fetch), segment)
 
     async def _time_index(self, segment: CommittedSegment) -> RemoteTimeIndex:
         key = (_TIME_INDEX, segment.time_index_key)
         index = self._indexes.get(key)
-        if index is not None:
+        if self._index_looked_up(index):
             return index
 
         async def fetch() -> RemoteTimeIndex:
             return parse_time_index(segment, await self._store.get(segment.time_index_key))
 
-        return await self._join(self._in_flight.get(key) or self._start(key, fetch, self._indexes), segment)
+        return await self._join(self._in_flight.get(key) or self._start_index_get(key, fetch), segment)
+
+    def _index_looked_up(self, index: Any) -> bool:
+        """Count a lookup in the index cache; True when it was a hit."""
+        if index is not None:
+            self._stats.index_hits += 1
+            return True
+        self._stats.index_misses += 1
+        _missed()
+        return False
+
+    def _start_index_get(self, key: Hashable, fetch: Callable[[], Awaitable[Any]]) -> asyncio.Task:
+        self._stats.index_gets += 1
+        return self._start(key, fetch, self._indexes)
 
     def _start(self, key: Hashable, fetch: Callable[[], Awaitable[Any]], cache: LruCache) -> asyncio.Task:
         """Run `fetch` as the one in-flight GET for `key`; its result is cached on success
@@ -335,6 +418,7 @@ class RemoteLogReader:
             key = (_LOG, segment.log_key, chunk)
             if key in self._chunks or key in self._in_flight:
                 continue
+            self._stats.prefetch_gets += 1
             self._prefetches.add(self._start(key, lambda s=segment, c=chunk: self._get_chunk(s, c), self._chunks))
 
     def _check_open(self, operation: str) -> None:

@@ -460,6 +460,20 @@ async def test_a_read_joins_the_prefetch_already_fetching_its_chunk(store, tmp_p
         observed.release()
         assert await reading == local_read(log, target, 100)
         assert observed.gets_of(first.log_key).count((chunk, 2 * chunk)) == 1  # one GET, shared
+        # Both reads waited for a GET (the second for the prefetch's): two misses; one GET each
+        # of chunk 0 (the read), chunk 1 (the prefetch) and the index.
+        stats = reader.stats
+        assert (stats.read_hits, stats.read_misses) == (0, 2)
+        assert (stats.chunk_gets, stats.index_gets, stats.index_misses) == (1, 1, 1)
+        await until(lambda: len(observed.finished) == len(observed.started))  # the next prefetch
+        assert stats.prefetch_gets == len(observed.started) - 2 >= 1
+        # The same read again finds its index and chunk cached: a hit, no GET.
+        gets = len(observed.started)
+        assert await reader.read(catalogue, target, 100) == local_read(log, target, 100)
+        assert (reader.stats.read_hits, reader.stats.read_misses, reader.stats.index_hits) == (1, 2, 1)
+        assert len(observed.started) == gets
+        assert stats.chunk_gets + stats.prefetch_gets + stats.index_gets == gets
+        assert (stats.cached_indexes, stats.cached_chunk_bytes) == (1, chunk * len(observed.gets_of(first.log_key)))
 
 
 def first_log_bytes(log: Log) -> bytes:
