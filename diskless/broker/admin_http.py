@@ -5,7 +5,9 @@
     GET /healthz                 200 "ok" once the broker serves
     GET /metrics                 Prometheus' text format (metrics.py names them): requests,
                                  bytes and messages per topic, both tiers per partition,
-                                 uploads and remote reads, consumer group lag
+                                 uploads and remote reads, remote-read cache hits and
+                                 misses, connections and request and response sizes,
+                                 consumer group lag
     GET /v1/topics               every topic with its partitions' state
     GET /v1/topics/{topic}       one topic: per partition the log start offset, the local log
                                  start offset, the high watermark, local and bucket segments
@@ -203,7 +205,8 @@ class AdminHttp:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         state = metrics.BrokerStateCollector(self.registry.leaders(), await self._group_offsets(), time.time())
-        return web.Response(body=metrics.exposition(state), headers={"Content-Type": metrics.CONTENT_TYPE})
+        reader = metrics.RemoteReaderCollector(self.registry.storage.reader.stats)
+        return web.Response(body=metrics.exposition(state, reader), headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def _group_offsets(self) -> list[metrics.GroupOffset]:
         """Every committed offset of every group, from the metadata store (their one home)."""

@@ -14,7 +14,10 @@ Two kinds, so that no partition state has a second copy:
   remote reads by the remote log (`observe_remote_fetch`).
 - State (gauges) is read at scrape time from the partition leaders and the committed offsets
   by `BrokerStateCollector`: offsets, local and bucket segments and bytes, upload lag, lag of
-  consumer groups.
+  consumer groups. The remote reader's own counts (cold_tier keeps plain integers, it cannot
+  import this module) are read at scrape time too, by `RemoteReaderCollector`: cache hits and
+  misses, GETs.
+- Connections and request and response sizes are counted by the TCP shell (network_metrics.py).
 
 Label sets are bounded: API name and version, the topics and partitions of the cluster (a
 request naming an unknown topic is not labelled with it), consumer groups with committed
@@ -35,7 +38,7 @@ from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -450,17 +453,46 @@ def _age_s(path: os.PathLike[str], now_s: float) -> float:
         return 0.0
 
 
+class RemoteReaderCollector:
+    """The broker-wide remote reader's counts (cold_tier.remote_log.ReaderStats), as counters.
+
+    `cache="fetch"`: remote fetches served without waiting for a GET (hits) or not (misses), so
+    hits + misses = remote fetches; `cache="chunk"` and `cache="index"`: lookups of .log chunks
+    and of index objects (a lookup joining a GET in flight is a miss)."""
+
+    def __init__(self, stats: Any) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.stats
+        hits = CounterMetricFamily("diskless_remote_cache_hits", "Remote-read cache hits, per cache (fetch: whole remote fetches).", labels=["cache"])
+        misses = CounterMetricFamily("diskless_remote_cache_misses", "Remote-read cache misses, per cache (fetch: remote fetches that waited for a GET).", labels=["cache"])
+        for cache, hit, miss in (("fetch", s.read_hits, s.read_misses), ("chunk", s.chunk_hits, s.chunk_misses), ("index", s.index_hits, s.index_misses)):
+            hits.add_metric([cache], hit)
+            misses.add_metric([cache], miss)
+        gets = CounterMetricFamily(
+            "diskless_remote_get_requests", "GETs of segment objects, by what started them: fetch (a .log chunk a read needed), prefetch, index.",
+            labels=["purpose"],
+        )  # fmt: skip
+        for purpose, count in (("fetch", s.chunk_gets), ("prefetch", s.prefetch_gets), ("index", s.index_gets)):
+            gets.add_metric([purpose], count)
+        cached_bytes = GaugeMetricFamily("diskless_remote_cache_chunk_bytes", "Bytes of .log chunks in the remote-read cache.", value=s.cached_chunk_bytes)
+        cached_indexes = GaugeMetricFamily("diskless_remote_cache_indexes", "Index objects in the remote-read cache.", value=s.cached_indexes)
+        yield from (hits, misses, gets, cached_bytes, cached_indexes)
+
+
 class _Scrape:
     """What one scrape collects: the process's events, then this broker's state."""
 
-    def __init__(self, state: BrokerStateCollector) -> None:
-        self.state = state
+    def __init__(self, collectors: tuple[Any, ...]) -> None:
+        self.collectors = collectors
 
     def collect(self) -> Iterator[Metric]:
         yield from EVENTS.collect()
-        yield from self.state.collect()
+        for collector in self.collectors:
+            yield from collector.collect()
 
 
-def exposition(state: BrokerStateCollector) -> bytes:
-    """The text format of one scrape."""
-    return generate_latest(_Scrape(state))  # type: ignore[arg-type]
+def exposition(*collectors: BrokerStateCollector | RemoteReaderCollector) -> bytes:
+    """The text format of one scrape: the events, then each collector's state."""
+    return generate_latest(_Scrape(collectors))  # type: ignore[arg-type]

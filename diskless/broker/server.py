@@ -55,6 +55,7 @@ from .connection_limits import (
     soft_descriptor_limit,
     sweep_interval_ms,
 )
+from .network_metrics import ListenerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class _Connection:
 class KafkaServer:
     def __init__(
         self, handle: Callable[[Request], Awaitable[Any]], host: str, port: int, max_request_bytes: int,
-        limits: ConnectionLimits | None = None,
+        limits: ConnectionLimits | None = None, listener_name: str | None = None,
     ) -> None:  # fmt: skip
         self.handle = handle  # the broker's: a parsed request in, its response (or None) out
         self.host = host
@@ -151,6 +152,8 @@ class KafkaServer:
         self._slot_freed: asyncio.Event | None = None
         self._refusals = RefusalLog()
         self._accept_warnings = RefusalLog(interval_ms=5000)
+        self.listener_name = listener_name  # the metrics' listener label; None: the bound host:port
+        self._metrics = ListenerMetrics()
 
     @property
     def connection_count(self) -> int:
@@ -170,6 +173,7 @@ class KafkaServer:
         self._room = asyncio.Event()
         self._listeners = _listen(self.host, self.port)
         self.port = self._listeners[0].getsockname()[1]
+        self._metrics.bind(self.listener_name or f"{self.host}:{self.port}")
         for listener in self._listeners:
             self._tasks.append(loop.create_task(self._accept_loop(listener), name=f"accept {self.host}:{self.port}"))
         self._tasks.append(loop.create_task(self._sweep_loop(), name=f"connection deadlines {self.host}:{self.port}"))
@@ -187,6 +191,7 @@ class KafkaServer:
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
+        self._metrics.remove()
 
     # --- accepting ------------------------------------------------------------------------
 
@@ -226,6 +231,7 @@ class KafkaServer:
                 continue
             task = loop.create_task(self._on_socket(sock, address))
             self._connections[task] = _Connection(host, task, _now_ms())
+            self._metrics.connection_opened()
 
     def _warn_accept(self, reason: str) -> None:
         suppressed = self._accept_warnings.admit(reason, _now_ms())
@@ -267,6 +273,7 @@ class KafkaServer:
             connection = self._connections.pop(task, None)
             if connection is not None:
                 self._quotas.release(connection.host)
+                self._metrics.connection_closed()
             if self._slot_freed is not None:
                 self._slot_freed.set()
 
@@ -333,9 +340,12 @@ class KafkaServer:
                 connection.enter(Phase.BUSY)
                 current[0] = frame
                 request = parse_request(frame)
+                self._metrics.request(request.header.api_key, request.body, size)
                 response = await self.handle(request)
                 if response is not None:
-                    await self._send(writer, encode_response(request.header.correlation_id, response))
+                    parts = encode_response(request.header.correlation_id, response)
+                    self._metrics.response(request.header.api_key, request.body, parts)
+                    await self._send(writer, parts)
             finally:
                 self._give_request_bytes(taken[0])
 

@@ -5,6 +5,8 @@ against the workload and against the bucket's own listing."""
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import time
 import urllib.request
 import uuid
@@ -67,6 +69,16 @@ def wait_for(condition, what: str, deadline_s: float = DEADLINE_S):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)  # uploads run on the broker's own schedule; poll their effect
+
+
+def scrape_when(http: str, condition, what: str) -> dict:
+    """The first scrape that meets `condition` (the broker sees a socket close a moment after it)."""
+
+    def met():
+        s = scrape(http)
+        return s if condition(s) else None
+
+    return wait_for(met, what)
 
 
 def bucket_segments(data_dir: Path, topic: str, partition: int) -> list:
@@ -156,6 +168,10 @@ def test_metrics_after_produce_tier_consume_commit(http_broker, create_topic) ->
     assert value(s, "kafka_network_requestmetrics_totaltime_seconds_count", request="Produce") == produce_requests
     assert value(s, "kafka_network_requestmetrics_errors_total", request="Produce", error="NONE") == produce_requests
     assert value(s, "kafka_server_brokertopicmetrics_totalproducerequests_total", topic=topic) == produce_requests
+    # Every Produce request measured on the way in and its answer on the way out (acks=all).
+    assert value(s, "kafka_network_requestmetrics_requestbytes_count", request="Produce") == produce_requests
+    assert value(s, "kafka_network_requestmetrics_requestbytes_sum", request="Produce") > value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic)
+    assert value(s, "diskless_network_responsebytes_count", request="Produce") == produce_requests
     assert value(s, "kafka_server_brokertopicmetrics_failedproducerequests_total", topic=topic) is None
     assert total(s, "kafka_network_requestmetrics_requests_total", request="CreateTopics") == 1
 
@@ -169,6 +185,17 @@ def test_metrics_after_produce_tier_consume_commit(http_broker, create_topic) ->
     assert value(s, "kafka_server_brokertopicmetrics_remotefetchrequests_total", topic=topic) >= 1
     assert 0 < value(s, "kafka_server_brokertopicmetrics_remotefetchbytes_total", topic=topic) <= bucket_bytes
     assert total(s, "kafka_server_brokertopicmetrics_remotefetcherrors_total", topic=topic) == 0
+    # Every remote fetch was a cache hit or a miss; each segment (smaller than a chunk) was
+    # fetched from the bucket exactly once, by a read or by prefetch.
+    remote_fetches = total(s, "kafka_server_brokertopicmetrics_remotefetchrequests_total")
+    fetch_cache = {"cache": "fetch"}
+    assert value(s, "diskless_remote_cache_hits_total", **fetch_cache) + value(s, "diskless_remote_cache_misses_total", **fetch_cache) == remote_fetches
+    assert value(s, "diskless_remote_cache_misses_total", **fetch_cache) >= 1
+    gets = value(s, "diskless_remote_get_requests_total", purpose="fetch") + value(s, "diskless_remote_get_requests_total", purpose="prefetch")
+    assert gets == len(segments)
+    assert value(s, "diskless_remote_cache_misses_total", cache="chunk") >= value(s, "diskless_remote_get_requests_total", purpose="fetch")
+    assert value(s, "diskless_remote_cache_chunk_bytes") == bucket_bytes  # nothing evicted
+    assert value(s, "diskless_remote_fetch_duration_seconds_count") == remote_fetches
     assert value(s, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) >= bucket_bytes + value(s, "kafka_log_log_size", **p0)
     assert value(s, "kafka_network_requestmetrics_errors_total", request="OffsetCommit", error="NONE") == 1
     assert value(s, "kafka_server_replicamanager_leadercount") >= 2
@@ -199,3 +226,63 @@ def test_unknown_topics_get_no_labels(http_broker, wire) -> None:
     s = scrape(http_broker.http)
     assert not [key for key in s if ("topic", made_up) in key[1]]
     assert total(s, "kafka_network_requestmetrics_requests_total", request="Metadata") >= 1
+
+
+def api_versions_v0(correlation_id: int, client_id: bytes) -> bytes:
+    """An ApiVersions v0 request frame: header v1 (api key, version, correlation id, client id), no body."""
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "the broker closed the connection"
+            data += chunk
+        return data
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def test_connections_and_request_and_response_sizes(http_broker) -> None:
+    """Raw sockets, so that every connection and byte is known: the connection count is the
+    number of sockets open, each opened and closed is counted once, and the size histograms of
+    ApiVersions grow by exactly the frames sent and received."""
+    listener = {"listener": http_broker.bootstrap}
+    host, port = http_broker.bootstrap.split(":")
+    count = "kafka_server_socket_server_metrics_connection_count"
+    # Clients of the tests before have closed (librdkafka closes its sockets on destruction).
+    s = scrape_when(http_broker.http, lambda s: value(s, count, **listener) == 0, "no connection open")
+    created = value(s, "kafka_server_socket_server_metrics_connection_creation_total", **listener)
+    closed = value(s, "kafka_server_socket_server_metrics_connection_close_total", **listener)
+    assert created == closed > 0
+    api_versions = {"request": "ApiVersions"}
+    requests_before = value(s, "kafka_network_requestmetrics_requestbytes_count", **api_versions)
+    request_bytes_before = value(s, "kafka_network_requestmetrics_requestbytes_sum", **api_versions)
+    response_bytes_before = value(s, "diskless_network_responsebytes_sum", **api_versions)
+
+    sockets = [socket.create_connection((host, int(port)), timeout=10) for _ in range(3)]
+    try:
+        s = scrape_when(http_broker.http, lambda s: value(s, count, **listener) == 3, "three connections open")
+        assert value(s, "kafka_server_socket_server_metrics_connection_creation_total", **listener) == created + 3
+        sent = received = 0
+        for i, client_id in enumerate((b"a", b"metrics-test", b"x" * 100, b"", b"bb")):
+            frame = api_versions_v0(i, client_id)
+            sockets[i % 3].sendall(frame)
+            sent += len(frame) - 4
+            received += len(read_frame(sockets[i % 3]))
+        s = scrape(http_broker.http)
+        assert value(s, "kafka_network_requestmetrics_requestbytes_count", **api_versions) == requests_before + 5
+        assert value(s, "kafka_network_requestmetrics_requestbytes_sum", **api_versions) == request_bytes_before + sent
+        assert value(s, "diskless_network_responsebytes_count", **api_versions) == requests_before + 5
+        assert value(s, "diskless_network_responsebytes_sum", **api_versions) == response_bytes_before + received
+        assert value(s, count, **listener) == 3
+    finally:
+        for sock in sockets:
+            sock.close()
+    s = scrape_when(http_broker.http, lambda s: value(s, count, **listener) == 0, "the three connections closed")
+    assert value(s, "kafka_server_socket_server_metrics_connection_close_total", **listener) == closed + 3
+    assert value(s, "kafka_server_socket_server_metrics_connection_creation_total", **listener) == created + 3

@@ -1,0 +1,113 @@
+"""What the TCP shell counts: connections per listener, and request and response sizes per API.
+
+Names as the Prometheus JMX exporter translates Kafka's (metrics.py says how):
+
+- `kafka.server:type=socket-server-metrics,listener=L` attributes `connection-count`,
+  `connection-creation-total` and `connection-close-total` become
+  `kafka_server_socket_server_metrics_connection_count{listener="L"}` (a gauge) and the
+  counters `..._connection_creation_total` and `..._connection_close_total`; Kafka's
+  `-rate` attributes are PromQL's `rate()` of those.
+- `kafka.network:type=RequestMetrics,name=RequestBytes,request=R` becomes the histogram
+  `kafka_network_requestmetrics_requestbytes{request="R"}`: the size of each parsed request,
+  header and body (the 4-byte size prefix not included, as Kafka's `sizeInBytes`). Kafka has
+  no response-size metric; ours is `diskless_network_responsebytes`, measured the same way
+  (file ranges sent with sendfile included).
+
+A connection is counted once admitted (one closed at once for max.connections.per.ip is not,
+as Kafka's acceptor closes it before its processor registers it). The listener label is the
+listener's name when it has one, else its bound `host:port`: bounded by the broker's config.
+
+Hot path: one `ListenerMetrics` per listener holds its label children, and the size histograms
+of each API key are looked up once, then kept in a dict. Only the event-loop task calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from .metrics import EVENTS, request_name
+
+# Bytes, powers of 4 from 64 B to 64 MiB (requests are bounded by socket.request.max.bytes, 100 MiB).
+_SIZE_BUCKETS = tuple(float(4**k) for k in range(3, 14))
+
+CONNECTIONS = Gauge(
+    "kafka_server_socket_server_metrics_connection_count", "Connections open, per listener (Kafka's socket-server-metrics connection-count).",
+    ["listener"], registry=EVENTS,
+)  # fmt: skip
+CONNECTIONS_CREATED = Counter(
+    "kafka_server_socket_server_metrics_connection_creation",
+    "Connections accepted and admitted, per listener (Kafka's connection-creation-total; its rate is connection-creation-rate).",
+    ["listener"], registry=EVENTS,
+)  # fmt: skip
+CONNECTIONS_CLOSED = Counter(
+    "kafka_server_socket_server_metrics_connection_close",
+    "Connections closed, by either side, per listener (Kafka's connection-close-total; its rate is connection-close-rate).",
+    ["listener"], registry=EVENTS,
+)  # fmt: skip
+REQUEST_BYTES = Histogram(
+    "kafka_network_requestmetrics_requestbytes", "Size of each request, header and body, per API (Kafka's RequestMetrics RequestBytes).",
+    ["request"], buckets=_SIZE_BUCKETS, registry=EVENTS,
+)  # fmt: skip
+RESPONSE_BYTES = Histogram(
+    "diskless_network_responsebytes", "Size of each response sent, header and body (record bytes sent by sendfile included), per API.",
+    ["request"], buckets=_SIZE_BUCKETS, registry=EVENTS,
+)  # fmt: skip
+
+_SIZE_PREFIX_BYTES = 4
+
+
+def response_size_bytes(parts: Sequence[Any]) -> int:
+    """The size of an encoded response (`wire.encode_response`'s parts: bytes, or file ranges
+    with `size_bytes`), without its size prefix."""
+    return sum(len(part) if isinstance(part, (bytes, bytearray, memoryview)) else part.size_bytes for part in parts) - _SIZE_PREFIX_BYTES
+
+
+class ListenerMetrics:
+    """The counting of one listener (one `KafkaServer`), labelled once its port is bound."""
+
+    __slots__ = ("listener", "_open", "_created", "_closed", "_sizes")
+
+    def __init__(self) -> None:
+        self.listener: str | None = None
+        self._sizes: dict[int, tuple[Any, Any]] = {}  # api key: (request, response) histogram children
+
+    def bind(self, listener: str) -> None:
+        self.listener = listener
+        self._open = CONNECTIONS.labels(listener)
+        self._created = CONNECTIONS_CREATED.labels(listener)
+        self._closed = CONNECTIONS_CLOSED.labels(listener)
+
+    def connection_opened(self) -> None:
+        self._created.inc()
+        self._open.inc()
+
+    def connection_closed(self) -> None:
+        self._closed.inc()
+        self._open.dec()
+
+    def request(self, api_key: int, body: Any, size_bytes: int) -> None:
+        self._histograms(api_key, body)[0].observe(size_bytes)
+
+    def response(self, api_key: int, body: Any, parts: Sequence[Any]) -> None:
+        self._histograms(api_key, body)[1].observe(response_size_bytes(parts))
+
+    def _histograms(self, api_key: int, body: Any) -> tuple[Any, Any]:
+        children = self._sizes.get(api_key)
+        if children is None:
+            name = request_name(api_key, body)
+            children = self._sizes[api_key] = (REQUEST_BYTES.labels(name), RESPONSE_BYTES.labels(name))
+        return children
+
+    def remove(self) -> None:
+        """The listener stopped: its series go (a process that starts and stops listeners, as
+        the tests do, keeps no stale ones)."""
+        if self.listener is None:
+            return
+        for metric in (CONNECTIONS, CONNECTIONS_CREATED, CONNECTIONS_CLOSED):
+            try:
+                metric.remove(self.listener)
+            except KeyError:
+                pass
