@@ -170,6 +170,8 @@ WAL_RETRIES = Counter(
     "Failed attempts of a write-ahead step, retried with backoff; `step` is put (the object) or commit (the store).",
     ["step"], registry=EVENTS,
 )  # fmt: skip
+for _step in ("put", "commit"):  # both steps shown from the start, at 0, for rate() and dashboards
+    WAL_RETRIES.labels(_step)
 WAL_FENCED_BATCHES = Counter(
     "diskless_wal_fenced_batches", "Batches dropped from a commit because their partition's leader epoch moved on (or it is gone).",
     registry=EVENTS,
