@@ -11,7 +11,12 @@
     GET /v1/topics               every topic with its partitions' state
     GET /v1/topics/{topic}       one topic: per partition the log start offset, the local log
                                  start offset, the high watermark, local and bucket segments
-                                 and bytes, and the upload lag (segments and bytes waiting)
+                                 and bytes, the upload lag (segments and bytes waiting), and
+                                 the write-ahead objects holding its durable batches not yet
+                                 released (offsets, objects, batches; from the metadata store)
+    GET /v1/brokers              every broker registered in the metadata store (the whole
+                                 cluster): node id, address, rack, alive, controller, and the
+                                 partitions it leads
     GET /v1/groups               every group this broker coordinates or that has committed
                                  offsets: its state, type and members (member id, client id,
                                  host, assigned partitions), and per partition the committed
@@ -30,7 +35,10 @@ from typing import Any
 
 from aiohttp import web
 
+from metadata import MetadataStore
+
 from . import console, metrics
+from .cluster.membership import CONTROLLER_LEASE
 from .groups import Groups
 from .partition import PartitionLeader
 from .registry import Registry
@@ -55,6 +63,46 @@ def partition_state(leader: PartitionLeader) -> dict[str, Any]:
         "remote_bytes": sum(s.size_bytes for s in remote),
         "upload_lag_segments": len(waiting),
         "upload_lag_bytes": sum(s.size_bytes for s in waiting),
+    }
+
+
+async def wal_state(store: MetadataStore, topic: str, partition: int) -> dict[str, Any]:
+    """The partition's batches the store records in write-ahead objects: durable, and released
+    (with their objects) once inside committed segments. Offsets are [start, end)."""
+    batches = await store.list_wal_batches(topic, partition)
+    if not batches:
+        return {"wal_start_offset": None, "wal_end_offset": None, "wal_objects": 0, "wal_batches": 0, "wal_bytes": 0}
+    return {
+        "wal_start_offset": batches[0].base_offset,
+        "wal_end_offset": batches[-1].last_offset + 1,
+        "wal_objects": len({batch.object_key for batch in batches}),
+        "wal_batches": len(batches),
+        "wal_bytes": sum(batch.size_bytes for batch in batches),
+    }
+
+
+async def brokers_state(store: MetadataStore, node_id: int) -> dict[str, Any]:
+    """The cluster as the metadata store has it: brokers, the controller, who leads what."""
+    brokers = await store.list_brokers()
+    controller_id = await store.lease_holder(CONTROLLER_LEASE)
+    led: dict[int, list[dict[str, Any]]] = {}
+    leaderless = 0
+    for leadership in await store.list_partition_leaders():
+        if leadership.leader_id is None:
+            leaderless += 1
+        else:
+            led.setdefault(leadership.leader_id, []).append(
+                {"topic": leadership.topic, "partition": leadership.partition, "leader_epoch": leadership.leader_epoch}
+            )
+    return {
+        "node_id": node_id,
+        "controller_id": controller_id,
+        "partitions_without_leader": leaderless,
+        "brokers": [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "alive": b.alive,
+             "controller": b.node_id == controller_id, "leaderships": led.get(b.node_id, [])}
+            for b in sorted(brokers, key=lambda b: b.node_id)
+        ],  # fmt: skip
     }
 
 
@@ -178,6 +226,7 @@ class AdminHttp:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/v1/topics", self._topics)
         app.router.add_get("/v1/topics/{topic}", self._topic)
+        app.router.add_get("/v1/brokers", self._brokers)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -219,10 +268,20 @@ class AdminHttp:
 
     async def _topics(self, request: web.Request) -> web.Response:
         names = sorted(self.registry.topics)
-        return web.json_response({"topics": [topic_state(self.registry, name) for name in names]})
+        return web.json_response({"topics": [await self._with_wal(topic_state(self.registry, name)) for name in names]})
 
     async def _topic(self, request: web.Request) -> web.Response:
         state = topic_state(self.registry, request.match_info["topic"])
         if state is None:
             return web.json_response({"error": f"unknown topic {request.match_info['topic']}"}, status=404)
-        return web.json_response(state)
+        return web.json_response(await self._with_wal(state))
+
+    async def _with_wal(self, state: dict[str, Any] | None) -> dict[str, Any] | None:
+        """`state` with each partition's write-ahead figures (one store read per partition)."""
+        if state is not None:
+            for partition in state["partitions"]:
+                partition.update(await wal_state(self.registry.store, state["topic"], partition["partition"]))
+        return state
+
+    async def _brokers(self, request: web.Request) -> web.Response:
+        return web.json_response(await brokers_state(self.registry.store, self.registry.settings.node_id))

@@ -2,13 +2,18 @@
 is read-only and binds to 127.0.0.1 unless told otherwise).
 
 The page is plain HTML with a little JavaScript that reads the endpoint's JSON routes
-(`/v1/topics`, `/v1/groups`) and redraws every `REFRESH_MS` (or `?refresh=MS`; 0 stops it):
+(`/v1/brokers`, `/v1/topics`, `/v1/groups`) and redraws every `REFRESH_MS` (or `?refresh=MS`;
+0 stops it):
 
-- a summary: topics, partitions, bytes on local disk and in the bucket, upload lag;
+- a summary: brokers, topics, partitions, bytes on local disk and in the bucket, upload lag;
+- the cluster's brokers, as the metadata store has them: address, rack, alive or not, which
+  one is the controller and which one serves the page, and the partitions each leads;
 - topics with their partitions' two tiers: per partition a bar over the offsets from the log
   start to the log end, showing which are only in the bucket, in the bucket and still on local
-  disk, and only on local disk (of which the rolled segments waiting for the bucket), with the
-  offsets, segments, bytes and upload lag as numbers; a topic's configs under it;
+  disk, and only on local disk (of which the rolled segments waiting for the bucket), and under
+  it a thin strip of durability: the offsets held in write-ahead objects and those appended but
+  not yet durable (above the high watermark); with the offsets, segments, bytes, write-ahead
+  objects and upload lag as numbers; a topic's configs under it;
 - consumer groups with their committed offset, the high watermark and the lag per partition;
   and each group's state and members (member id, client id, host and assigned partitions).
 
@@ -30,7 +35,8 @@ PAGE = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Diskless console</title>
 <style>
-  :root { --bucket: #4c78a8; --both: #72b7b2; --waiting: #f58518; --local: #e45756; --ink: #222; --muted: #666; }
+  :root { --bucket: #4c78a8; --both: #72b7b2; --waiting: #f58518; --local: #e45756; --wal: #9467bd; --pending: #bab0ac;
+          --ink: #222; --muted: #666; }
   body { font: 14px/1.4 system-ui, sans-serif; color: var(--ink); margin: 0; }
   header { background: #1f2933; color: #fff; padding: 10px 20px; display: flex; gap: 24px; align-items: baseline; flex-wrap: wrap; }
   header h1 { font-size: 18px; margin: 0; }
@@ -46,6 +52,11 @@ PAGE = """<!doctype html>
   .bar span { display: block; height: 100%; }
   .bar .bucket { background: var(--bucket); } .bar .both { background: var(--both); }
   .bar .waiting { background: var(--waiting); } .bar .local { background: var(--local); }
+  .walbar { display: flex; width: 320px; height: 4px; margin-top: 1px; background: #f0f2f5; }
+  .walbar span { display: block; height: 100%; }
+  .walbar .wal { background: var(--wal); } .walbar .pending { background: var(--pending); }
+  td.wrap { white-space: normal; text-align: left; max-width: 640px; }
+  table.partitions th { white-space: normal; vertical-align: bottom; }
   .legend span { display: inline-block; margin-right: 14px; color: var(--muted); font-size: 12px; }
   .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
   .configs { color: var(--muted); font-size: 12px; margin: 4px 0 10px; }
@@ -58,6 +69,7 @@ PAGE = """<!doctype html>
 <body>
 <header>
   <h1>Diskless</h1>
+  <span class="figure">brokers <b id="summary-brokers">-</b></span>
   <span class="figure">topics <b id="summary-topics">-</b></span>
   <span class="figure">partitions <b id="summary-partitions">-</b></span>
   <span class="figure">local <b id="summary-local-bytes">-</b></span>
@@ -68,12 +80,22 @@ PAGE = """<!doctype html>
   <span id="error"></span>
 </header>
 <main>
+  <h2>Brokers</h2>
+  <table id="brokers">
+    <thead><tr>
+      <th>node</th><th class="text">address</th><th class="text">rack</th><th class="text">state</th><th class="text">role</th>
+      <th>leaderships</th><th class="text">leads</th>
+    </tr></thead>
+    <tbody></tbody>
+  </table>
   <h2>Topics</h2>
   <div class="legend">
     <span><i style="background:var(--bucket)"></i>bucket only</span>
     <span><i style="background:var(--both)"></i>bucket and local disk</span>
     <span><i style="background:var(--waiting)"></i>local, waiting for upload</span>
     <span><i style="background:var(--local)"></i>local only</span>
+    <span><i style="background:var(--wal)"></i>in write-ahead objects (thin strip)</span>
+    <span><i style="background:var(--pending)"></i>not yet durable (thin strip)</span>
   </div>
   <table id="topics">
     <thead><tr>
@@ -136,13 +158,37 @@ function ranges(p) {
     ["local", Math.max(remoteEnd, activeBase, localStart), end],
   ].map(([kind, from, to]) => [kind, from, Math.max(from, to)]);
 }
-function bar(p) {
+// Durability: offsets [from, to) in write-ahead objects, and those not yet durable.
+function durability(p) {
+  const start = p.log_start_offset, end = p.log_end_offset;
+  const wal = p.wal_start_offset === null ? [] : [["wal", Math.max(p.wal_start_offset, start), Math.min(p.wal_end_offset, end)]];
+  return [...wal, ["pending", Math.max(p.high_watermark, start), end]];
+}
+function tierBar(p) {
   const node = el("div", {"class": "bar", "data-field": "bar"});
   const span = Math.max(1, p.log_end_offset - p.log_start_offset);
   for (const [kind, from, to] of ranges(p)) {
     if (to <= from) continue;
     node.append(el("span", {"class": kind, "data-from": String(from), "data-to": String(to),
       "style": "width:" + (100 * (to - from) / span) + "%", "title": kind + ": offsets " + from + " to " + (to - 1)}));
+  }
+  return node;
+}
+function bar(p) {
+  return el("div", {}, tierBar(p), walStrip(p));
+}
+function walStrip(p) {
+  // Positioned by offset: a gap before the write-ahead range (offsets only in segments) stays empty.
+  const node = el("div", {"class": "walbar", "data-field": "walbar"});
+  const span = Math.max(1, p.log_end_offset - p.log_start_offset);
+  let at = p.log_start_offset;
+  for (const [kind, from, to] of durability(p)) {
+    if (to <= from) continue;
+    if (from > at) node.append(el("span", {"style": "width:" + (100 * (from - at) / span) + "%"}));
+    node.append(el("span", {"class": kind, "data-from": String(from), "data-to": String(to),
+      "style": "width:" + (100 * (to - from) / span) + "%", "title": (kind === "wal" ? "in write-ahead objects" : "not yet durable")
+        + ": offsets " + from + " to " + (to - 1)}));
+    at = to;
   }
   return node;
 }
@@ -169,7 +215,7 @@ function topicRows(t) {
   const table = el("table", {"class": "partitions", "data-topic": t.topic},
     el("thead", {}, el("tr", {}, ...["partition", "tiers", "log start", "local log start", "bucket end", "high watermark",
       "log end", "local segments", "local bytes", "bucket segments", "bucket bytes", "upload lag (segments)",
-      "upload lag (bytes)"].map((h, i) => el("th", i < 2 ? {"class": "text"} : {}, h)))));
+      "upload lag (bytes)", "write-ahead objects", "write-ahead bytes"].map((h, i) => el("th", i < 2 ? {"class": "text"} : {}, h)))));
   const body = el("tbody");
   for (const p of ps) {
     body.append(el("tr", {"data-partition": String(p.partition)},
@@ -179,12 +225,33 @@ function topicRows(t) {
       num("log_end_offset", p.log_end_offset), num("local_segments", p.local_segments),
       num("local_bytes", p.local_bytes, bytes(p.local_bytes)), num("remote_segments", p.remote_segments),
       num("remote_bytes", p.remote_bytes, bytes(p.remote_bytes)), num("upload_lag_segments", p.upload_lag_segments),
-      num("upload_lag_bytes", p.upload_lag_bytes, bytes(p.upload_lag_bytes))));
+      num("upload_lag_bytes", p.upload_lag_bytes, bytes(p.upload_lag_bytes)), num("wal_objects", p.wal_objects),
+      num("wal_bytes", p.wal_bytes, bytes(p.wal_bytes))));
   }
   table.append(body);
   rows.push(el("tr", {"class": "detail", "data-detail": t.topic},
     el("td", {"colspan": "9", "class": "text"}, el("div", {"class": "configs", "data-field": "configs"}, configs), table)));
   return rows;
+}
+
+// "orders: 0, 1, 2; audit: 0": the partitions a broker leads, by topic.
+function leads(leaderships) {
+  const byTopic = new Map();
+  for (const l of leaderships) byTopic.set(l.topic, [...(byTopic.get(l.topic) || []), l.partition]);
+  return [...byTopic].map(([topic, ps]) => topic + ": " + ps.sort((a, b) => a - b).join(", ")).join("; ") || "-";
+}
+function brokerRows(cluster) {
+  return cluster.brokers.map((b) => el("tr", {"data-broker": String(b.node_id)},
+    num("node_id", b.node_id),
+    el("td", {"class": "text", "data-field": "address"}, b.host + ":" + b.port),
+    el("td", {"class": "text", "data-field": "rack"}, b.rack === null ? "-" : b.rack),
+    Object.assign(el("td", {"class": "text", "data-field": "state"}, b.alive ? "alive" : "session expired"),
+      {className: b.alive ? "text" : "text lagging"}),
+    el("td", {"class": "text", "data-field": "role"},
+      [b.controller ? "controller" : "", b.node_id === cluster.node_id ? "this broker" : ""].filter(Boolean).join(", ") || "-"),
+    num("leaderships", b.leaderships.length),
+    el("td", {"class": "wrap", "data-field": "leads",
+      "data-value": b.leaderships.map((l) => l.topic + "-" + l.partition).sort().join(",")}, leads(b.leaderships))));
 }
 
 function groupRows(g) {
@@ -216,8 +283,11 @@ function memberRows(g) {
 let last = null;
 function render() {
   if (last === null) return;
-  const [topics, groups] = last;
+  const [cluster, topics, groups] = last;
   const ps = topics.topics.flatMap((t) => t.partitions);
+  const alive = cluster.brokers.filter((b) => b.alive).length;
+  document.getElementById("summary-brokers").textContent =
+    alive === cluster.brokers.length ? String(alive) : alive + " of " + cluster.brokers.length + " alive";
   document.getElementById("summary-topics").textContent = String(topics.topics.length);
   document.getElementById("summary-partitions").textContent = String(ps.length);
   document.getElementById("summary-local-bytes").textContent = bytes(sum(ps, "local_bytes"));
@@ -225,6 +295,7 @@ function render() {
   document.getElementById("summary-upload-lag").textContent =
     sum(ps, "upload_lag_segments") + " segments, " + bytes(sum(ps, "upload_lag_bytes"));
   document.getElementById("summary-groups").textContent = String(groups.groups.length);
+  document.querySelector("#brokers tbody").replaceChildren(...brokerRows(cluster));
   document.querySelector("#topics tbody").replaceChildren(...topics.topics.flatMap(topicRows));
   document.querySelector("#groups tbody").replaceChildren(...groups.groups.flatMap(groupRows));
   document.querySelector("#members tbody").replaceChildren(...groups.groups.flatMap(memberRows));
@@ -232,7 +303,7 @@ function render() {
 
 async function refresh() {
   try {
-    const answers = await Promise.all(["/v1/topics", "/v1/groups"].map(async (path) => {
+    const answers = await Promise.all(["/v1/brokers", "/v1/topics", "/v1/groups"].map(async (path) => {
       const response = await fetch(path, {cache: "no-store"});
       if (!response.ok) throw new Error(path + ": HTTP " + response.status);
       return response.json();

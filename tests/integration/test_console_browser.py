@@ -1,6 +1,7 @@
 """The web console in a real headless Chromium (Debian's `chromium`, driven by Playwright): after
 a produce to a tiered topic, its uploads and a group's commit, the page shows exactly the
-broker's own figures (its JSON routes and the bucket's listing), and refreshes by itself."""
+broker's own figures (its JSON routes, the bucket's listing, the write-ahead batches the
+metadata store records, the brokers it registers), and refreshes by itself."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ CHROMIUM_ARGS = [
 DEADLINE_S = 30.0
 RECORDS = 30
 COMMITTED = 17
+RACK = "rack-a"
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (make system-deps)")
 
@@ -34,7 +36,8 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's c
 def http_broker(tmp_path_factory):
     data = tmp_path_factory.mktemp("console") / "data"
     http_port = free_port()
-    process = BrokerProcess(data, "--log-retention-check-interval-ms", "500", "--http", f"127.0.0.1:{http_port}").start()
+    process = BrokerProcess(data, "--log-retention-check-interval-ms", "500", "--http", f"127.0.0.1:{http_port}",
+                           "--broker-rack", RACK).start()  # fmt: skip
     process.http = f"127.0.0.1:{http_port}"  # type: ignore[attr-defined]
     try:
         yield process
@@ -102,6 +105,12 @@ def test_console_shows_both_tiers_and_group_lag(http_broker, create_topic, brows
         return p0 if p0["upload_lag_segments"] == 0 and p0["remote_segments"] and p0["local_segments"] == 1 else None
 
     wait_for(tiered, "the rolled segments to reach the bucket and leave the disk")
+
+    def released():  # write-ahead batches inside uploaded segments are released after the upload
+        p0 = get_json(http_broker.http, f"/v1/topics/{topic}")["partitions"][0]
+        return p0["wal_start_offset"] == p0["remote_end_offset"]
+
+    wait_for(released, "the write-ahead batches below the bucket's end to be released")
     commit(http_broker.bootstrap, topic, group, COMMITTED)
     state = get_json(http_broker.http, f"/v1/topics/{topic}")
     p0, p1 = state["partitions"]
@@ -109,6 +118,14 @@ def test_console_shows_both_tiers_and_group_lag(http_broker, create_topic, brows
     in_bucket = sorted((parse_commit_key(f"{topic}/0/commits/{p.name}") for p in commits.glob("*.commit")), key=lambda s: s.base_offset)
     remote_end = in_bucket[-1].last_offset + 1
     assert (p0["remote_segments"], p0["remote_bytes"], p0["remote_end_offset"]) == (len(in_bucket), sum(s.size_bytes for s in in_bucket), remote_end)
+    # One record per produce, acks=all: the active segment's batches are exactly the durable
+    # batches still in write-ahead objects.
+    assert (p0["wal_start_offset"], p0["wal_end_offset"], p0["wal_batches"]) == (remote_end, RECORDS, RECORDS - remote_end)
+    assert p0["wal_bytes"] == p0["local_bytes"] and 1 <= p0["wal_objects"] <= p0["wal_batches"]
+    cluster = get_json(http_broker.http, "/v1/brokers")
+    (me,) = cluster["brokers"]
+    assert (me["node_id"], cluster["controller_id"], me["rack"], me["alive"]) == (1, 1, RACK, True)
+    assert {"topic": topic, "partition": 1, "leader_epoch": 1} in me["leaderships"]
 
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     try:
@@ -117,10 +134,20 @@ def test_console_shows_both_tiers_and_group_lag(http_broker, create_topic, brows
         assert page.title() == "Diskless console"
 
         # The summary: this broker has this one topic.
+        assert page.text_content("#summary-brokers") == "1"
         assert page.text_content("#summary-topics") == "1"
         assert page.text_content("#summary-partitions") == "2"
         assert page.text_content("#summary-upload-lag") == "0 segments, 0 B"
         assert page.text_content("#summary-groups") == "1"
+
+        # The cluster: this broker, its rack, its roles and every partition it leads.
+        broker_row = page.locator("#brokers tr[data-broker='1']")
+        assert cells(broker_row) == {
+            "node_id": "1", "address": http_broker.bootstrap, "rack": RACK, "state": "alive", "role": "controller, this broker",
+            "leaderships": str(len(me["leaderships"])),
+            "leads": ",".join(sorted(f"{l['topic']}-{l['partition']}" for l in me["leaderships"])),
+        }  # fmt: skip
+        assert f"{topic}: 0, 1" in broker_row.locator("[data-field=leads]").text_content()
 
         # The topic's row: totals over its partitions, exactly the broker's figures.
         row = page.locator(f"#topics tr.topic[data-topic='{topic}']")
@@ -140,13 +167,18 @@ def test_console_shows_both_tiers_and_group_lag(http_broker, create_topic, brows
             "partition": "0", "log_start_offset": "0", "local_log_start_offset": str(remote_end), "remote_end_offset": str(remote_end),
             "high_watermark": str(RECORDS), "log_end_offset": str(RECORDS), "local_segments": "1", "local_bytes": str(p0["local_bytes"]),
             "remote_segments": str(len(in_bucket)), "remote_bytes": str(p0["remote_bytes"]),
-            "upload_lag_segments": "0", "upload_lag_bytes": "0",
+            "upload_lag_segments": "0", "upload_lag_bytes": "0", "wal_objects": str(p0["wal_objects"]), "wal_bytes": str(p0["wal_bytes"]),
         }  # fmt: skip
         assert {k: v for k, v in cells(row0).items() if k != "bar"} == expected0
         # The bar: offsets [0, remote_end) only in the bucket, [remote_end, 30) only on disk.
         bar = row0.locator("[data-field=bar] span")
         assert bar.evaluate_all("ss => ss.map(s => [s.className, Number(s.dataset.from), Number(s.dataset.to)])") == [
             ["bucket", 0, remote_end], ["local", remote_end, RECORDS]
+        ]
+        # Under it, durability: [remote_end, 30) in write-ahead objects, nothing above the high watermark.
+        strip = row0.locator("[data-field=walbar] span[class]")
+        assert strip.evaluate_all("ss => ss.map(s => [s.className, Number(s.dataset.from), Number(s.dataset.to)])") == [
+            ["wal", remote_end, RECORDS]
         ]
         row1 = detail.locator("tr[data-partition='1']")
         assert cells(row1)["high_watermark"] == "0" and cells(row1)["remote_segments"] == "0"
