@@ -175,6 +175,16 @@ def test_metrics_after_produce_tier_consume_commit(http_broker, create_topic) ->
     assert value(s, "kafka_server_brokertopicmetrics_failedproducerequests_total", topic=topic) is None
     assert total(s, "kafka_network_requestmetrics_requests_total", request="CreateTopics") == 1
 
+    # Write-ahead objects: every produced batch (one per Produce request here) made durable by
+    # a commit, each commit timed once, nothing retried or pending.
+    objects = value(s, "diskless_wal_objects_committed_total")
+    assert value(s, "diskless_wal_batches_committed_total") == produce_requests
+    assert 1 <= objects <= produce_requests
+    assert value(s, "diskless_wal_commit_duration_seconds_count") == objects
+    assert value(s, "diskless_wal_bytes_total") > value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic)
+    assert value(s, "diskless_wal_pending_bytes") == 0
+    assert value(s, "diskless_wal_retries_total", step="put") == value(s, "diskless_wal_retries_total", step="commit") == 0
+
     # Consume from 0 (the bucket, then disk), commit COMMITTED: the group's lag is HW - COMMITTED.
     consume_and_commit(http_broker.bootstrap, topic, group)
     s = scrape(http_broker.http)
