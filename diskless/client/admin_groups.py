@@ -15,9 +15,17 @@ from typing import Any, TypeVar
 from . import protocol
 from .cluster import Cluster
 from .consumer_protocol import decode_assignment
-from .errors import KafkaError, error_for
+from .errors import KafkaError, UnsupportedByBroker, error_for
 from .offsets import committed_offsets, offset_fetch_request
-from .structs import GroupDescription, GroupListing, MemberDescription, OffsetAndMetadata, TopicPartition
+from .structs import (
+    ConsumerGroupDescription,
+    ConsumerGroupMemberDescription,
+    GroupDescription,
+    GroupListing,
+    MemberDescription,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 
 T = TypeVar("T")
 _COORDINATOR_ERRORS = (14, 15, 16)  # loading, not available, not coordinator
@@ -44,22 +52,32 @@ class GroupAdmin:
                 self._cluster.forget_coordinator(group_id)
             raise error_for(code, message, group=group_id)
 
-    async def list_groups(self) -> list[GroupListing]:
-        """Every group on every broker, sorted by id."""
+    async def list_groups(self, *, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[GroupListing]:
+        """Every group on every broker, sorted by id; `states` ("Stable", "Empty", ...) and
+        `types` ("classic", "consumer") keep only the groups that match (case-insensitively).
+        A broker without ListGroups v4 (states) or v5 (types) refuses a filter it cannot apply."""
+        states_filter, types_filter = tuple(states), tuple(types)
 
         async def attempt() -> list[GroupListing]:
             await self._cluster.fetch_metadata(())
             nodes = list(self._cluster.metadata.brokers)
 
             def make(version: int) -> Any:
-                return protocol.build(protocol.request_class(protocol.LIST_GROUPS, version), states_filter=())
+                if (states_filter and version < 4) or (types_filter and version < 5):
+                    raise UnsupportedByBroker("ListGroups with a states (v4) or types (v5) filter", (4 if not types_filter else 5, 5), (0, version))
+                return protocol.build(
+                    protocol.request_class(protocol.LIST_GROUPS, version), states_filter=states_filter, types_filter=types_filter
+                )
 
             responses = await asyncio.gather(*(self._cluster.request_node(n, protocol.LIST_GROUPS, make) for n in nodes))
             groups = []
             for response in responses:
                 if response.error_code:
                     raise error_for(response.error_code)
-                groups += [GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", None)) for g in response.groups]
+                groups += [
+                    GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", None), getattr(g, "group_type", None))
+                    for g in response.groups
+                ]
             return sorted(groups, key=lambda g: g.group_id)
 
         return await self._retrying(attempt)
@@ -88,6 +106,37 @@ class GroupAdmin:
                         MemberDescription(m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host, assignment)
                     )
                 return GroupDescription(group.group_id, group.group_state, group.protocol_type, group.protocol_data, tuple(members))
+
+            return await self._retrying(attempt)
+
+        described = await asyncio.gather(*(describe(g) for g in ids))
+        return dict(zip(ids, described, strict=True))
+
+    async def describe_consumer_groups(self, group_ids: str | Iterable[str]) -> dict[str, ConsumerGroupDescription]:
+        """ConsumerGroupDescribe (KIP-848 groups); GROUP_ID_NOT_FOUND for a classic group."""
+        ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
+
+        def partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+            return tuple(sorted(TopicPartition(t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions))
+
+        async def describe(group_id: str) -> ConsumerGroupDescription:
+            async def attempt() -> ConsumerGroupDescription:
+                def make(version: int) -> Any:
+                    cls = protocol.request_class(protocol.CONSUMER_GROUP_DESCRIBE, version)
+                    return cls(group_ids=(group_id,), include_authorized_operations=False)
+
+                group = (await self._group_request(group_id, protocol.CONSUMER_GROUP_DESCRIBE, make)).groups[0]
+                self._check_group_error(group_id, group.error_code, group.error_message)
+                members = tuple(
+                    ConsumerGroupMemberDescription(
+                        m.member_id, m.instance_id, m.client_id, m.client_host, m.member_epoch, tuple(m.subscribed_topic_names),
+                        m.subscribed_topic_regex, partitions(m.assignment), partitions(m.target_assignment),
+                    )  # fmt: skip
+                    for m in group.members
+                )
+                return ConsumerGroupDescription(
+                    group.group_id, group.group_state, group.group_epoch, group.assignment_epoch, group.assignor_name, members
+                )
 
             return await self._retrying(attempt)
 

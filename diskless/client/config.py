@@ -102,6 +102,10 @@ class ConsumerConfig:
     session_timeout_ms: int = 45000
     heartbeat_interval_ms: int = 3000
     partition_assignment_strategy: tuple[str, ...] = ("range", "roundrobin")
+    # "classic" (JoinGroup/SyncGroup, the assignor runs in the leader) or "consumer" (KIP-848:
+    # ConsumerGroupHeartbeat, the broker assigns with `group_remote_assignor`, None: its default).
+    group_protocol: str = "classic"
+    group_remote_assignor: str | None = None
     isolation_level: int = 0
     check_crcs: bool = True
     request_timeout_ms: int = 30000
@@ -131,6 +135,8 @@ class ConsumerConfig:
         config = cls(partition_assignment_strategy=strategies, isolation_level=levels[isolation_level], **kwargs)  # type: ignore[arg-type]
         if config.auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset must be earliest, latest or none, not {config.auto_offset_reset!r}")
+        if config.group_protocol not in ("classic", "consumer"):
+            raise ValueError(f"group_protocol must be classic or consumer, not {config.group_protocol!r}")
         if config.max_poll_records < 1 or config.fetch_max_wait_ms < 0:
             raise ValueError("max_poll_records must be positive and fetch_max_wait_ms not negative")
         return config

@@ -11,6 +11,9 @@ application. "Consumed" means handed to the application: `commit()` and auto-com
 per partition, the offset after the last record returned by `getmany` or yielded by
 `async for` (records drained for iteration but not yet yielded do not count).
 
+`group_protocol="consumer"` joins with KIP-848's protocol (membership.py: the broker assigns,
+partitions move incrementally) instead of the classic JoinGroup/SyncGroup (group.py).
+
 Group membership (heartbeats, rebalances, auto-commit) runs in background tasks, so a slow
 application never misses a heartbeat while the event loop is free; `max_poll_interval_ms` is
 the rebalance timeout sent in JoinGroup, but the consumer does not leave the group on its own
@@ -32,6 +35,7 @@ from .config import ConsumerConfig
 from .errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from .fetcher import Fetcher
 from .group import GroupMember, RebalanceListener
+from .membership import ConsumerGroupMember
 from .offsets import EARLIEST, LATEST, list_offsets
 from .structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from .subscription import SubscriptionState
@@ -82,7 +86,8 @@ class Consumer:
         )
         await self._cluster.start()
         if config.group_id is not None:
-            self._group = GroupMember(config, self._cluster, self._subscription, self._consumed_offsets, self._assignment_changed)
+            member_cls = ConsumerGroupMember if config.group_protocol == "consumer" else GroupMember
+            self._group = member_cls(config, self._cluster, self._subscription, self._consumed_offsets, self._assignment_changed)
         self._fetcher = Fetcher(config, self._cluster, self._subscription, self._group.fetch_committed_offsets if self._group else None)
         self._started = True
         topics, pattern = self._initial

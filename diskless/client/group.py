@@ -45,7 +45,7 @@ from .consumer_protocol import (
 )
 from .errors import KafkaError, RebalanceInProgressError, error_for
 from .offsets import committed_offsets, offset_fetch_request
-from .retry import retrying
+from .retry import is_retriable, retrying
 from .structs import OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
 
@@ -157,14 +157,11 @@ class GroupMember:
     async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         if not offsets:
             return
-        if self.subscription.subscribed:
-            if self.state != STABLE:
-                raise RebalanceInProgressError("the group is rebalancing: commit after the new assignment", group=self.group_id)
-            generation, member_id = self.generation_id, self.member_id
-        else:
-            generation, member_id = -1, ""
+        identity = self._commit_identity() if self.subscription.subscribed else (-1, "")
 
         def make(version: int) -> Any:
+            self._check_offset_commit_version(version)
+            generation, member_id = identity
             cls = protocol.request_class(protocol.OFFSET_COMMIT, version)
             topic_cls = protocol.nested(cls, "OffsetCommitRequestTopic")
             partition_cls = protocol.nested(cls, "OffsetCommitRequestPartition")
@@ -190,6 +187,9 @@ class GroupMember:
             )
 
         async def attempt() -> None:
+            nonlocal identity
+            if self.subscription.subscribed:
+                identity = self._commit_identity()  # a retry commits with the member's latest epoch
             response = await self._coordinator_request(protocol.OFFSET_COMMIT, make)
             for t in response.topics:
                 for p in t.partitions:
@@ -197,7 +197,19 @@ class GroupMember:
                         self._member_error(p.error_code)
                         raise error_for(p.error_code, None, group=self.group_id, topic=t.name, partition=p.partition_index)
 
-        await self._with_retries(attempt)
+        await self._with_retries(attempt, retriable=self._commit_retriable)
+
+    def _commit_identity(self) -> tuple[int, str]:
+        """(generation or member epoch, member id) to commit with; raises while that is unsettled."""
+        if self.state != STABLE:
+            raise RebalanceInProgressError("the group is rebalancing: commit after the new assignment", group=self.group_id)
+        return self.generation_id, self.member_id
+
+    def _check_offset_commit_version(self, version: int) -> None:
+        """Classic members commit with any version; KIP-848 members need v9 (membership.py)."""
+
+    def _commit_retriable(self, exc: KafkaError) -> bool:
+        return exc.retriable
 
     async def fetch_committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         wanted = sorted(set(partitions))
@@ -241,7 +253,7 @@ class GroupMember:
             self.cluster.forget_coordinator(self.group_id)
             raise
 
-    async def _with_retries(self, attempt: Callable[[], Any]) -> Any:
+    async def _with_retries(self, attempt: Callable[[], Any], retriable: Callable[[KafkaError], bool] = is_retriable) -> Any:
         def on_retry(exc: KafkaError) -> None:
             if getattr(exc, "errno", None) in _COORDINATOR_ERRORS:
                 self.cluster.forget_coordinator(self.group_id)
@@ -250,6 +262,7 @@ class GroupMember:
             attempt,
             retry_backoff_ms=self.config.retry_backoff_ms,
             timeout_ms=self.config.request_timeout_ms,
+            retriable=retriable,
             on_retry=on_retry,
         )
 

@@ -48,17 +48,20 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLUSTER = 60
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 
 # api_key: (name, min_version, max_version) that this client's code handles. The maxima stop
 # before versions that name topics by id only (Fetch 13, Produce 13; DeleteTopics 6 is fine:
-# it takes names too) or that belong to the new consumer-group protocol (OffsetFetch 9).
+# it takes names too). OffsetCommit v9 carries a KIP-848 member epoch (membership.py), and
+# classic members may send it too; OffsetFetch v9's member fields are not sent.
 CLIENT_VERSIONS = MappingProxyType(
     {
         PRODUCE: ("Produce", 3, 11),
         FETCH: ("Fetch", 4, 12),
         LIST_OFFSETS: ("ListOffsets", 1, 8),
         METADATA: ("Metadata", 1, 12),
-        OFFSET_COMMIT: ("OffsetCommit", 2, 8),
+        OFFSET_COMMIT: ("OffsetCommit", 2, 9),
         OFFSET_FETCH: ("OffsetFetch", 1, 8),
         FIND_COORDINATOR: ("FindCoordinator", 0, 3),
         JOIN_GROUP: ("JoinGroup", 0, 9),
@@ -66,7 +69,7 @@ CLIENT_VERSIONS = MappingProxyType(
         LEAVE_GROUP: ("LeaveGroup", 0, 5),
         SYNC_GROUP: ("SyncGroup", 0, 5),
         DESCRIBE_GROUPS: ("DescribeGroups", 0, 5),
-        LIST_GROUPS: ("ListGroups", 0, 4),
+        LIST_GROUPS: ("ListGroups", 0, 5),
         API_VERSIONS: ("ApiVersions", 0, 3),
         CREATE_TOPICS: ("CreateTopics", 2, 7),
         DELETE_TOPICS: ("DeleteTopics", 1, 6),
@@ -77,6 +80,8 @@ CLIENT_VERSIONS = MappingProxyType(
         DELETE_GROUPS: ("DeleteGroups", 0, 2),
         INCREMENTAL_ALTER_CONFIGS: ("IncrementalAlterConfigs", 0, 1),
         DESCRIBE_CLUSTER: ("DescribeCluster", 0, 1),
+        CONSUMER_GROUP_HEARTBEAT: ("ConsumerGroupHeartbeat", 0, 1),
+        CONSUMER_GROUP_DESCRIBE: ("ConsumerGroupDescribe", 0, 1),
     }
 )
 

@@ -118,6 +118,34 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str | None = None
+    group_type: str | None = None  # "classic" or "consumer" (KIP-848); None from brokers before ListGroups v5
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberDescription:
+    """A member of a KIP-848 group: what it holds now and what the coordinator wants it to hold."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_epoch: int
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[TopicPartition, ...]
+    target_assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    """ConsumerGroupDescribe's answer for one KIP-848 group."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: tuple[ConsumerGroupMemberDescription, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,254 @@
+"""Our asyncio client with KIP-848's protocol (`group_protocol="consumer"`) against a real
+broker: members joining and leaving while records are produced, every record consumed exactly
+once, assignments disjoint at every moment and covering after each change, committed offsets
+never going back; a group shared with confluent-kafka's `group.protocol=consumer`; an empty
+classic group taken over by a new-protocol member with its offsets; the admin client's view
+of group types."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from diskless.client import Admin, Consumer, Producer
+
+from .broker_process import BrokerProcess
+
+DEADLINE_S = 60.0
+PARTITIONS = 6
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module")
+def fast_group_broker(tmp_path_factory):
+    """Heartbeats every 300 ms and a 6 s session, so that reconciliation takes a few hundred ms."""
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("cgp") / "data", "--group-initial-rebalance-delay-ms", "0",
+        "--group-consumer-heartbeat-interval-ms", "300", "--group-consumer-min-heartbeat-interval-ms", "300",
+        "--group-consumer-session-timeout-ms", "6000", "--group-consumer-min-session-timeout-ms", "6000",
+    ).start()  # fmt: skip
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+async def wait_until(condition, what: str, deadline_s: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def make_topic(bootstrap: str, partitions: int = PARTITIONS) -> str:
+    topic = _name("t")
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics(topic, partitions)
+    return topic
+
+
+def consumer(bootstrap: str, group: str, topic: str, name: str, **extra) -> Consumer:
+    settings = {"auto_offset_reset": "earliest", "group_protocol": "consumer", "client_id": name, "auto_commit_interval_ms": 200}
+    return Consumer(topic, bootstrap_servers=bootstrap, group_id=group, **{**settings, **extra})
+
+
+class Members:
+    """Consumers of one group, each read by a task of its own; every record handed out is kept
+    with the member that got it, and a sampler checks that no two members ever hold the same
+    partition at the same moment."""
+
+    def __init__(self) -> None:
+        self.consumers: dict[str, Consumer] = {}
+        self.readers: dict[str, asyncio.Task[None]] = {}
+        self.consumed: list[tuple[str, int, int, bytes]] = []  # member, partition, offset, value
+        self.overlaps: list[str] = []
+        self._sampler = asyncio.create_task(self._sample())
+
+    async def add(self, name: str, c: Consumer) -> None:
+        await c.start()
+        self.consumers[name] = c
+        self.readers[name] = asyncio.create_task(self._read(name, c))
+
+    async def remove(self, name: str) -> None:
+        task = self.readers.pop(name)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await self.consumers.pop(name).close()  # commits what it consumed, leaves (epoch -1)
+
+    async def _read(self, name: str, c: Consumer) -> None:
+        while True:
+            for tp, records in (await c.getmany(timeout_ms=200)).items():
+                self.consumed += [(name, tp.partition, r.offset, r.value) for r in records]
+
+    async def _sample(self) -> None:
+        while True:
+            held = [(n, c.assignment()) for n, c in self.consumers.items()]
+            for (a, pa), (b, pb) in itertools.combinations(held, 2):
+                if pa & pb:
+                    self.overlaps.append(f"{a} and {b} both hold {sorted(pa & pb)}")
+            await asyncio.sleep(0.005)
+
+    def covering(self, partitions: int) -> bool:
+        held = [c.assignment() for c in self.consumers.values()]
+        return sum(map(len, held)) == partitions and {tp.partition for tp in set().union(*held)} == set(range(partitions))
+
+    async def close(self) -> None:
+        for name in list(self.consumers):
+            await self.remove(name)
+        self._sampler.cancel()
+        await asyncio.gather(self._sampler, return_exceptions=True)
+
+
+async def test_members_join_and_leave_while_producing_and_every_record_is_consumed_once(fast_group_broker) -> None:
+    bootstrap = fast_group_broker.bootstrap
+    topic = await make_topic(bootstrap)
+    group = _name("g")
+    produced: list[bytes] = []
+    stop_producing = asyncio.Event()
+
+    async def produce() -> None:
+        async with Producer(bootstrap, linger_ms=1) as producer:
+            for i in itertools.count():
+                if stop_producing.is_set():
+                    return
+                value = b"v%d" % i
+                await producer.send_and_wait(topic, value, partition=i % PARTITIONS)
+                produced.append(value)
+                await asyncio.sleep(0.002)
+
+    committed_history: list[dict[int, int]] = []
+
+    async def watch_commits(admin: Admin) -> None:
+        while True:
+            offsets = await admin.list_group_offsets(group)
+            committed_history.append({tp.partition: m.offset for tp, m in offsets.items()})
+            await asyncio.sleep(0.05)
+
+    members = Members()
+    producer_task = asyncio.create_task(produce())
+    async with Admin(bootstrap) as admin:
+        watcher = asyncio.create_task(watch_commits(admin))
+        try:
+            for name in ("a", "b", "c"):  # join one at a time
+                await members.add(name, consumer(bootstrap, group, topic, name))
+                await wait_until(
+                    lambda: members.covering(PARTITIONS) and all(c.assignment() for c in members.consumers.values()),
+                    f"{name}'s join to settle",
+                )
+            assert sorted(len(c.assignment()) for c in members.consumers.values()) == [2, 2, 2]
+            description = (await admin.describe_consumer_groups(group))[group]
+            assert description.state == "Stable" and sorted(m.client_id for m in description.members) == ["a", "b", "c"]
+            for name in ("b", "a"):  # leave one at a time
+                await members.remove(name)
+                await wait_until(lambda: members.covering(PARTITIONS), f"{name}'s leaving to settle")
+            assert len(members.consumers["c"].assignment()) == PARTITIONS
+            stop_producing.set()
+            await producer_task
+            await wait_until(lambda: len(members.consumed) >= len(produced), f"all {len(produced)} records consumed")
+            await members.close()
+            final = await admin.list_group_offsets(group)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+            stop_producing.set()
+            await asyncio.gather(producer_task, return_exceptions=True)
+            await members.close()
+    assert members.overlaps == []
+    counts = Counter(value for _, _, _, value in members.consumed)
+    assert len(produced) > 100 and set(counts) == set(produced) and set(counts.values()) == {1}
+    # Each partition was read in offset order, across owners: no offset twice, none skipped.
+    for p in range(PARTITIONS):
+        offsets = [o for _, partition, o, _ in members.consumed if partition == p]
+        assert offsets == list(range(len(offsets)))
+    assert {tp.partition: m.offset for tp, m in final.items()} == {p: len(produced[p::PARTITIONS]) for p in range(PARTITIONS)}
+    for before, after in itertools.pairwise(committed_history):
+        assert all(after.get(p, -1) >= offset for p, offset in before.items()), (before, after)
+
+
+async def test_a_group_shared_with_confluent_kafka_members(fast_group_broker) -> None:
+    """One group, our member and librdkafka's (group.protocol=consumer): the broker splits the
+    partitions between them, each record is read by exactly one of them."""
+    ck = pytest.importorskip("confluent_kafka")
+    bootstrap = fast_group_broker.bootstrap
+    topic = await make_topic(bootstrap, 4)
+    group = _name("g")
+    async with Producer(bootstrap) as producer:
+        for i in range(200):
+            await producer.send(topic, b"v%d" % i, partition=i % 4)
+    theirs = ck.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+        "auto.offset.reset": "earliest", "client.id": "librdkafka",
+    })  # fmt: skip
+    theirs.subscribe([topic])
+    their_values: list[bytes] = []
+    members = Members()
+    try:
+        await members.add("ours", consumer(bootstrap, group, topic, "ours"))
+
+        def shared() -> bool:
+            ours = {tp.partition for tp in members.consumers["ours"].assignment()}
+            their = {tp.partition for tp in theirs.assignment()}
+            return len(ours) == len(their) == 2 and ours.isdisjoint(their)
+
+        deadline = time.monotonic() + DEADLINE_S
+        while not (shared() and len(members.consumed) + len(their_values) >= 200):
+            assert time.monotonic() < deadline, "the group to split and read 200 records"
+            message = await asyncio.to_thread(theirs.poll, 0.1)
+            if message is not None and message.error() is None:
+                their_values.append(message.value())
+    finally:
+        await members.close()
+        await asyncio.to_thread(theirs.close)
+    ours = [value for _, _, _, value in members.consumed]
+    assert Counter(ours + their_values) == Counter({b"v%d" % i: 1 for i in range(200)})
+
+
+async def test_an_empty_classic_group_is_taken_over_with_its_offsets(fast_group_broker) -> None:
+    """Kafka's offline upgrade: a classic group with no members left becomes a consumer group
+    when a new-protocol member joins; the offsets it committed are where that member starts.
+    The admin client lists the group's type before and after."""
+    bootstrap = fast_group_broker.bootstrap
+    topic = await make_topic(bootstrap, 2)
+    group = _name("g")
+    async with Producer(bootstrap) as producer:
+        for i in range(20):
+            await producer.send(topic, b"v%d" % i, partition=i % 2)
+    async with Consumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                        heartbeat_interval_ms=200, enable_auto_commit=False) as classic:  # fmt: skip
+        seen = []
+        await wait_until_async(lambda: _read_into(classic, seen), lambda: len(seen) == 20, "the classic member to read 20")
+        await classic.commit()
+    async with Admin(bootstrap) as admin:
+        (listed,) = [g for g in await admin.list_groups() if g.group_id == group]
+        assert (listed.group_type, listed.state) == ("classic", "Empty")
+        async with Producer(bootstrap) as producer:
+            for i in range(20, 30):
+                await producer.send(topic, b"v%d" % i, partition=i % 2)
+        async with consumer(bootstrap, group, topic, "upgraded") as modern:
+            seen = []
+            await wait_until_async(lambda: _read_into(modern, seen), lambda: len(seen) >= 10, "the new member to read 10")
+            assert sorted(seen) == sorted(b"v%d" % i for i in range(20, 30))
+            assert [(g.group_type, g.state) for g in await admin.list_groups(types=["consumer"]) if g.group_id == group] == [("consumer", "Stable")]
+            assert [g.group_id for g in await admin.list_groups(types=["classic"]) if g.group_id == group] == []
+        offsets = await admin.list_group_offsets(group)
+        assert {tp.partition: m.offset for tp, m in offsets.items()} == {0: 15, 1: 15}
+
+
+async def _read_into(c: Consumer, seen: list[bytes]) -> None:
+    for records in (await c.getmany(timeout_ms=100)).values():
+        seen += [r.value for r in records]
+
+
+async def wait_until_async(step, condition, what: str, deadline_s: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await step()
