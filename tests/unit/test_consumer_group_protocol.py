@@ -149,3 +149,19 @@ def test_assignors_balance_and_range_is_co_partitioned():
     for m in ("x", "y"):
         for t, ps in again[m].items():
             assert ps <= uniform[m].get(t, frozenset())
+
+
+
+def test_a_member_waiting_for_unreleased_partitions_is_asked_back_sooner():
+    """The newcomer's target holds partitions the first member still owns: until they are
+    released it is answered a tenth of the heartbeat interval, then the interval again."""
+    c = ConsumerGroupCoordinator()
+    first = join(c, "m1")
+    assert first.heartbeat_interval_ms == 5000 and first.assignment == {T1: frozenset({0, 1, 2, 3})}
+    waiting = join(c, "m2")
+    assert (waiting.heartbeat_interval_ms, waiting.assignment) == (500, {})
+    revoking = beat(c, "m1", first.member_epoch, first.assignment)
+    assert revoking.heartbeat_interval_ms == 5000 and revoking.assignment == {T1: frozenset({0, 1})}
+    beat(c, "m1", revoking.member_epoch, revoking.assignment)
+    taken = beat(c, "m2", waiting.member_epoch, {})
+    assert taken.heartbeat_interval_ms == 5000 and taken.assignment == {T1: frozenset({2, 3})}
