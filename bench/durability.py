@@ -9,13 +9,15 @@ parts). Two `diskless serve` brokers in turn use it as their bucket: one with wr
 objects on (`--wal-commit-interval-ms` as given), one with them off (`--wal-enable false`,
 today's behaviour before issue I: acks=1 and acks=all both answered at the local append). Every
 topic is tiered (the default), fresh, with N partitions, and written by confluent-kafka
-(librdkafka), 512-byte values, no compression.
+(librdkafka), 512-byte values, no compression, librdkafka's default requests in flight
+(`--in-flight` sets another: librdkafka sends one partition per ProduceRequest, so a producer
+to many partitions limited to 5 in flight waits in line behind its own requests).
 
 For each broker, each partition count and each acks setting measured (acks=1 and acks=all
 with write-ahead objects; acks=1 without):
 
-- throughput: records/s and MiB/s from the first produce() to flush() (linger.ms=5, up to 5
-  requests in flight), every delivery a success;
+- throughput: records/s and MiB/s from the first produce() to flush() (linger.ms=5), every
+  delivery a success;
 - latency: a paced producer (linger.ms=0) at a steady rate, round-robin over the partitions;
   per record, the time from produce() to its delivery report; p50 and p99 in ms after a 10%
   warm-up;
@@ -68,6 +70,10 @@ def counting(method):
     return counted
 S3Backend.put_object = counting(S3Backend.put_object)
 S3Backend.upload_part = counting(S3Backend.upload_part)
+# Keep-alive, as S3 and MinIO do: werkzeug speaks HTTP/1.0 unless told otherwise, and a new TCP
+# connection per PUT would cost the broker more than the PUT itself.
+from moto.moto_server.threaded_moto_server import MotoRequestHandler
+MotoRequestHandler.protocol_version = "HTTP/1.1"
 s3 = MotoS3()
 s3.start()
 bucket = s3.create_bucket()
@@ -125,12 +131,16 @@ def value(n: int) -> bytes:
     return head + b"x" * (VALUE_BYTES - len(head))
 
 
-def throughput(bootstrap: str, topic: str, acks: str, records: int) -> tuple[float, float]:
+def in_flight_setting(in_flight: int | None) -> dict[str, int]:
+    return {} if in_flight is None else {"max.in.flight.requests.per.connection": in_flight}
+
+
+def throughput(bootstrap: str, topic: str, acks: str, records: int, in_flight: int | None = None) -> tuple[float, float]:
     """(records/s, seconds) for `records` produced as fast as librdkafka takes them."""
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 256 * 1024,
-        "queue.buffering.max.kbytes": 256 * 1024, "max.in.flight.requests.per.connection": 5,
-        "compression.type": "none", "enable.idempotence": False,
+        "queue.buffering.max.kbytes": 256 * 1024, "compression.type": "none", "enable.idempotence": False,
+        **in_flight_setting(in_flight),
     })  # fmt: skip
     failures: list[str] = []
 
@@ -155,11 +165,11 @@ def throughput(bootstrap: str, topic: str, acks: str, records: int) -> tuple[flo
     return records / elapsed, elapsed
 
 
-def latency(bootstrap: str, topic: str, partitions: int, acks: str, rate: int, seconds: float, in_flight: int = 5) -> tuple[float, float, float]:
+def latency(bootstrap: str, topic: str, partitions: int, acks: str, rate: int, seconds: float, in_flight: int | None = None) -> tuple[float, float, float]:
     """(p50 ms, p99 ms, seconds) of produce() to delivery report at `rate` records/s."""
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "compression.type": "none",
-        "enable.idempotence": False, "max.in.flight.requests.per.connection": in_flight,
+        "enable.idempotence": False, **in_flight_setting(in_flight),
     })  # fmt: skip
     latencies_ms: list[float] = []
     failures: list[str] = []
@@ -195,7 +205,7 @@ def measure(moto: CountingMoto, broker: BrokerProcess, label: str, partitions: i
     topic = create_topic(broker.bootstrap, partitions)
     throughput(broker.bootstrap, topic, acks, args.warmup_records)
     puts_before = moto.puts()
-    records_s, elapsed = throughput(broker.bootstrap, topic, acks, args.records)
+    records_s, elapsed = throughput(broker.bootstrap, topic, acks, args.records, args.in_flight)
     flood_puts_s = (moto.puts() - puts_before) / elapsed
     puts_before = moto.puts()
     p50, p99, elapsed = latency(broker.bootstrap, topic, partitions, acks, args.rate, args.latency_s, args.in_flight)
@@ -224,7 +234,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=None, help="records of each throughput run (default 200000; 30000 with --quick)")
     parser.add_argument("--rate", type=int, default=None, help="records/s of the paced latency run (default 1000; 500 with --quick)")
     parser.add_argument("--latency-s", type=float, default=None, help="length of the paced run (default 10; 2 with --quick)")
-    parser.add_argument("--in-flight", type=int, default=5, help="max.in.flight.requests.per.connection of the paced run")
+    parser.add_argument("--in-flight", type=int, default=None,
+                        help="max.in.flight.requests.per.connection of the producers (default: librdkafka's own, "
+                             "1000000; 5 is the most an idempotent producer may have)")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the brokers' data directories and logs")
     args = parser.parse_args()
     args.records = args.records or (30_000 if args.quick else 200_000)
@@ -244,7 +256,7 @@ def main() -> None:
         ]
         for name, flags, runs in modes:
             broker = BrokerProcess(
-                work / name, "--object-store", moto.url(name), "--log-level", "WARNING", *flags, env=moto.env()
+                work / name, "--object-store", moto.url(name), *flags, env=moto.env()
             ).start()  # fmt: skip
             try:
                 for partitions in partition_counts:

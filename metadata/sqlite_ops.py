@@ -12,6 +12,7 @@ Called only on the store's worker thread (see `sqlite.py`): the connection is no
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -476,15 +477,29 @@ _WAL_COLUMNS = "base_offset, last_offset, leader_epoch, object_key, position, si
 
 
 def commit_wal_object(conn: sqlite3.Connection, object_key: str, batches: Sequence[WalBatch]) -> None:
+    # A fixed number of statements whatever the number of batches: this thread takes the GIL
+    # back after every statement, and behind a busy event loop each wait is a switch interval
+    # (5 ms); three statements per batch made a commit of 32 partitions take 30 ms.
+    rows = json.dumps([[b.topic, b.partition, b.base_offset, b.last_offset, b.leader_epoch, b.position, b.size_bytes] for b in batches])
     with _write(conn):
         conn.execute("INSERT OR IGNORE INTO wal_objects (object_key) VALUES (?)", (object_key,))
-        for b in batches:
-            topic_id = _fenced_partition(conn, b.topic, b.partition, b.leader_epoch)
-            # A retried commit of the same object writes the same rows: replace, not fail.
-            conn.execute(
-                f"INSERT OR REPLACE INTO wal_batches (topic_id, partition, {_WAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (topic_id, b.partition, b.base_offset, b.last_offset, b.leader_epoch, object_key, b.position, b.size_bytes),
-            )
+        stale = conn.execute(
+            "SELECT 1 FROM json_each(?) AS j"
+            " LEFT JOIN topics AS t ON t.name = j.value ->> 0"
+            " LEFT JOIN partitions AS p ON p.topic_id = t.topic_id AND p.partition = j.value ->> 1"
+            " WHERE p.leader_epoch IS NOT j.value ->> 4 LIMIT 1",
+            (rows,),
+        ).fetchone()
+        if stale is not None:  # raise the precise error: unknown topic or partition, fenced or unknown epoch
+            for b in batches:
+                _fenced_partition(conn, b.topic, b.partition, b.leader_epoch)
+        # A retried commit of the same object writes the same rows: replace, not fail.
+        conn.execute(
+            f"INSERT OR REPLACE INTO wal_batches (topic_id, partition, {_WAL_COLUMNS})"
+            " SELECT t.topic_id, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, ?, j.value ->> 5, j.value ->> 6"
+            " FROM json_each(?) AS j JOIN topics AS t ON t.name = j.value ->> 0",
+            (object_key, rows),
+        )
 
 
 def list_wal_batches(conn: sqlite3.Connection, topic: str, partition: int, from_offset: int) -> list[WalBatch]:

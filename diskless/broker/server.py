@@ -1,8 +1,16 @@
 """The TCP shell: reads Kafka frames, hands them to the broker, writes responses in order.
 
-Requests on one connection are handled one at a time, in order, as Kafka does: this keeps
-responses in request order and produce requests of one connection in sequence order. Record
-bytes of Fetch responses go from the segment file to the socket with sendfile.
+Requests on one connection are handled in order, as Kafka does, and one at a time, with one
+exception: Produce requests are pipelined. While a Produce waits for durability (acks=all waits
+for its write-ahead object: the commit interval, one PUT, one metadata commit), the next
+Produce of the same connection is read and appended, up to `MAX_PIPELINED_PRODUCES` in flight.
+librdkafka puts one partition in each ProduceRequest and relies on many requests in flight:
+handled one at a time, a producer to 32 partitions gets one partition per durability wait, and
+its records queue for hundreds of milliseconds. Order is kept: a Produce's appends happen in the
+first step of its task (no await before them) and tasks run in the order they were created, so
+appends follow request order; responses go in request order (each waits for the one before);
+any other request waits until every pipelined Produce has been answered, and is then handled
+alone. Record bytes of Fetch responses go from the segment file to the socket with sendfile.
 
 A connection that breaks the framing is closed, as Kafka closes a connection whose request it
 cannot parse: a size prefix that is negative or above `socket.request.max.bytes` (checked before
@@ -35,6 +43,7 @@ import socket
 import struct
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from diskless.wire import ProtocolError, Request, encode_response, frame_size, parse_request
@@ -58,6 +67,9 @@ from .connection_limits import (
 from .network_metrics import ListenerMetrics
 
 log = logging.getLogger(__name__)
+
+PRODUCE_KEY = 0
+MAX_PIPELINED_PRODUCES = 64  # Produce requests of one connection in flight at once
 
 class RefusalLog:
     """Which refusals to log: at most one line per kind of reason per `interval_ms`.
@@ -128,6 +140,15 @@ class _Connection:
     def enter(self, phase: Phase) -> None:
         self.phase = phase
         self.since_ms = _now_ms()
+
+
+@dataclass(slots=True)
+class _Pipeline:
+    """One connection's pipelined Produce requests."""
+
+    last: asyncio.Future[None] | None = None  # the newest; it answers after all the others
+    in_flight: int = 0
+    failure: tuple[BaseException, bytes] | None = None  # the first, and its frame: closes the connection
 
 
 class KafkaServer:
@@ -325,29 +346,81 @@ class KafkaServer:
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, current: list[bytes | None], connection: _Connection
     ) -> None:
-        while True:
-            current[0] = None
-            connection.enter(Phase.IDLE)
-            first = await reader.readexactly(1)
-            connection.enter(Phase.ARRIVING)  # from the first byte on, the request must arrive in time
-            prefix = first + await reader.readexactly(3)
-            # The size is checked before any of the body is read: nothing is buffered for a frame
-            # above socket.request.max.bytes, or for a negative size.
-            size = frame_size(prefix, self.max_request_bytes)
-            taken = [0]  # bytes of this request counted in queued.max.request.bytes
-            try:
-                frame = await self._read_body(reader, size, connection, taken)
-                connection.enter(Phase.BUSY)
-                current[0] = frame
-                request = parse_request(frame)
-                self._metrics.request(request.header.api_key, request.body, size)
-                response = await self.handle(request)
-                if response is not None:
-                    parts = encode_response(request.header.correlation_id, response)
-                    self._metrics.response(request.header.api_key, request.body, parts)
-                    await self._send(writer, parts)
-            finally:
-                self._give_request_bytes(taken[0])
+        pipeline = _Pipeline()
+        try:
+            while True:
+                current[0] = None
+                connection.enter(Phase.IDLE if pipeline.in_flight == 0 else Phase.BUSY)
+                first = await reader.readexactly(1)
+                connection.enter(Phase.ARRIVING)  # from the first byte on, the request must arrive in time
+                prefix = first + await reader.readexactly(3)
+                # The size is checked before any of the body is read: nothing is buffered for a frame
+                # above socket.request.max.bytes, or for a negative size.
+                size = frame_size(prefix, self.max_request_bytes)
+                taken = [0]  # bytes of this request counted in queued.max.request.bytes
+                pipelined = False
+                try:
+                    frame = await self._read_body(reader, size, connection, taken)
+                    connection.enter(Phase.BUSY)
+                    current[0] = frame
+                    request = parse_request(frame)
+                    self._metrics.request(request.header.api_key, request.body, size)
+                    if request.header.api_key == PRODUCE_KEY and pipeline.in_flight < MAX_PIPELINED_PRODUCES:
+                        self._pipeline(writer, request, pipeline, connection, frame, taken[0])
+                        pipelined = True
+                        continue
+                    if pipeline.last is not None:
+                        await asyncio.shield(pipeline.last)  # every pipelined Produce answered first
+                    await self._respond(writer, request, await self.handle(request))
+                finally:
+                    if not pipelined:
+                        self._give_request_bytes(taken[0])
+        except asyncio.CancelledError:
+            if pipeline.failure is not None:
+                failure, current[0] = pipeline.failure
+                raise failure from None  # closes the connection with this request's log line
+            raise
+        finally:
+            if pipeline.last is not None and not pipeline.last.done():
+                pipeline.last.cancel()
+
+    async def _respond(self, writer: asyncio.StreamWriter, request: Request, response: Any) -> None:
+        if response is not None:
+            parts = encode_response(request.header.correlation_id, response)
+            self._metrics.response(request.header.api_key, request.body, parts)
+            await self._send(writer, parts)
+
+    # --- pipelined Produce requests ---------------------------------------------------------
+
+    def _pipeline(self, writer: asyncio.StreamWriter, request: Request, pipeline: _Pipeline, connection: _Connection, frame: bytes, taken: int) -> None:
+        task = asyncio.ensure_future(self._answer_pipelined(writer, request, pipeline.last))
+        pipeline.last = task
+        pipeline.in_flight += 1
+
+        def done(task: asyncio.Future[None]) -> None:
+            self._give_request_bytes(taken)
+            pipeline.in_flight -= 1
+            if pipeline.last is task:
+                pipeline.last = None
+            if task.cancelled() or pipeline.failure is not None:
+                return  # a later request failing because this one did is not logged again
+            failure = task.exception()
+            if failure is not None:
+                pipeline.failure = (failure, frame)
+                connection.task.cancel()
+
+        task.add_done_callback(done)
+
+    async def _answer_pipelined(self, writer: asyncio.StreamWriter, request: Request, previous: asyncio.Future[None] | None) -> None:
+        try:
+            response = await self.handle(request)
+            if previous is not None:
+                await previous  # responses in request order
+            await self._respond(writer, request, response)
+        except asyncio.CancelledError:
+            if previous is not None:
+                previous.cancel()
+            raise
 
     # --- queued.max.request.bytes ---------------------------------------------------------
 

@@ -285,3 +285,33 @@ def test_acks_0_produce_gets_no_response_and_the_next_request_its_own(shared_bro
     # records become visible once durable in the bucket: the fetch long-polls for them.
     result = fetch_result(client.request(fetch(topic, 0, max_wait_ms=5000)))
     assert (result.error_code, result.high_watermark) == (ErrorCode.none, 2)
+
+
+def test_pipelined_produce_requests_are_appended_and_answered_in_request_order(shared_broker, create_topic, wire) -> None:
+    # Sent without waiting, as librdkafka does with many requests in flight: the broker reads
+    # the next Produce while one waits for durability, yet appends and answers in request
+    # order, and a Metadata request behind them is answered after all of them.
+    from diskless.wire import parse_response, response_type
+
+    topic = create_topic(shared_broker.bootstrap, partitions=2)
+    client = wire(shared_broker.bootstrap)
+    sizes = [n % 3 + 1 for n in range(40)]
+    sent = [batch(value=b"v%d" % n, count=size) for n, size in enumerate(sizes)]
+    ids = [client.send(produce(topic, records, partition=n % 2)) for n, records in enumerate(sent)]
+    metadata_id = client.send(metadata(topic))
+    answers = [parse_response(client.recv_frame(), response_type(0, 9)) for _ in sent]
+    assert [correlation_id for correlation_id, _ in answers] == ids
+    next_offset = [0, 0]
+    for n, (_, response) in enumerate(answers):
+        result = produce_result(response)
+        assert (result.error_code, result.base_offset) == (ErrorCode.none, next_offset[n % 2])
+        next_offset[n % 2] += sizes[n]
+    correlation_id, _ = parse_response(client.recv_frame(), response_type(3, 12))
+    assert correlation_id == metadata_id
+    for partition in (0, 1):
+        part = fetch_v12.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)
+        body = fetch_v12.FetchRequest(max_wait=ms(0), min_bytes=1, topics=(fetch_v12.FetchTopic(topic=topic, partitions=(part,)),), forgotten_topics_data=())
+        client.send(body)
+        (fetched,) = client.recv(body).responses[0].partitions
+        values = [record.value for fetched_batch in decode_batches(fetched.records) for record in fetched_batch.records]
+        assert values == [b"v%d" % n for n in range(partition, 40, 2) for _ in range(sizes[n])]
