@@ -27,6 +27,7 @@ import asyncio
 import logging
 import struct
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -210,14 +211,18 @@ class Groups:
     async def describe_groups(self, group_ids: Iterable[str], api_version: int) -> list[GroupDescription]:
         """DescribeGroups, one description per id in the order given."""
         with_offsets = set(await self.store.list_groups_with_offsets())
-        # A consumer group is not a classic group: Dead, or GROUP_ID_NOT_FOUND from v6, as Kafka.
-        return [
-            described_with_offsets(
-                self.coordinator.describe_group(group_id, api_version=api_version),
-                group_id in with_offsets and not self.consumer.is_consumer_group(group_id),
-            )
-            for group_id in group_ids
-        ]
+        described = []
+        for group_id in group_ids:
+            if self.consumer.is_consumer_group(group_id):
+                # Not a classic group: Dead, or GROUP_ID_NOT_FOUND from v6, as Kafka.
+                d = self.coordinator.describe_group(group_id, api_version=api_version)
+                if d.error_code is ErrorCode.group_id_not_found:
+                    d = replace(d, error_message=f"Group {group_id} is not a classic group.")
+                described.append(d)
+            else:
+                d = self.coordinator.describe_group(group_id, api_version=api_version)
+                described.append(described_with_offsets(d, group_id in with_offsets))
+        return described
 
     async def list_groups(self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()) -> list[ListedGroup]:
         """ListGroups, sorted by group id; both filters match case-insensitively, and a group

@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+from kio.schema.errors import ErrorCode
 
 from .broker_process import BrokerProcess
 
@@ -237,3 +238,34 @@ def test_legacy_alter_configs_on_a_topic(shared_group_broker, create_topic):
     entries = next(iter(configs.values())).result(timeout=20)
     assert entries["max.message.bytes"].value == "2000000"
     assert entries["retention.ms"].is_default  # replaced: no longer set on the topic
+
+
+def test_describe_groups_v6_reports_missing_and_consumer_groups(shared_group_broker, create_topic, wire):
+    """DescribeGroups v6 (KIP-1043) answers GROUP_ID_NOT_FOUND, with Kafka's messages, for a
+    group that does not exist and for a KIP-848 group; v5 calls both Dead; a classic group is
+    described by both."""
+    from kio.schema.describe_groups.v5 import request as describe_v5
+    from kio.schema.describe_groups.v6 import request as describe_v6
+
+    bootstrap = shared_group_broker.bootstrap
+    topic = create_topic(bootstrap, partitions=1)
+    missing, modern_group, classic_group = _group(), _group(), _group()
+    _produce(bootstrap, topic, 1, 1)
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": classic_group, "auto.offset.reset": "earliest"})
+    classic.subscribe([topic])
+    members = Members(classic=classic, modern=_consumer(bootstrap, modern_group, topic, "modern"))
+    try:
+        members.poll_until(lambda: all(len(c) == 1 for c in members.consumed.values()), 60, "both groups to consume")
+        client = wire(bootstrap)
+        groups = (missing, modern_group, classic_group)
+        v6 = client.request(describe_v6.DescribeGroupsRequest(groups=groups, include_authorized_operations=False)).groups
+        assert [(g.group_id, g.error_code, g.error_message, g.group_state) for g in v6[:2]] == [
+            (missing, ErrorCode.group_id_not_found, f"Group {missing} not found.", "Dead"),
+            (modern_group, ErrorCode.group_id_not_found, f"Group {modern_group} is not a classic group.", "Dead"),
+        ]
+        assert (v6[2].error_code, v6[2].error_message, v6[2].group_state, v6[2].protocol_type) == (ErrorCode.none, None, "Stable", "consumer")
+        v5 = client.request(describe_v5.DescribeGroupsRequest(groups=groups, include_authorized_operations=False)).groups
+        assert [(g.error_code, g.group_state) for g in v5] == [(ErrorCode.none, "Dead"), (ErrorCode.none, "Dead"), (ErrorCode.none, "Stable")]
+    finally:
+        for consumer in members.consumers.values():
+            consumer.close()

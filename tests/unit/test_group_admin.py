@@ -146,7 +146,9 @@ def test_describe_rebalancing_group_has_no_protocol_or_metadata() -> None:
 def test_describe_missing_group_depends_on_version() -> None:
     c = coordinator()
     assert c.describe_group("nope", api_version=5) == GroupDescription("nope", ErrorCode.none, "Dead")
-    assert c.describe_group("nope", api_version=6) == GroupDescription("nope", ErrorCode.group_id_not_found, "Dead")
+    assert c.describe_group("nope", api_version=6) == GroupDescription(
+        "nope", ErrorCode.group_id_not_found, "Dead", error_message="Group nope not found."
+    )
 
 
 def test_list_groups_with_filters() -> None:

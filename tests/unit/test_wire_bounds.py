@@ -34,9 +34,9 @@ ZERO = datetime.timedelta(0)
 
 
 def test_the_fixed_cases_cover_every_advertised_version() -> None:
-    assert len(ADVERTISED) == 150  # with KIP-848 (68, 69), AlterConfigs (33), OffsetCommit/Fetch v9 and ListGroups v5
+    assert len(ADVERTISED) == 151  # with KIP-848 (68, 69), AlterConfigs (33), OffsetCommit/Fetch v9, ListGroups v5 and DescribeGroups v6
     assert {case for case in ADVERTISED if lie_body(*case) is None} == NOTHING_TO_LIE_ABOUT | REFUSED_VERSIONS
-    assert len(LIES) == 150 - 9 - 3
+    assert len(LIES) == 151 - 9 - 3
 
 
 @pytest.mark.parametrize(("api_key", "api_version"), LIES, ids=[case_id(*case) for case in LIES])

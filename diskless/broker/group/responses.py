@@ -92,6 +92,7 @@ class GroupDescription:
     protocol_type: str = ""
     protocol_data: str = ""
     members: tuple[MemberDescription, ...] = ()
+    error_message: str | None = None  # DescribeGroups v6+
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,8 +34,9 @@ def describe(group: ClassicGroup | None, group_id: str, api_version: int) -> Gro
     """Kafka's DescribeGroups answer: metadata and protocol name only once the group is Stable."""
     if group is None:
         # DescribeGroups v6 (KIP-1043) reports a missing group; older versions call it Dead.
-        error = ErrorCode.group_id_not_found if api_version >= 6 else ErrorCode.none
-        return GroupDescription(group_id, error, GroupState.DEAD.value)
+        if api_version >= 6:
+            return GroupDescription(group_id, ErrorCode.group_id_not_found, GroupState.DEAD.value, error_message=f"Group {group_id} not found.")
+        return GroupDescription(group_id, ErrorCode.none, GroupState.DEAD.value)
     protocol_name = group.protocol_name if group.is_in(GroupState.STABLE) else None
     return GroupDescription(
         group_id,
@@ -74,7 +75,7 @@ def listed(
 def described_with_offsets(description: GroupDescription, has_offsets: bool) -> GroupDescription:
     """`description` of a group the coordinator may not know, given whether it has offsets."""
     if description.group_state == GroupState.DEAD.value and has_offsets:
-        return replace(description, group_state=GroupState.EMPTY.value, protocol_type="consumer")
+        return replace(description, error_code=ErrorCode.none, group_state=GroupState.EMPTY.value, protocol_type="consumer", error_message=None)
     return description
 
 

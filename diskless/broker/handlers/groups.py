@@ -270,10 +270,11 @@ async def handle_leave_group(broker: BrokerApi, request: Request) -> Any:
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 
-def _described_group(mod: Any, group_id: str, error: ErrorCode, state: str, protocol_type: str = "", protocol_data: str = "", members: tuple[Any, ...] = (), operations: int = NO_AUTHORIZED_OPERATIONS) -> Any:
+def _described_group(mod: Any, group_id: str, error: ErrorCode, state: str, protocol_type: str = "", protocol_data: str = "", members: tuple[Any, ...] = (), operations: int = NO_AUTHORIZED_OPERATIONS, message: str | None = None) -> Any:
     return make(
         mod.DescribedGroup,
         error_code=error,
+        error_message=message,  # v6+
         group_id=group_id,
         group_state=state,
         protocol_type=protocol_type,
@@ -308,7 +309,7 @@ async def handle_describe_groups(broker: BrokerApi, request: Request) -> Any:
             for m in d.members
         )
         operations = GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) and d.error_code is ErrorCode.none else NO_AUTHORIZED_OPERATIONS
-        groups.append(_described_group(mod, d.group_id, d.error_code, d.group_state, d.protocol_type, d.protocol_data, members, operations))
+        groups.append(_described_group(mod, d.group_id, d.error_code, d.group_state, d.protocol_type, d.protocol_data, members, operations, d.error_message))
     return make(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
