@@ -5,9 +5,11 @@ writer seals what it holds every `wal.commit.interval.ms` (or at once past
 `wal.buffer.max.bytes`) into one write-ahead object (cold_tier/wal_format.py), PUTs it, then
 commits its batches in the metadata store, conditional on each partition's leader epoch. Only
 then are the batches durable: their futures complete and the leaders move their high
-watermarks. Several objects may be in flight (`max_in_flight`); each partition's leader moves
-its high watermark over the prefix of its batches that is durable, so commits landing out of
-order never expose a gap.
+watermarks. Several objects may be in flight (`max_in_flight`): their PUTs run side by side,
+but each commits only after the object sealed before it has committed (or given up). Out of
+order, a crash between two commits would leave the store recording a partition's later batch
+without the earlier one, a hole no recovery could fill; in order, what the store records is
+always a prefix of what was appended.
 
 Failures: a PUT or a store commit that fails is retried with backoff, the same object under
 the same key (a PUT that landed but whose answer was lost finds its key taken: that is the
@@ -95,6 +97,7 @@ class WalWriter:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._keys_in_flight: set[str] = set()  # PUT or about to be, not yet committed or given up
+        self._last_commit: asyncio.Future[None] | None = None  # the newest object's commit, done or given up
         self.objects_committed = 0
 
     # --- what leaders call -----------------------------------------------------------------
@@ -170,16 +173,19 @@ class WalWriter:
 
     def _seal(self, acquired: bool = False) -> None:
         batch, self._buffer, self._buffer_bytes = self._buffer, [], 0
-        task = asyncio.create_task(self._upload(batch, acquired), name="wal-upload")
+        previous, self._last_commit = self._last_commit, asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(self._upload(batch, acquired, previous, self._last_commit), name="wal-upload")
         self._uploads.add(task)
         task.add_done_callback(self._uploads.discard)
 
-    async def _upload(self, pending: list[_Pending], acquired: bool) -> None:
+    async def _upload(self, pending: list[_Pending], acquired: bool, previous: asyncio.Future[None] | None, committed: asyncio.Future[None]) -> None:
         key = wal_object_key(self.node_id, self.clock(), new_upload_id())
         self._keys_in_flight.add(key)  # before the PUT: the orphan collector must not take it
         try:
             data, entries = encode_wal_object([(p.topic, p.partition, p.base_offset, p.last_offset, p.leader_epoch, p.data) for p in pending])
             await self._retrying(f"PUT of write-ahead object {key}", "put", lambda: self._put(key, data))
+            if previous is not None:
+                await asyncio.wait([previous])  # commits in seal order (module header)
             live = list(zip(pending, entries))
             while live:
                 rows = [WalBatch(p.topic, p.partition, p.base_offset, p.last_offset, p.leader_epoch, key, e.position, e.size_bytes) for p, e in live]
@@ -210,6 +216,8 @@ class WalWriter:
                 self._finish(p, WalBackpressure(self._pending_bytes, self.settings.max_pending_bytes, "the broker is shutting down"))
             raise
         finally:
+            if not committed.done():
+                committed.set_result(None)
             self._keys_in_flight.discard(key)
             if acquired:
                 self._slots.release()
