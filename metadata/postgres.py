@@ -55,6 +55,7 @@ import asyncpg
 
 from . import postgres_cluster_ops as cluster_ops
 from . import postgres_ops as ops
+from . import postgres_security_ops as security_ops
 from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
 from .model import (
     BrokerRegistration,
@@ -68,6 +69,7 @@ from .model import (
     TopicMetadata,
     WalBatch,
 )
+from .security import AclBinding, StoredScramCredential
 from .postgres_schema import migrate, schema_version
 from .postgres_url import PostgresSettings, PostgresUrl, parse_postgres_url
 
@@ -516,6 +518,26 @@ class PostgresMetadataStore:
 
     async def set_partition_leaders(self, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
         return await self._call(cluster_ops.set_partition_leaders, topic, tuple(moves), idempotent=False, key=("topic", topic))
+
+    # --- security --------------------------------------------------------------------------
+
+    async def list_scram_credentials(self, users: Sequence[str] | None = None) -> list[StoredScramCredential]:
+        users_arg = None if users is None else tuple(users)
+        return await self._call(security_ops.list_scram_credentials, users_arg, idempotent=True, transaction=False)
+
+    async def alter_scram_credentials(
+        self, upsertions: Sequence[StoredScramCredential], deletions: Sequence[tuple[str, str]]
+    ) -> None:
+        await self._call(security_ops.alter_scram_credentials, tuple(upsertions), tuple(deletions), idempotent=True)
+
+    async def list_acls(self) -> list[AclBinding]:
+        return await self._call(security_ops.list_acls, idempotent=True, transaction=False)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._call(security_ops.create_acls, tuple(bindings), idempotent=True)
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> int:
+        return await self._call(security_ops.delete_acls, tuple(bindings), idempotent=False)
 
     # --- administration (diskless metadata migrate / check) -------------------------------------
 

@@ -27,7 +27,7 @@ import asyncpg
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Any fixed 64-bit number, the same for every broker of every version: "diskless" in ASCII.
 MIGRATION_LOCK_ID = 0x6469736B6C657373
@@ -163,7 +163,31 @@ CREATE TABLE leases (
 ALTER TABLE partitions ADD COLUMN leader_id INTEGER;
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+# v4: SCRAM credentials (salted, KIP-554) and ACL bindings (metadata/security.py).
+_SCHEMA_V4 = """
+CREATE TABLE scram_credentials (
+    user_name   TEXT    COLLATE "C" NOT NULL,
+    mechanism   TEXT    NOT NULL CHECK (mechanism IN ('SCRAM-SHA-256', 'SCRAM-SHA-512')),
+    salt        BYTEA   NOT NULL,
+    iterations  INTEGER NOT NULL CHECK (iterations > 0),
+    stored_key  BYTEA   NOT NULL,
+    server_key  BYTEA   NOT NULL,
+    PRIMARY KEY (user_name, mechanism)
+);
+
+CREATE TABLE acls (
+    resource_type    SMALLINT NOT NULL,
+    resource_name    TEXT     COLLATE "C" NOT NULL,
+    pattern_type     SMALLINT NOT NULL,
+    principal        TEXT     COLLATE "C" NOT NULL,
+    host             TEXT     NOT NULL,
+    operation        SMALLINT NOT NULL,
+    permission_type  SMALLINT NOT NULL,
+    PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation, permission_type)
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

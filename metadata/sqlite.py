@@ -38,6 +38,7 @@ from typing import Any, Self, TypeVar
 
 from . import sqlite_cluster_ops as cluster_ops
 from . import sqlite_ops as ops
+from . import sqlite_security_ops as security_ops
 from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
 from .model import (
     BrokerRegistration,
@@ -51,6 +52,7 @@ from .model import (
     TopicMetadata,
     WalBatch,
 )
+from .security import AclBinding, StoredScramCredential
 from .sqlite_schema import ensure_schema
 
 MEMORY = ":memory:"
@@ -303,6 +305,25 @@ class SqliteMetadataStore:
 
     async def set_partition_leaders(self, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
         return await self._call(cluster_ops.set_partition_leaders, topic, tuple(moves))
+
+    # --- security --------------------------------------------------------------------------
+
+    async def list_scram_credentials(self, users: Sequence[str] | None = None) -> list[StoredScramCredential]:
+        return await self._call(security_ops.list_scram_credentials, None if users is None else tuple(users))
+
+    async def alter_scram_credentials(
+        self, upsertions: Sequence[StoredScramCredential], deletions: Sequence[tuple[str, str]]
+    ) -> None:
+        await self._call(security_ops.alter_scram_credentials, tuple(upsertions), tuple(deletions))
+
+    async def list_acls(self) -> list[AclBinding]:
+        return await self._call(security_ops.list_acls)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        await self._call(security_ops.create_acls, tuple(bindings))
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> int:
+        return await self._call(security_ops.delete_acls, tuple(bindings))
 
     # --- lifecycle -------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -150,7 +150,31 @@ CREATE TABLE leases (
 ALTER TABLE partitions ADD COLUMN leader_id INTEGER;
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+# v4: SCRAM credentials (salted, KIP-554) and ACL bindings (metadata/security.py).
+_SCHEMA_V4 = """
+CREATE TABLE scram_credentials (
+    user_name   TEXT    NOT NULL,
+    mechanism   TEXT    NOT NULL CHECK (mechanism IN ('SCRAM-SHA-256', 'SCRAM-SHA-512')),
+    salt        BLOB    NOT NULL,
+    iterations  INTEGER NOT NULL CHECK (iterations > 0),
+    stored_key  BLOB    NOT NULL,
+    server_key  BLOB    NOT NULL,
+    PRIMARY KEY (user_name, mechanism)
+) WITHOUT ROWID;
+
+CREATE TABLE acls (
+    resource_type    INTEGER NOT NULL,
+    resource_name    TEXT    NOT NULL,
+    pattern_type     INTEGER NOT NULL,
+    principal        TEXT    NOT NULL,
+    host             TEXT    NOT NULL,
+    operation        INTEGER NOT NULL,
+    permission_type  INTEGER NOT NULL,
+    PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation, permission_type)
+) WITHOUT ROWID;
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

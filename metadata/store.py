@@ -29,6 +29,7 @@ from .model import (
     TopicMetadata,
     WalBatch,
 )
+from .security import AclBinding, StoredScramCredential
 
 
 @runtime_checkable
@@ -285,6 +286,30 @@ class MetadataStore(Protocol):
         """`set_partition_leader` for many partitions of one topic in one transaction: each
         (partition, leader_id, expected_epoch) that still holds its expected epoch moves; the
         answer per move is its new epoch, or None if its epoch had moved (nothing raised)."""
+        ...
+
+    # --- security (metadata/security.py) ------------------------------------------------------
+
+    async def list_scram_credentials(self, users: Sequence[str] | None = None) -> list[StoredScramCredential]:
+        """The SCRAM credentials of `users` (every user when None), ordered by user and mechanism."""
+        ...
+
+    async def alter_scram_credentials(
+        self, upsertions: Sequence[StoredScramCredential], deletions: Sequence[tuple[str, str]]
+    ) -> None:
+        """Delete (user, mechanism) pairs, then insert or replace credentials, in one transaction."""
+        ...
+
+    async def list_acls(self) -> list[AclBinding]:
+        """Every ACL binding, sorted."""
+        ...
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Add bindings; one that exists already is left as it is."""
+        ...
+
+    async def delete_acls(self, bindings: Sequence[AclBinding]) -> int:
+        """Remove exactly these bindings; how many existed."""
         ...
 
     # --- lifecycle -------------------------------------------------------------------------

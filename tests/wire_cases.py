@@ -88,6 +88,6 @@ def lie_frame(api_key: int, api_version: int) -> bytes | None:
 
 # The advertised versions whose body has no array and no string or bytes: nothing to lie about.
 NOTHING_TO_LIE_ABOUT = {(16, 0), (16, 1), (16, 2), (16, 3), (18, 0), (18, 1), (18, 2), (60, 0), (60, 1)}
-# Advertised but refused before the body is read (see diskless/wire/apis.py).
-REFUSED_VERSIONS = {(0, 0), (0, 1), (0, 2)}
+# Advertised but refused before the body is read (see diskless/wire/apis.py): Produce v0-v2, SaslHandshake v0.
+REFUSED_VERSIONS = {(0, 0), (0, 1), (0, 2), (17, 0)}
 LIES = [(key, version) for key, version in ADVERTISED if (key, version) not in NOTHING_TO_LIE_ABOUT | REFUSED_VERSIONS]

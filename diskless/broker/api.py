@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .cluster.membership import ClusterView
     from .groups import Groups
     from .partition import PartitionLeader
+    from .security.shell import BrokerSecurity
 
 
 # The peer's host ("/127.0.0.1"), for handlers that report it (JoinGroup's client_host); the
@@ -103,6 +104,7 @@ class BrokerApi(Protocol):
     clock: Callable[[], int]
     registry: TopicRegistry
     groups: Groups
+    security: BrokerSecurity  # authentication state and ACL decisions (security/shell.py)
 
     @property
     def cluster(self) -> ClusterView:

@@ -34,6 +34,8 @@ from .group import GroupConfig
 from .groups import Groups
 from .handlers import HANDLERS
 from .registry import Registry, RegistrySettings
+from .security.shell import BrokerSecurity
+from .security.tls import server_context
 from .server import KafkaServer
 from .tiering.remote_log import RemoteStorage
 from .tiering.uploader import Uploader
@@ -76,8 +78,11 @@ class Broker:
         self.groups: Groups
         self.cluster_id = ""
         self.data_dir_lock: DataDirLock | None = None
+        self.security = BrokerSecurity(config.security)
         self.server = KafkaServer(
-            self.handle, config.listen_host, config.listen_port, config.socket_request_max_bytes, config.connection_limits
+            self.handle, config.listen_host, config.listen_port, config.socket_request_max_bytes, config.connection_limits,
+            security=config.listener_security,
+            ssl_context=server_context(config.security.tls) if config.listener_security.uses_tls and config.security.tls else None,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.http: AdminHttp | None = None
@@ -97,6 +102,7 @@ class Broker:
         # The cluster id lives in the store: every broker sharing it reports the same one.
         self.data_dir_lock.adopt_cluster_id(await self.store.get_or_create_cluster_id(self.data_dir_lock.cluster_id))
         self.cluster_id = self.data_dir_lock.cluster_id
+        await self.security.start(self.store)
         self.bucket = open_object_store(self.config.resolved_object_store_url, env=self.config.object_store_env)
         c = self.config
         # 8 MiB ranged GETs, 32 MiB read ahead: per-request latency to S3 is tens of ms.
@@ -169,6 +175,7 @@ class Broker:
                 await task
         if self.http is not None:
             await self.http.stop()
+        await self.security.stop()
         if self.store is not None:
             await self.groups.stop()
         await self.server.stop()
@@ -203,6 +210,7 @@ class Broker:
 
     async def handle(self, request: Request) -> Any:
         """The response to one request (None when Kafka sends none)."""
+        self.security.admit(request.header.api_key, request.header.api_version)  # SASL first, on SASL listeners
         if not self._ready.is_set():
             await self._ready.wait()
         return await HANDLERS[request.header.api_key](self, request)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .connection_limits import INT32_MAX, ConnectionLimits
+from .security.config import ListenerSecurity, SecurityConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,7 @@ class Listener:
     port: int
     advertised_host: str | None = None  # defaults to host
     advertised_port: int | None = None  # defaults to the bound port
+    security: ListenerSecurity = ListenerSecurity()  # its name and security protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,8 @@ class BrokerConfig:
     advertised_port: int | None = None  # defaults to the bound port
     metadata_url: str | None = None  # defaults to sqlite:///<data_dir>/metadata.db
     object_store_url: str | None = None  # defaults to file://<data_dir>/bucket
+    listener_security: ListenerSecurity = ListenerSecurity()  # the first listener's name and protocol
+    security: SecurityConfig = SecurityConfig()  # TLS, SASL and ACL settings
     # More listeners, e.g. one for the host and one for a container network (docker-compose.yml).
     extra_listeners: tuple[Listener, ...] = ()
     http_host: str | None = None

@@ -31,6 +31,13 @@ it). The shell owns the accept loop (not asyncio.start_server): when accept fail
 descriptors (EMFILE, ENFILE) it waits with backoff and logs one warning per interval, while the
 connections already open keep being served. RLIMIT_NOFILE's soft limit is raised to the hard
 one when the server is built, before the broker opens its logs.
+
+Security. Each server is one Kafka listener with a security protocol (security/config.py). A
+TLS listener wraps each accepted socket in its ssl_context (the handshake bounded by the
+request arrival deadline; a failed one is a refusal line), and sends file records as bytes, not
+with sendfile. Each connection gets a `Session` (security/session.py) in its task's context:
+the broker decides with it what the connection may do; after a failed SASL login the answer is
+sent and the connection closed.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import errno
 import logging
 import re
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -51,6 +59,9 @@ from diskless.wire import ProtocolError, Request, encode_response, frame_size, p
 from hot_tier.open_files import OPEN_SEGMENTS
 
 from .api import PEER_HOST
+from .security.config import ListenerSecurity
+from .security.session import SESSION, Session
+from .security.tls import principal_of_certificate
 from .connection_limits import (
     AcceptBackoff,
     Admission,
@@ -155,12 +166,16 @@ class KafkaServer:
     def __init__(
         self, handle: Callable[[Request], Awaitable[Any]], host: str, port: int, max_request_bytes: int,
         limits: ConnectionLimits | None = None, listener_name: str | None = None,
+        security: ListenerSecurity | None = None, ssl_context: ssl.SSLContext | None = None,
     ) -> None:  # fmt: skip
         self.handle = handle  # the broker's: a parsed request in, its response (or None) out
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
         self.limits = limits if limits is not None else ConnectionLimits()
+        # The listener's name and security protocol; TLS listeners wrap every socket in ssl_context.
+        self.security = security if security is not None else ListenerSecurity()
+        self.ssl_context = ssl_context
         before, after = raise_descriptor_limit()  # before the broker opens logs and the store
         if after > before:
             log.info("raised the open file limit (RLIMIT_NOFILE) from %d to %d", before, after)
@@ -284,9 +299,15 @@ class KafkaServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 reader = asyncio.StreamReader(limit=2**16, loop=loop)
                 protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-                transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
-            except (OSError, asyncio.CancelledError):
+                # The TLS handshake, if any, must finish within the request arrival deadline.
+                transport, _ = await loop.connect_accepted_socket(
+                    lambda: protocol, sock, ssl=self.ssl_context,
+                    ssl_handshake_timeout=self.limits.request_arrival_timeout_ms / 1000 if self.ssl_context else None,
+                )  # fmt: skip
+            except (OSError, asyncio.CancelledError, TimeoutError) as exc:
                 sock.close()
+                if self.ssl_context is not None and not isinstance(exc, asyncio.CancelledError):
+                    self._refused(_address_text(address), exc, None, f"TLS handshake failed: {type(exc).__name__}: {exc}")
                 return
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             await self._on_connection(reader, writer, self._connections[task])
@@ -301,10 +322,14 @@ class KafkaServer:
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection: _Connection) -> None:
         peer = writer.get_extra_info("peername")
         PEER_HOST.set(f"/{peer[0]}" if peer else "")
+        tls_object = writer.get_extra_info("ssl_object")
+        certificate = tls_object.getpeercert() if tls_object is not None else None
+        session = Session.open(self.security, peer[0] if peer else "", peer[1] if peer else 0, principal_of_certificate(certificate))
+        SESSION.set(session)
         client = f"{peer[0]}:{peer[1]}" if peer else "unknown peer"
         current: list[bytes | None] = [None]  # the frame being handled, for the log line
         try:
-            await self._serve(reader, writer, current, connection)
+            await self._serve(reader, writer, current, connection, session)
         except asyncio.IncompleteReadError as exc:
             if exc.partial or exc.expected != 1:  # not a peer leaving between two requests
                 self._refused(client, exc, exc.partial, f"truncated frame ({len(exc.partial)} bytes of {exc.expected})")
@@ -344,7 +369,8 @@ class KafkaServer:
             log.warning("closing connection from %s%s: %s%s", client, api, reason, more)
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, current: list[bytes | None], connection: _Connection
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, current: list[bytes | None], connection: _Connection,
+        session: Session,
     ) -> None:
         pipeline = _Pipeline()
         try:
@@ -375,6 +401,8 @@ class KafkaServer:
                 finally:
                     if not pipelined:
                         self._give_request_bytes(taken[0])
+                if session.close_after_response:  # a failed SASL exchange: answered, then closed (as Kafka)
+                    return
         except asyncio.CancelledError:
             if pipeline.failure is not None:
                 failure, current[0] = pipeline.failure
@@ -452,11 +480,17 @@ class KafkaServer:
         for part in parts:
             if isinstance(part, bytes):
                 writer.write(part)
+            elif self.ssl_context is not None:
+                writer.write(part.read_bytes())  # TLS encrypts in user space: no sendfile
             else:
                 # Zero copy: the default event loop sends a file range with os.sendfile once the
                 # transport's buffer is empty (uvloop cannot; see DESIGN.md).
                 await loop.sendfile(writer.transport, part.file, part.position, part.size_bytes, fallback=True)
         await writer.drain()
+
+
+def _address_text(address: Any) -> str:
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
 
 
 def _listen(host: str, port: int) -> list[socket.socket]:

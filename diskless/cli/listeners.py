@@ -18,6 +18,7 @@ from typing import Any
 
 from diskless.broker.app import Broker
 from diskless.broker.config import BrokerConfig
+from diskless.broker.security.tls import server_context
 from diskless.broker.server import KafkaServer
 
 log = logging.getLogger("diskless")
@@ -44,13 +45,17 @@ class ExtraListeners:
     async def start(self) -> None:
         for listener in self.config.extra_listeners:
             address: list[tuple[str, int]] = []  # filled once the port is bound (port 0 picks one)
+            tls = self.config.security.tls
             server = KafkaServer(
-                self._handler(address), listener.host, listener.port, self.config.socket_request_max_bytes, self.config.connection_limits
+                self._handler(address), listener.host, listener.port, self.config.socket_request_max_bytes, self.config.connection_limits,
+                security=listener.security,
+                ssl_context=server_context(tls) if listener.security.uses_tls and tls is not None else None,
             )
             await server.start()
             self.servers.append(server)
             address.append((listener.advertised_host or listener.host, listener.advertised_port or server.port))
-            log.info("also listening on %s:%d (advertised %s:%d)", listener.host, server.port, *address[0])
+            log.info("also listening on %s:%d (advertised %s:%d), listener %s (%s)", listener.host, server.port, *address[0],
+                     listener.security.name, listener.security.protocol)
 
     def _handler(self, address: list[tuple[str, int]]) -> Any:
         handle = self.broker.handle

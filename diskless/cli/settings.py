@@ -17,6 +17,8 @@ from urllib.parse import quote, urlencode
 
 from diskless.broker.config import BrokerConfig, Listener
 
+from .security_settings import SECURITY_SETTINGS, named_listeners, security_config
+
 
 class SettingsError(Exception):
     pass
@@ -203,6 +205,7 @@ SETTINGS = [
     Setting("wal_buffer_max_bytes", integer, 8 * 2**20, "wal.buffer.max.bytes: a write-ahead object is sealed early once it holds this much"),
     Setting("wal_max_pending_bytes", integer, 64 * 2**20, "wal.max.pending.bytes: appended bytes allowed to wait for the bucket; past this, "
             "produce to tiered topics fails with NOT_ENOUGH_REPLICAS (retriable)"),
+    *(Setting(*entry) for entry in SECURITY_SETTINGS),
     Setting("log_level", log_level, "INFO", "DEBUG, INFO, WARNING or ERROR"),
     Setting("log_format", log_format, "text", "text, or json for one JSON object per line (time, level, logger, message, exception)"),
 ]
@@ -266,13 +269,21 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         raise SettingsError(f"{sources['object_store']}: {exc}") from None
     listens = values["listen"]
     advertiseds = values["advertised_listener"] or [(None, None)] * len(listens)
+    try:
+        securities, listens, advertiseds = named_listeners(values, sources, listens, advertiseds)
+        security = security_config(values, sources, securities)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
     if len(advertiseds) != len(listens):
         raise SettingsError(f"{sources['advertised_listener']}: {len(advertiseds)} address(es) for {len(listens)} "
                             f"--listen address(es); give one advertised address per listener, in the same order")
     if len({port for _host, port in listens if port}) != len([port for _host, port in listens if port]):
         raise SettingsError(f"{sources['listen']}: two listeners on one port")
     (listen_host, listen_port), advertised = listens[0], advertiseds[0]
-    extra_listeners = tuple(Listener(host, port, a_host, a_port) for (host, port), (a_host, a_port) in zip(listens[1:], advertiseds[1:]))
+    extra_listeners = tuple(
+        Listener(host, port, a_host, a_port, listener)
+        for (host, port), (a_host, a_port), listener in zip(listens[1:], advertiseds[1:], securities[1:])
+    )
     http = values["http"] or (None, None)
     config = BrokerConfig(
         data_dir=values["data_dir"],
@@ -281,6 +292,8 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         advertised_host=advertised[0],
         advertised_port=advertised[1],
         extra_listeners=extra_listeners,
+        listener_security=securities[0],
+        security=security,
         metadata_url=values["metadata"],
         object_store_url=object_store,
         http_host=http[0],

@@ -30,17 +30,24 @@ SUPPORTED = MappingProxyType(
         14: ("SyncGroup", 0, 5),
         15: ("DescribeGroups", 0, 6),
         16: ("ListGroups", 0, 5),
+        17: ("SaslHandshake", 1, 1),  # v0 (raw SASL tokens after it) is not spoken; advertised, see below
         18: ("ApiVersions", 0, 3),
         19: ("CreateTopics", 2, 7),
         20: ("DeleteTopics", 1, 6),
         21: ("DeleteRecords", 0, 2),
         22: ("InitProducerId", 0, 4),
+        29: ("DescribeAcls", 1, 3),
+        30: ("CreateAcls", 1, 3),
+        31: ("DeleteAcls", 1, 3),
         32: ("DescribeConfigs", 1, 4),
         33: ("AlterConfigs", 0, 2),
+        36: ("SaslAuthenticate", 0, 2),
         37: ("CreatePartitions", 0, 3),
         42: ("DeleteGroups", 0, 2),
         44: ("IncrementalAlterConfigs", 0, 1),
         47: ("OffsetDelete", 0, 0),
+        50: ("DescribeUserScramCredentials", 0, 0),
+        51: ("AlterUserScramCredentials", 0, 0),
         60: ("DescribeCluster", 0, 1),
         68: ("ConsumerGroupHeartbeat", 0, 1),
         69: ("ConsumerGroupDescribe", 0, 1),
@@ -49,7 +56,9 @@ SUPPORTED = MappingProxyType(
 
 
 # api_key: min_version advertised in ApiVersions when it differs from SUPPORTED's.
-ADVERTISED_MIN_VERSION = MappingProxyType({0: 0})
+# SaslHandshake: librdkafka (2.0.2 and 2.x) takes a broker for one without SASL unless it lists
+# v0, though it then sends v1 with SaslAuthenticate; v0 itself is refused like Produce v0-v2.
+ADVERTISED_MIN_VERSION = MappingProxyType({0: 0, 17: 0})
 
 
 def supported_range(api_key: int) -> tuple[int, int] | None:

@@ -9,7 +9,7 @@ and counts bytes and messages per topic for Produce and Fetch.
 from __future__ import annotations
 
 from .. import metrics
-from . import cluster, commits, configs, consumer_groups, fetch, groups, offsets, produce, topics
+from . import cluster, commits, configs, consumer_groups, fetch, groups, offsets, produce, security, topics
 
 HANDLERS = metrics.instrument({
     0: produce.handle_produce,
@@ -25,17 +25,24 @@ HANDLERS = metrics.instrument({
     14: groups.handle_sync_group,
     15: groups.handle_describe_groups,
     16: groups.handle_list_groups,
+    17: security.handle_sasl_handshake,
     18: cluster.handle_api_versions,
     19: topics.handle_create_topics,
     20: topics.handle_delete_topics,
     21: offsets.handle_delete_records,
     22: produce.handle_init_producer_id,
+    29: security.handle_describe_acls,
+    30: security.handle_create_acls,
+    31: security.handle_delete_acls,
     32: configs.handle_describe_configs,
     33: configs.handle_alter_configs,
+    36: security.handle_sasl_authenticate,
     37: topics.handle_create_partitions,
     42: groups.handle_delete_groups,
     44: configs.handle_incremental_alter_configs,
     47: commits.handle_offset_delete,
+    50: security.handle_describe_user_scram_credentials,
+    51: security.handle_alter_user_scram_credentials,
     60: cluster.handle_describe_cluster,
     68: consumer_groups.handle_consumer_group_heartbeat,
     69: consumer_groups.handle_consumer_group_describe,

@@ -1,0 +1,129 @@
+"""BrokerSecurity: the async shell handlers ask about authentication and authorisation.
+
+It holds the ACL bindings (read from the metadata store at start, after every change made
+through this broker, and every `acl_refresh_interval_ms` for changes made through others) in
+the sans-IO `Authorizer`, and reads SCRAM credentials from the store at each login. Decisions
+are about the current connection's `Session` (session.py).
+
+Without an authorizer configured every request is allowed, as in Kafka without
+`authorizer.class.name`. Only the event loop's tasks call this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from diskless.wire import ProtocolError
+from diskless.wire.scram import ScramCredential
+from metadata import MetadataStore
+
+from .authorizer import CLUSTER, CLUSTER_NAME, SUPPORTED_OPERATIONS, Authorizer
+from .config import SecurityConfig
+from .sasl import AuthenticationFailed
+from .session import SESSION, Session
+
+log = logging.getLogger("diskless.broker.security")
+
+ALL_OPERATIONS_UNKNOWN = -2147483648  # Kafka's "not asked for" authorized-operations value
+
+
+class NotAuthenticated(ProtocolError):
+    """A request other than ApiVersions / SaslHandshake / SaslAuthenticate before the connection
+    authenticated: Kafka closes such a connection (IllegalSaslStateException)."""
+
+    def __init__(self, api_key: int, api_version: int, state: str) -> None:
+        super().__init__(f"request before SASL authentication completed (state {state})")
+        self.api_key = api_key
+        self.api_version = api_version
+
+
+class BrokerSecurity:
+    def __init__(self, config: SecurityConfig, sleep: Callable[[float], object] = asyncio.sleep) -> None:
+        self.config = config
+        self.store: MetadataStore | None = None
+        self.authorizer = (
+            Authorizer(config.super_users, config.allow_everyone_if_no_acl_found) if config.authorizer else None
+        )
+        self._sleep = sleep
+        self._refresh: asyncio.Task[None] | None = None
+
+    async def start(self, store: MetadataStore) -> None:
+        self.store = store
+        if self.authorizer is not None:
+            await self.reload_acls()
+            self._refresh = asyncio.create_task(self._refresh_loop(), name="acl-refresh")
+
+    async def stop(self) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh
+            self._refresh = None
+
+    async def reload_acls(self) -> None:
+        if self.authorizer is not None and self.store is not None:
+            if self.authorizer.replace(await self.store.list_acls()):
+                log.debug("ACLs now %d bindings", len(self.authorizer.bindings))
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.acl_refresh_interval_ms / 1000)
+            try:
+                await self.reload_acls()
+            except Exception as exc:
+                log.warning("reading ACLs from the metadata store failed (%s); keeping the last ones", exc)
+
+    # --- authentication --------------------------------------------------------------------
+
+    @staticmethod
+    def admit(api_key: int, api_version: int) -> Session:
+        """The current session, if it may send this request; else NotAuthenticated."""
+        session = SESSION.get()
+        if not session.may_serve(api_key):
+            raise NotAuthenticated(api_key, api_version, session.state.value)
+        return session
+
+    async def credentials(self, user: str, mechanism: str | None = None) -> list[ScramCredential]:
+        """The user's stored SCRAM credentials (of `mechanism` only, when given); SCRAM-SHA-512 first."""
+        assert self.store is not None
+        stored = await self.store.list_scram_credentials([user])
+        found = [
+            ScramCredential(c.mechanism, c.salt, c.iterations, c.stored_key, c.server_key)
+            for c in stored
+            if mechanism is None or c.mechanism == mechanism
+        ]
+        return sorted(found, key=lambda c: c.mechanism, reverse=True)
+
+    async def failed(self, session: Session, failure: AuthenticationFailed) -> None:
+        """Log a failed login and wait connection.failed.authentication.delay.ms before its answer."""
+        log.warning(
+            "authentication failed: client %s, user %s, mechanism %s, listener %s: %s",
+            session.client, failure.user or session.user or "?", session.mechanism or "?", session.listener.name, failure.reason,
+        )
+        session.close_after_response = True
+        await self._sleep(self.config.failed_authentication_delay_ms / 1000)
+
+    # --- authorisation ---------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return self.authorizer is not None
+
+    def allowed(self, operation: int, resource_type: int, resource_name: str = CLUSTER_NAME) -> bool:
+        """Whether the current connection's principal may do `operation` on the resource."""
+        if self.authorizer is None:
+            return True
+        session = SESSION.get()
+        return self.authorizer.allowed(session.principal, session.client_host, operation, resource_type, resource_name)
+
+    def authorized_operations(self, resource_type: int, resource_name: str = CLUSTER_NAME) -> int:
+        if self.authorizer is None:
+            return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+        session = SESSION.get()
+        return self.authorizer.authorized_operations(session.principal, session.client_host, resource_type, resource_name)
+
+    def cluster_allowed(self, operation: int) -> bool:
+        return self.allowed(operation, CLUSTER, CLUSTER_NAME)
