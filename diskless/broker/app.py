@@ -70,6 +70,7 @@ class Broker:
                 "log.retention.check.interval.ms": str(config.log_retention_check_interval_ms),
                 "group.initial.rebalance.delay.ms": str(config.group_initial_rebalance_delay_ms),
                 "offsets.retention.minutes": str(config.offsets_retention_minutes),
+                **config.cleaner.broker_configs(),
             },
         )
         self.store: MetadataStore | None = None

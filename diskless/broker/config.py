@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .compaction.config import CleanerConfig
 from .connection_limits import INT32_MAX, ConnectionLimits
 from .security.config import ListenerSecurity, SecurityConfig
 
@@ -76,6 +77,7 @@ class BrokerConfig:
     object_store_env: Mapping[str, str] = field(default_factory=dict)  # AWS_* settings the CLI read
     # Broker-wide defaults for topic configs (Kafka names, e.g. {"retention.ms": "3600000"}).
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
+    cleaner: CleanerConfig = CleanerConfig()  # log.cleaner.* (compaction/config.py)
 
     @property
     def connection_limits(self) -> ConnectionLimits:

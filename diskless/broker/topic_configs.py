@@ -15,12 +15,13 @@ and synonyms as Kafka's ConfigHelper.createTopicConfigEntry builds them:
 Diskless differs from Kafka on purpose in two defaults: remote.storage.enable is true and
 local.retention.ms is 0 (segments leave the disk once they are in the bucket). Configs whose
 behaviour the broker cannot offer refuse any other value than the one it honours
-(cleanup.policy=compact, remote.log.copy.disable=true, remote.log.delete.on.disable=true).
+(remote.log.copy.disable=true, remote.log.delete.on.disable=true). cleanup.policy takes
+delete, compact or both (compaction/: compacted topics keep their segments on local disk for
+now, whatever remote.storage.enable says).
 Configs accepted but not acted on yet: compression.*.level (recompression uses each codec's
 default level), message.timestamp.before/after.max.ms (not enforced on produce), and those
-that have no meaning without replicas or compaction (min.insync.replicas,
-unclean.leader.election.enable, *.replication.throttled.replicas, delete.retention.ms,
-min/max.compaction.lag.ms, min.cleanable.dirty.ratio, preallocate, segment.jitter.ms).
+that have no meaning without replicas (min.insync.replicas, unclean.leader.election.enable,
+*.replication.throttled.replicas, preallocate, segment.jitter.ms).
 """
 
 from __future__ import annotations
@@ -119,12 +120,11 @@ def _only(honoured: str, reason: str) -> Callable[[str], str | None]:
 
 
 def _cleanup_policy(value: str) -> str | None:
-    policies = {p.strip() for p in value.split(",") if p.strip()}
-    if policies == {"delete"}:
-        return None
-    if "compact" in policies:
-        return "log compaction is not supported; use cleanup.policy=delete"
-    return "must be delete"
+    """Kafka's ValidList.in("compact", "delete"): each item one of them, at least one."""
+    policies = [p.strip() for p in value.split(",") if p.strip()]
+    if not policies or any(p not in ("compact", "delete") for p in policies):
+        return "must be a list of compact, delete"
+    return None
 
 
 def _gzip_level(value: str) -> str | None:
@@ -159,12 +159,12 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
     d.name: d
     for d in (
-        ConfigDef("cleanup.policy", "delete", ConfigType.LIST, "Only 'delete' (time and size retention) is supported; compaction is not.", _cleanup_policy, "log.cleanup.policy"),
+        ConfigDef("cleanup.policy", "delete", ConfigType.LIST, "delete: segments go by retention.ms / retention.bytes; compact: the log keeps the last record of each key (compacted topics stay on local disk for now); or both.", _cleanup_policy, "log.cleanup.policy"),
         ConfigDef("compression.gzip.level", "-1", ConfigType.INT, "gzip level when compression.type is gzip (accepted; recompression uses zlib's default).", _gzip_level, "compression.gzip.level"),
         ConfigDef("compression.lz4.level", "9", ConfigType.INT, "lz4 level when compression.type is lz4 (accepted; recompression uses lz4's default).", _int_at_least(1, 17), "compression.lz4.level"),
         ConfigDef("compression.type", "producer", ConfigType.STRING, "Codec of the stored batches: producer keeps the producer's; uncompressed, gzip, snappy, lz4 or zstd recompresses batches that differ.", _one_of(*COMPRESSION_TYPES), "compression.type"),
         ConfigDef("compression.zstd.level", "3", ConfigType.INT, "zstd level when compression.type is zstd (accepted; recompression uses level 3).", _int_at_least(-131072, 22), "compression.zstd.level"),
-        ConfigDef("delete.retention.ms", "86400000", ConfigType.LONG, "How long delete tombstones are kept on compacted topics (no effect without compaction).", _long_at_least(0), "log.cleaner.delete.retention.ms"),
+        ConfigDef("delete.retention.ms", "86400000", ConfigType.LONG, "How long a tombstone (a record with a null value) of a compacted topic is kept once it is cleaned.", _long_at_least(0), "log.cleaner.delete.retention.ms"),
         ConfigDef("file.delete.delay.ms", "60000", ConfigType.LONG, "Wait before a deleted segment's files are removed from the file system.", _long_at_least(0), "log.segment.delete.delay.ms"),
         ConfigDef("flush.messages", str(LONG_MAX), ConfigType.LONG, "fsync the log after this many messages (default: leave it to the OS).", _long_at_least(1), "log.flush.interval.messages"),
         ConfigDef("flush.ms", str(LONG_MAX), ConfigType.LONG, "fsync the log after this long (default: leave it to the OS).", _long_at_least(0), "log.flush.interval.ms", synonym_default=False),
@@ -173,13 +173,13 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
         ConfigDef("leader.replication.throttled.replicas", "", ConfigType.LIST, "Replicas throttled on the leader side (no effect: the bucket is the replica).", _throttled_replicas),
         ConfigDef("local.retention.bytes", "-2", ConfigType.LONG, "With tiering, local bytes kept per partition after upload (-2: retention.bytes).", _long_at_least(-2), "log.local.retention.bytes"),
         ConfigDef("local.retention.ms", "0", ConfigType.LONG, "With tiering, how long segments stay on local disk once in the bucket (0: drop at once; -2: retention.ms).", _long_at_least(-2), "log.local.retention.ms"),
-        ConfigDef("max.compaction.lag.ms", str(LONG_MAX), ConfigType.LONG, "Longest a record stays uncompacted (no effect without compaction).", _long_at_least(1), "log.cleaner.max.compaction.lag.ms"),
+        ConfigDef("max.compaction.lag.ms", str(LONG_MAX), ConfigType.LONG, "Longest a record of a compacted topic stays uncompacted.", _long_at_least(1), "log.cleaner.max.compaction.lag.ms"),
         ConfigDef("max.message.bytes", "1048588", ConfigType.INT, "Largest record batch the broker accepts for this topic (after recompression).", _int_at_least(0), "message.max.bytes"),
         ConfigDef("message.timestamp.after.max.ms", "3600000", ConfigType.LONG, "How far ahead of the broker's clock a CreateTime timestamp may be (accepted; not enforced yet).", _long_at_least(0), "log.message.timestamp.after.max.ms"),
         ConfigDef("message.timestamp.before.max.ms", str(LONG_MAX), ConfigType.LONG, "How far behind the broker's clock a CreateTime timestamp may be (accepted; not enforced yet).", _long_at_least(0), "log.message.timestamp.before.max.ms"),
         ConfigDef("message.timestamp.type", "CreateTime", ConfigType.STRING, "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append.", _one_of("CreateTime", "LogAppendTime"), "log.message.timestamp.type"),
-        ConfigDef("min.cleanable.dirty.ratio", "0.5", ConfigType.DOUBLE, "Dirty ratio that triggers compaction (no effect without compaction).", _ratio, "log.cleaner.min.cleanable.ratio"),
-        ConfigDef("min.compaction.lag.ms", "0", ConfigType.LONG, "Shortest a record stays uncompacted (no effect without compaction).", _long_at_least(0), "log.cleaner.min.compaction.lag.ms"),
+        ConfigDef("min.cleanable.dirty.ratio", "0.5", ConfigType.DOUBLE, "Share of a compacted log not yet cleaned that triggers a cleaning.", _ratio, "log.cleaner.min.cleanable.ratio"),
+        ConfigDef("min.compaction.lag.ms", "0", ConfigType.LONG, "Shortest a record of a compacted topic stays uncompacted.", _long_at_least(0), "log.cleaner.min.compaction.lag.ms"),
         ConfigDef("min.insync.replicas", "1", ConfigType.INT, "Replicas that must acknowledge acks=all (no effect: durability is the bucket's).", _int_at_least(1), "min.insync.replicas"),
         ConfigDef("preallocate", "false", ConfigType.BOOLEAN, "Preallocate segment files (no effect: segments grow append-only).", _BOOLEAN, "log.preallocate"),
         ConfigDef("remote.log.copy.disable", "false", ConfigType.BOOLEAN, "Stop uploading segments of a tiered topic (only false is supported).", _only("false", "turning tiered uploads read-only is not supported")),

@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 
 from diskless.broker.config import BrokerConfig, Listener
 
+from .cleaner_settings import CLEANER_SETTINGS, cleaner_config
 from .security_settings import SECURITY_SETTINGS, named_listeners, security_config
 
 
@@ -206,6 +207,7 @@ SETTINGS = [
     Setting("wal_max_pending_bytes", integer, 64 * 2**20, "wal.max.pending.bytes: appended bytes allowed to wait for the bucket; past this, "
             "produce to tiered topics fails with NOT_ENOUGH_REPLICAS (retriable)"),
     *(Setting(*entry) for entry in SECURITY_SETTINGS),
+    *(Setting(*entry) for entry in CLEANER_SETTINGS),
     Setting("log_level", log_level, "INFO", "DEBUG, INFO, WARNING or ERROR"),
     Setting("log_format", log_format, "text", "text, or json for one JSON object per line (time, level, logger, message, exception)"),
 ]
@@ -272,6 +274,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
     try:
         securities, listens, advertiseds = named_listeners(values, sources, listens, advertiseds)
         security = security_config(values, sources, securities)
+        cleaner = cleaner_config(values, sources)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     if len(advertiseds) != len(listens):
@@ -326,6 +329,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         wal_max_pending_bytes=values["wal_max_pending_bytes"],
         object_store_env=aws_env,
         topic_defaults=topic_defaults,
+        cleaner=cleaner,
     )
     return config, LogSettings(values["log_level"], values["log_format"])
 

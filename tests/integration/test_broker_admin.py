@@ -125,7 +125,7 @@ def test_create_topics_with_configs_and_validate_only(shared_broker, topic_name)
     bad = {
         "bad-value": (NewTopic(topic_name, 2, 1, config={"retention.ms": "soon"}), KafkaError.INVALID_CONFIG),
         "unknown-config": (NewTopic(topic_name, 2, 1, config={"no.such.config": "1"}), KafkaError.INVALID_CONFIG),
-        "compaction": (NewTopic(topic_name, 2, 1, config={"cleanup.policy": "compact"}), KafkaError.INVALID_CONFIG),
+        "cleanup-policy": (NewTopic(topic_name, 2, 1, config={"cleanup.policy": "compact,shred"}), KafkaError.INVALID_CONFIG),
         "replication": (NewTopic(topic_name, 2, 3), KafkaError.INVALID_REPLICATION_FACTOR),
         "partitions": (NewTopic(topic_name, 0, 1), KafkaError.INVALID_PARTITIONS),
         "name": (NewTopic("bad/name", 1, 1), KafkaError.TOPIC_EXCEPTION),

@@ -79,8 +79,8 @@ def test_every_kafka_topic_config_is_known_with_kafkas_default_and_valid() -> No
         ("retention.ms", str(2**63)),
         ("local.retention.ms", "-3"),
         ("remote.storage.enable", "yes"),
-        ("cleanup.policy", "compact"),
-        ("cleanup.policy", "delete,compact"),
+        ("cleanup.policy", "compacted"),
+        ("cleanup.policy", "delete,none"),
         ("cleanup.policy", ""),
         ("max.message.bytes", "-1"),
         ("message.timestamp.type", "createtime"),
@@ -122,6 +122,9 @@ def test_invalid_values_are_refused_with_their_name(name: str, value: str) -> No
         ("retention.bytes", str(LONG_MAX)),
         ("local.retention.bytes", "-2"),
         ("cleanup.policy", "delete"),
+        ("cleanup.policy", "compact"),
+        ("cleanup.policy", "compact,delete"),
+        ("cleanup.policy", "delete, compact"),
         ("message.timestamp.type", "LogAppendTime"),
         ("remote.storage.enable", "false"),
         ("max.message.bytes", "0"),
@@ -247,8 +250,9 @@ def test_compression_type_is_set_and_deleted_incrementally() -> None:
 
 def test_append_and_subtract_apply_to_list_configs_only() -> None:
     assert apply_incremental({}, [("cleanup.policy", AlterOp.APPEND, "delete")]) == {"cleanup.policy": "delete"}
-    with pytest.raises(InvalidConfig):  # compaction is not supported, even appended
-        apply_incremental({}, [("cleanup.policy", AlterOp.APPEND, "compact")])
+    assert apply_incremental({"cleanup.policy": "delete"}, [("cleanup.policy", AlterOp.APPEND, "compact")]) == {"cleanup.policy": "delete,compact"}
+    with pytest.raises(InvalidConfig):
+        apply_incremental({}, [("cleanup.policy", AlterOp.APPEND, "shred")])
     with pytest.raises(InvalidConfig):  # nothing left
         apply_incremental({}, [("cleanup.policy", AlterOp.SUBTRACT, "delete")])
     for op in (AlterOp.APPEND, AlterOp.SUBTRACT):

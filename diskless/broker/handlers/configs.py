@@ -42,6 +42,11 @@ _BROKER_CONFIG_TYPES = {
     "log.retention.check.interval.ms": ConfigType.LONG,
     "group.initial.rebalance.delay.ms": ConfigType.INT,
     "offsets.retention.minutes": ConfigType.INT,
+    "log.cleaner.enable": ConfigType.BOOLEAN,
+    "log.cleaner.threads": ConfigType.INT,
+    "log.cleaner.dedupe.buffer.size": ConfigType.LONG,
+    "log.cleaner.io.max.bytes.per.second": ConfigType.DOUBLE,
+    "log.cleaner.backoff.ms": ConfigType.LONG,
 }
 
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass, replace
 
 from hot_tier import LogConfig
 
+from ..compaction.config import CompactionRules
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionRules:
@@ -17,21 +19,27 @@ class PartitionRules:
     retention: tuple[int, int]  # retention.ms, retention.bytes
     local_retention: tuple[int, int]  # local.retention.ms, local.retention.bytes (-2 resolved)
     compression_type: str = "producer"  # compression.type: a codec name, or keep the producer's
+    # cleanup.policy has compact: records need keys, the cleaner runs, and the topic stays on
+    # local disk (tiered is false whatever remote.storage.enable says; compaction/__init__.py).
+    compaction: CompactionRules | None = None
 
     @classmethod
     def from_configs(cls, configs: dict[str, str]) -> PartitionRules:
         retention = (int(configs["retention.ms"]), int(configs["retention.bytes"]))
         local_ms, local_bytes = int(configs["local.retention.ms"]), int(configs["local.retention.bytes"])
+        compaction = CompactionRules.from_configs(configs)
         return cls(
             max_message_bytes=int(configs["max.message.bytes"]),
             log_append_time=configs["message.timestamp.type"] == "LogAppendTime",
-            tiered=configs["remote.storage.enable"] == "true",
+            tiered=configs["remote.storage.enable"] == "true" and compaction is None,
             retention=retention,
             local_retention=(retention[0] if local_ms == -2 else local_ms, retention[1] if local_bytes == -2 else local_bytes),
             compression_type=configs.get("compression.type", "producer"),
+            compaction=compaction,
         )
 
     def log_config(self, configs: dict[str, str]) -> LogConfig:
         """The local log's config: for tiered topics, tiering decides what leaves the disk."""
         config = LogConfig.from_topic_configs(configs)
-        return replace(config, retention_ms=-1, retention_bytes=-1) if self.tiered else config
+        compact_only = self.compaction is not None and not self.compaction.delete  # Kafka: no retention then
+        return replace(config, retention_ms=-1, retention_bytes=-1) if self.tiered or compact_only else config
