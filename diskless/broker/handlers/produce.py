@@ -26,12 +26,12 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(0, request.header.api_version)
     now = broker.clock()
-    # (topic, partition index) -> [error, message, AppendInfo | None, leader | None], in request order.
+    # topic -> [partition index, error, message, AppendInfo | None, leader | None, record errors], in request order.
     outcomes: dict[str, list[list[Any]]] = {}
     for topic_data in body.topic_data:
         results = outcomes.setdefault(topic_data.name, [])
         for data in topic_data.partition_data:
-            error, message, info = ErrorCode.none, None, None
+            error, message, info, record_errors = ErrorCode.none, None, None, ()
             partition = broker.registry.leader(topic_data.name, data.index)
             if body.acks not in VALID_ACKS:
                 error = ErrorCode.invalid_required_acks
@@ -44,9 +44,10 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                     info = partition.append(data.records, now)
                 except Exception as exc:
                     error, message = _durability_error(exc, f"produce to {topic_data.name}-{data.index}"), str(exc)
+                    record_errors = getattr(exc, "record_errors", ())  # KIP-467: (batch_index, message) per record
                     if error is not ErrorCode.unknown_server_error:
                         log.warning("produce to %s-%d from %s rejected: %s", topic_data.name, data.index, request.header.client_id, exc)
-            results.append([data.index, error, message, info, partition])
+            results.append([data.index, error, message, info, partition, record_errors])
     if body.acks == 0:
         return None
     if body.acks == -1:
@@ -63,10 +64,12 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                     base_offset=info.first_offset if info and error is ErrorCode.none else -1,
                     log_append_time=timestamp(info.log_append_time_ms) if info and error is ErrorCode.none else None,
                     log_start_offset=partition.log_start_offset if info and error is ErrorCode.none else -1,
-                    record_errors=(),
+                    record_errors=tuple(
+                        make(mod.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=m) for i, m in record_errors
+                    ) if hasattr(mod, "BatchIndexAndErrorMessage") else (),
                     error_message=message,
                 )
-                for index, error, message, info, partition in results
+                for index, error, message, info, partition, record_errors in results
             ),
         )
         for name, results in outcomes.items()

@@ -36,6 +36,7 @@ from hot_tier.scan import scan_batches
 from metadata import MetadataStore
 
 from ..compression import PRODUCER, apply_compression_type
+from ..compaction.keys import check_keys
 from ..errors import NotLeaderOrFollower, InvalidProducerEpoch, InvalidRecord, OutOfOrderSequence, RecordTooLarge, TransactionsUnsupported
 from ..producer_state import Duplicate
 from ..producer_state import InvalidProducerEpoch as EpochDecision
@@ -205,6 +206,8 @@ class PartitionLeader:
             raise RecordTooLarge(header.size_bytes, rules.max_message_bytes)
         if header.is_transactional:
             raise TransactionsUnsupported()
+        if rules.compaction is not None:  # only compacted topics decode records on produce
+            check_keys(records, header, self.topic, self.index)
         if header.has_producer_id:
             decision = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence, now_ms)
             if isinstance(decision, Duplicate):
