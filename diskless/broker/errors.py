@@ -30,6 +30,12 @@ from metadata.errors import (
 )
 
 from .partition_limits import PartitionPolicyViolation
+from .security.errors import (
+    ClusterAuthorizationFailed,
+    GroupAuthorizationFailed,
+    TopicAuthorizationFailed,
+    TransactionalIdAuthorizationFailed,
+)
 from .topic_configs import InvalidConfig
 
 log = logging.getLogger(__name__)
@@ -155,6 +161,10 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (TransactionsUnsupported, ErrorCode.invalid_txn_state),
     (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
     (InvalidProducerEpoch, ErrorCode.invalid_producer_epoch),
+    (TopicAuthorizationFailed, ErrorCode.topic_authorization_failed),
+    (GroupAuthorizationFailed, ErrorCode.group_authorization_failed),
+    (ClusterAuthorizationFailed, ErrorCode.cluster_authorization_failed),
+    (TransactionalIdAuthorizationFailed, ErrorCode.transactional_id_authorization_failed),
 ]
 
 

@@ -12,6 +12,8 @@ from metadata.model import validate_topic_name
 
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
+from ..security.authorizer import CLUSTER, DESCRIBE, TOPIC
+from ..security.shell import ALL_OPERATIONS_UNKNOWN
 
 
 async def handle_api_versions(broker: BrokerApi, request: Request) -> Any:
@@ -37,8 +39,10 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(3, version)
     registry = broker.registry
+    security = broker.security
     if body.topics is None or (version == 0 and not body.topics):
-        names = sorted(registry.topics)
+        # As Kafka: a request for every topic lists only those the principal may DESCRIBE.
+        names = [name for name in sorted(registry.topics) if security.allowed(DESCRIBE, TOPIC, name)]
         requested: list[tuple[str | None, Any]] = [(name, None) for name in names]
     else:
         requested = [(t.name, getattr(t, "topic_id", None)) for t in body.topics]
@@ -46,9 +50,13 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
     topics = []
     for name, topic_id in requested:
         topic = None
+        if name is not None and _legal(name) and not security.allowed(DESCRIBE, TOPIC, name):
+            topics.append(make(mod.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed, name=name,
+                               topic_id=topic_id, is_internal=False, partitions=()))  # fmt: skip
+            continue
         if name is not None:
             topic = await registry.find_topic(name) if _legal(name) else None
-            if topic is None and auto_create:
+            if topic is None and auto_create and security.may_create_topic(name):
                 topic = await registry.auto_create_topic(name)
         elif topic_id is not None:
             topic = registry.topic_by_id(topic_id)
@@ -69,7 +77,8 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
                 topic_id=topic.topic_id,
                 is_internal=False,
                 partitions=topic_partitions,
-                topic_authorized_operations=-2147483648,
+                topic_authorized_operations=security.authorized_operations(TOPIC, topic.name)
+                if getattr(body, "include_topic_authorized_operations", False) else ALL_OPERATIONS_UNKNOWN,
             )
         )
     return make(
@@ -79,7 +88,8 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=_controller(broker),
         topics=tuple(topics),
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=security.authorized_operations(CLUSTER)
+        if getattr(body, "include_cluster_authorized_operations", False) else ALL_OPERATIONS_UNKNOWN,
     )
 
 
@@ -128,14 +138,17 @@ def _legal(name: str) -> bool:
 
 async def handle_describe_cluster(broker: BrokerApi, request: Request) -> Any:
     mod = response_module(60, request.header.api_version)
+    allowed = broker.security.cluster_allowed(DESCRIBE)
     return make(
         mod.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
+        error_code=ErrorCode.none if allowed else ErrorCode.cluster_authorization_failed,
         error_message=None,
         endpoint_type=getattr(request.body, "endpoint_type", 1),
         cluster_id=broker.cluster_id,
         controller_id=_controller(broker),
-        brokers=tuple(make(mod.DescribeClusterBroker, broker_id=n, host=h, port=p, rack=r) for n, h, p, r in _brokers(broker)),
-        cluster_authorized_operations=-2147483648,
+        brokers=tuple(make(mod.DescribeClusterBroker, broker_id=n, host=h, port=p, rack=r) for n, h, p, r in _brokers(broker))
+        if allowed else (),
+        cluster_authorized_operations=broker.security.authorized_operations(CLUSTER)
+        if allowed and request.body.include_cluster_authorized_operations else ALL_OPERATIONS_UNKNOWN,
     )

@@ -17,6 +17,9 @@ from diskless.wire import Request
 
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
+from ..security.authorizer import DELETE, DESCRIBE, GROUP, READ, TOPIC
+from ..security.errors import GroupAuthorizationFailed
+from ..security.session import SESSION
 from .groups import answers_failure, coordinator_error
 
 
@@ -41,12 +44,15 @@ def _offset_commit_failed(request: Request, error: ErrorCode) -> Any:
 @answers_failure("OffsetCommit", lambda body: (body.group_id,), _offset_commit_failed)
 async def handle_offset_commit(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
+    # READ on the group was checked by answers_failure; READ on each topic here (Kafka's order).
+    readable = {t.name: broker.security.allowed(READ, TOPIC, t.name) for t in body.topics}
     offsets = [
         (topic.name, p.partition_index, p.committed_offset, _epoch(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata)
         for topic in body.topics
+        if readable[topic.name]
         for p in topic.partitions
     ]
-    errors = await broker.groups.commit_offsets(
+    committed = iter(await broker.groups.commit_offsets(
         body.group_id,
         body.generation_id_or_member_epoch,
         body.member_id,
@@ -54,8 +60,9 @@ async def handle_offset_commit(broker: BrokerApi, request: Request) -> Any:
         version,
         offsets,
         known=lambda topic, partition: broker.registry.leader(topic, partition) is not None,
-    )
-    return _offset_commit_response(request, iter(errors))
+    ))
+    codes = (next(committed) if readable[t.name] else ErrorCode.topic_authorization_failed for t in body.topics for _p in t.partitions)
+    return _offset_commit_response(request, codes)
 
 
 def _epoch(value: int) -> int | None:
@@ -74,12 +81,17 @@ def _offset_fetch_partition(mod: Any, partition_cls: str, partition: int, found:
 
 
 async def _fetch_group(broker: BrokerApi, mod: Any, group_id: str, topics: Any, partition_cls: str, topic_cls: str) -> tuple:
+    if not broker.security.allowed(DESCRIBE, GROUP, group_id):
+        raise GroupAuthorizationFailed(SESSION.get().principal, "DESCRIBE", "GROUP", group_id)
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     committed = {(o.topic, o.partition): o for o in await broker.groups.fetch_offsets(group_id, wanted)}
-    if wanted is None:
-        wanted = sorted(committed)
+    if wanted is None:  # as Kafka: every committed offset of the topics the principal may DESCRIBE
+        wanted = [tp for tp in sorted(committed) if broker.security.allowed(DESCRIBE, TOPIC, tp[0])]
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for topic, partition in wanted:
+        if not broker.security.allowed(DESCRIBE, TOPIC, topic):
+            by_topic[topic].append(_offset_fetch_partition(mod, partition_cls, partition, None, ErrorCode.topic_authorization_failed))
+            continue
         by_topic[topic].append(_offset_fetch_partition(mod, partition_cls, partition, committed.get((topic, partition)), ErrorCode.none))
     return tuple(make(getattr(mod, topic_cls), name=topic, partitions=tuple(parts)) for topic, parts in by_topic.items())
 
@@ -123,12 +135,14 @@ def _offset_delete_failed(request: Request, error: ErrorCode) -> Any:
     return make(mod.OffsetDeleteResponse, error_code=error, throttle_time=NO_THROTTLE, topics=())
 
 
-@answers_failure("OffsetDelete", lambda body: (body.group_id,), _offset_delete_failed)
+@answers_failure("OffsetDelete", lambda body: (body.group_id,), _offset_delete_failed, acl=DELETE)
 async def handle_offset_delete(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(47, request.header.api_version)
-    wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions if broker.security.allowed(READ, TOPIC, t.name)]
     error, errors = await broker.groups.delete_offsets(body.group_id, wanted)
+    errors = {**{(t.name, p.partition_index): ErrorCode.topic_authorization_failed for t in body.topics for p in t.partitions
+                 if not broker.security.allowed(READ, TOPIC, t.name)}, **errors}  # fmt: skip
     topics = tuple(
         make(
             mod.OffsetDeleteResponseTopic,

@@ -25,11 +25,21 @@ from ..errors import error_code_for
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
 from ..group.group_configs import InvalidGroupConfig
+from ..security import authorizer as acl
 from ..topic_configs import AlterOp, ConfigSource, ConfigType
 
 TOPIC = 2
 BROKER = 4
 GROUP = 32
+# Config resource types to ACL resource types: a broker's configs are the cluster's.
+_ACL_RESOURCE = {TOPIC: acl.TOPIC, BROKER: acl.CLUSTER, GROUP: acl.GROUP}
+_ACL_REFUSAL = {
+    TOPIC: ErrorCode.topic_authorization_failed, BROKER: ErrorCode.cluster_authorization_failed, GROUP: ErrorCode.group_authorization_failed,
+}  # fmt: skip
+
+
+def _acl_name(resource_type: int, name: str) -> str:
+    return acl.CLUSTER_NAME if resource_type == BROKER else name
 
 
 # The types of the broker configs DescribeConfigs reports (their values: RequestSettings.broker_configs).
@@ -77,7 +87,10 @@ async def handle_describe_configs(broker: BrokerApi, request: Request) -> Any:
     results = []
     for resource in body.resources:
         error, message, entries = ErrorCode.none, None, []
-        if resource.resource_type == TOPIC:
+        kind = _ACL_RESOURCE.get(resource.resource_type)
+        if kind is not None and not broker.security.allowed(acl.DESCRIBE_CONFIGS, kind, _acl_name(resource.resource_type, resource.resource_name)):
+            error, message = _ACL_REFUSAL[resource.resource_type], "Authorization failed."
+        elif resource.resource_type == TOPIC:
             topic = broker.registry.topics.get(resource.resource_name)
             if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name}"
@@ -151,6 +164,9 @@ async def _alter(broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, 
     for resource in body.resources:
         error, message = ErrorCode.none, None
         try:
+            kind = _ACL_RESOURCE.get(resource.resource_type)
+            if kind is not None:
+                broker.security.require(acl.ALTER_CONFIGS, kind, _acl_name(resource.resource_type, resource.resource_name))
             if resource.resource_type == GROUP:
                 ops, replace = group_change(resource.configs)
                 _alter_group(broker, resource.resource_name, ops, replace, body.validate_only)

@@ -21,7 +21,8 @@ from diskless.wire import Request
 from ..api import PEER_HOST, BrokerApi
 from ..group.consumer_coordinator import HeartbeatRequest
 from ..responses import NO_THROTTLE, make, response_module
-from .groups import GROUP_OPERATIONS, NO_AUTHORIZED_OPERATIONS, answers_failure
+from ..security.authorizer import DESCRIBE, GROUP
+from .groups import NO_AUTHORIZED_OPERATIONS, answers_failure
 
 
 def _ms(value: Any) -> int:
@@ -107,11 +108,10 @@ def _describe_failed(request: Request, error: ErrorCode) -> Any:
     return make(mod.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=groups)
 
 
-@answers_failure("ConsumerGroupDescribe", lambda body: body.group_ids, _describe_failed)
+@answers_failure("ConsumerGroupDescribe", lambda body: body.group_ids, _describe_failed, acl=DESCRIBE)
 async def handle_consumer_group_describe(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(69, request.header.api_version)
-    operations = GROUP_OPERATIONS if body.include_authorized_operations else NO_AUTHORIZED_OPERATIONS
     groups = []
     for d in broker.groups.consumer_group_describe(body.group_ids):
         members = tuple(
@@ -143,7 +143,8 @@ async def handle_consumer_group_describe(broker: BrokerApi, request: Request) ->
                 assignment_epoch=d.assignment_epoch if found else -1,
                 assignor_name=d.assignor_name,
                 members=members,
-                authorized_operations=operations if found else NO_AUTHORIZED_OPERATIONS,
+                authorized_operations=broker.security.authorized_operations(GROUP, d.group_id)
+                if found and body.include_authorized_operations else NO_AUTHORIZED_OPERATIONS,
             )
         )
     return make(mod.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))

@@ -18,6 +18,7 @@ from ..api import BrokerApi, absent
 from ..errors import error_code_for
 from ..partition import PartitionLeader
 from ..responses import NO_THROTTLE, make, response_module
+from ..security.authorizer import READ, TOPIC
 
 
 MAX_RESPONSE_BYTES = 2**31 - 1
@@ -49,7 +50,9 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
             partition = broker.registry.leader(fetch_topic.topic, fetch.partition)
             error, records = ErrorCode.none, b""
             high_watermark = log_start_offset = -1
-            if partition is None:
+            if not broker.security.allowed(READ, TOPIC, fetch_topic.topic):
+                error = ErrorCode.topic_authorization_failed
+            elif partition is None:
                 error = absent(broker, fetch_topic.topic, fetch.partition)
             else:
                 # The whole log's start (bucket and DeleteRecords included), not the local one's.

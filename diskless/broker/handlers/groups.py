@@ -21,6 +21,7 @@ from diskless.wire import Request
 from ..api import PEER_HOST, BrokerApi
 from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
+from ..security.authorizer import DELETE, DESCRIBE, GROUP, READ
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +72,16 @@ def coordinator_address(broker: BrokerApi) -> tuple[int, str, int] | None:
 
 
 def answers_failure(
-    api: str, group_ids: Callable[[Any], Iterable[str]], failure: Callable[[Request, ErrorCode], Any]
+    api: str, group_ids: Callable[[Any], Iterable[str]], failure: Callable[[Request, ErrorCode], Any], acl: int | None = READ
 ) -> Callable[[Handler], Handler]:
-    """Serve the request with the decorated handler; if it raises, answer `failure(request, code)`."""
+    """Serve the request with the decorated handler; if it raises, answer `failure(request, code)`.
+    The principal needs the `acl` operation on every group named (GROUP_AUTHORIZATION_FAILED)."""
 
     def decorate(handler: Handler) -> Handler:
         @functools.wraps(handler)
         async def guarded(broker: BrokerApi, request: Request) -> Any:
+            if acl is not None and not all(broker.security.allowed(acl, GROUP, g) for g in group_ids(request.body)):
+                return failure(request, ErrorCode.group_authorization_failed)
             try:
                 if api not in ("FindCoordinator", "ListGroups") and not is_coordinator(broker):
                     return failure(request, ErrorCode.not_coordinator)  # an ordinary answer: the client looks again
@@ -125,7 +129,8 @@ def _find_coordinator_failed(request: Request, error: ErrorCode) -> Any:
     )
 
 
-@answers_failure("FindCoordinator", _coordinator_keys, _find_coordinator_failed)
+@answers_failure("FindCoordinator", lambda body: _coordinator_keys(body) if getattr(body, "key_type", GROUP_KEY) == GROUP_KEY else (),
+                 _find_coordinator_failed, acl=DESCRIBE)
 async def handle_find_coordinator(broker: BrokerApi, request: Request) -> Any:
     key_type = getattr(request.body, "key_type", GROUP_KEY)
     coordinator = coordinator_address(broker)
@@ -265,10 +270,8 @@ async def handle_leave_group(broker: BrokerApi, request: Request) -> Any:
 # --- DescribeGroups, ListGroups, DeleteGroups ----------------------------------------------
 
 
-# Kafka's AclOperation codes a GROUP supports: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
-# ALTER_CONFIGS; with no authorizer, all are allowed (DescribeGroups v3+ when asked).
-GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
-
+# Authorized operations (DescribeGroups v3+, when asked) come from the authorizer: with none
+# configured, every operation a GROUP supports (security/authorizer.py).
 
 def _described_group(mod: Any, group_id: str, error: ErrorCode, state: str, protocol_type: str = "", protocol_data: str = "", members: tuple[Any, ...] = (), operations: int = NO_AUTHORIZED_OPERATIONS, message: str | None = None) -> Any:
     return make(
@@ -290,7 +293,7 @@ def _describe_groups_failed(request: Request, error: ErrorCode) -> Any:
     return make(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
 
 
-@answers_failure("DescribeGroups", lambda body: body.groups, _describe_groups_failed)
+@answers_failure("DescribeGroups", lambda body: body.groups, _describe_groups_failed, acl=DESCRIBE)
 async def handle_describe_groups(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(15, version)
@@ -308,7 +311,7 @@ async def handle_describe_groups(broker: BrokerApi, request: Request) -> Any:
             )
             for m in d.members
         )
-        operations = GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) and d.error_code is ErrorCode.none else NO_AUTHORIZED_OPERATIONS
+        operations = broker.security.authorized_operations(GROUP, d.group_id) if getattr(body, "include_authorized_operations", False) and d.error_code is ErrorCode.none else NO_AUTHORIZED_OPERATIONS
         groups.append(_described_group(mod, d.group_id, d.error_code, d.group_state, d.protocol_type, d.protocol_data, members, operations, d.error_message))
     return make(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
@@ -318,7 +321,7 @@ def _list_groups_response(request: Request, error: ErrorCode, groups: tuple[Any,
     return make(mod.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error, groups=groups)
 
 
-@answers_failure("ListGroups", lambda body: (), _list_groups_response)
+@answers_failure("ListGroups", lambda body: (), _list_groups_response, acl=None)
 async def handle_list_groups(broker: BrokerApi, request: Request) -> Any:
     mod = response_module(16, request.header.api_version)
     states = tuple(getattr(request.body, "states_filter", ()) or ())
@@ -326,6 +329,8 @@ async def handle_list_groups(broker: BrokerApi, request: Request) -> Any:
     groups = tuple(
         make(mod.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state, group_type=g.group_type)
         for g in await broker.groups.list_groups(states, types)
+        # As Kafka: all groups with DESCRIBE on the cluster, else those the principal may DESCRIBE.
+        if broker.security.cluster_allowed(DESCRIBE) or broker.security.allowed(DESCRIBE, GROUP, g.group_id)
     )
     return _list_groups_response(request, ErrorCode.none, groups)
 
@@ -335,7 +340,8 @@ async def handle_delete_groups(broker: BrokerApi, request: Request) -> Any:
     results = []
     for group_id in request.body.groups_names:
         try:
-            error = await broker.groups.delete_group(group_id)
+            error = await broker.groups.delete_group(group_id) if broker.security.allowed(DELETE, GROUP, group_id) \
+                else ErrorCode.group_authorization_failed
         except Exception as exc:
             error = coordinator_error(exc, "DeleteGroups", (group_id,), request)
         results.append(make(mod.DeletableGroupResult, group_id=group_id, error_code=error))

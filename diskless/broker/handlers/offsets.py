@@ -12,6 +12,7 @@ from ..api import BrokerApi, absent
 from ..errors import error_code_for
 from ..partition import PartitionLeader
 from ..responses import NO_THROTTLE, make, response_module
+from ..security.authorizer import DELETE, DESCRIBE, TOPIC
 from .fetch import _check_leader_epoch
 
 LATEST = -1
@@ -28,7 +29,9 @@ async def handle_list_offsets(broker: BrokerApi, request: Request) -> Any:
         for wanted in topic.partitions:
             partition = broker.registry.leader(topic.name, wanted.partition_index)
             error, found_offset, found_timestamp, epoch = ErrorCode.none, -1, -1, -1
-            if partition is None:
+            if not broker.security.allowed(DESCRIBE, TOPIC, topic.name):
+                error = ErrorCode.topic_authorization_failed
+            elif partition is None:
                 error = absent(broker, topic.name, wanted.partition_index)
             else:
                 epoch = partition.leader_epoch
@@ -76,7 +79,9 @@ async def handle_delete_records(broker: BrokerApi, request: Request) -> Any:
         for wanted in topic.partitions:
             partition = broker.registry.leader(topic.name, wanted.partition_index)
             error, low_watermark = ErrorCode.none, -1
-            if partition is None:
+            if not broker.security.allowed(DELETE, TOPIC, topic.name):
+                error = ErrorCode.topic_authorization_failed
+            elif partition is None:
                 error = absent(broker, topic.name, wanted.partition_index)
             else:
                 high_watermark = partition.high_watermark

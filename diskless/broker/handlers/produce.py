@@ -13,6 +13,7 @@ from diskless.wire import Request
 from ..api import BrokerApi, absent
 from ..errors import DurabilityTimeout, error_code_for
 from ..responses import NO_THROTTLE, make, response_module, timestamp
+from ..security.authorizer import IDEMPOTENT_WRITE, TOPIC, WRITE
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
             partition = broker.registry.leader(topic_data.name, data.index)
             if body.acks not in VALID_ACKS:
                 error = ErrorCode.invalid_required_acks
+            elif not broker.security.allowed(WRITE, TOPIC, topic_data.name):
+                error = ErrorCode.topic_authorization_failed
             elif partition is None:
                 error = absent(broker, topic_data.name, data.index)
             elif not data.records:
@@ -117,5 +120,9 @@ async def handle_init_producer_id(broker: BrokerApi, request: Request) -> Any:
     if body.transactional_id is not None:
         log.warning("refusing InitProducerId with transactional.id %r: transactions are not supported", body.transactional_id)
         return make(mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1)
+    # As Kafka 3: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+    security = broker.security
+    if not (security.cluster_allowed(IDEMPOTENT_WRITE) or any(security.allowed(WRITE, TOPIC, name) for name in broker.registry.topics)):
+        return make(mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1)
     producer_id = await broker.allocate_producer_id()
     return make(mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=0)

@@ -17,6 +17,7 @@ from .. import topic_configs
 from ..api import BrokerApi
 from ..errors import InvalidReplicationFactor, InvalidRequest, error_code_for
 from ..responses import NO_THROTTLE, make, response_module
+from ..security.authorizer import ALTER, DELETE, TOPIC
 
 log = logging.getLogger(__name__)
 NULL_UUID = uuid.UUID(int=0)
@@ -34,6 +35,7 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
         try:
             if counts[wanted.name] > 1:
                 raise InvalidRequest(f"topic {wanted.name} appears more than once in the request")
+            broker.security.require_create_topic(wanted.name)
             num_partitions, replication_factor = _partitioning(broker, wanted)
             configs = {c.name: c.value for c in wanted.configs}
             if body.validate_only:
@@ -105,6 +107,7 @@ async def handle_delete_topics(broker: BrokerApi, request: Request) -> Any:
                 error = ErrorCode.unknown_topic_id
         if error is ErrorCode.none:
             try:
+                broker.security.require(DELETE, TOPIC, name)
                 deleted = await broker.registry.delete_topic(name)
                 topic_id = deleted.topic_id
             except UnknownTopic as exc:
@@ -124,6 +127,7 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
     for wanted in body.topics:
         error, message = ErrorCode.none, None
         try:
+            broker.security.require(ALTER, TOPIC, wanted.name)
             topic = broker.registry.topics.get(wanted.name)
             if topic is None:
                 raise UnknownTopic(wanted.name)

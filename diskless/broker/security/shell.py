@@ -20,7 +20,13 @@ from diskless.wire import ProtocolError
 from diskless.wire.scram import ScramCredential
 from metadata import MetadataStore
 
-from .authorizer import CLUSTER, CLUSTER_NAME, SUPPORTED_OPERATIONS, Authorizer
+from .authorizer import (
+    CLUSTER, CLUSTER_NAME, CREATE, GROUP, OPERATIONS, SUPPORTED_OPERATIONS, TOPIC, TRANSACTIONAL_ID, Authorizer,
+)  # fmt: skip
+from .errors import (
+    AuthorizationFailed, ClusterAuthorizationFailed, GroupAuthorizationFailed, TopicAuthorizationFailed,
+    TransactionalIdAuthorizationFailed,
+)  # fmt: skip
 from .config import SecurityConfig
 from .sasl import AuthenticationFailed
 from .session import SESSION, Session
@@ -127,3 +133,25 @@ class BrokerSecurity:
 
     def cluster_allowed(self, operation: int) -> bool:
         return self.allowed(operation, CLUSTER, CLUSTER_NAME)
+
+    def require(self, operation: int, resource_type: int, resource_name: str = CLUSTER_NAME) -> None:
+        """Raise the resource type's AuthorizationFailed unless `allowed`."""
+        if not self.allowed(operation, resource_type, resource_name):
+            failure = _FAILURES[resource_type]
+            raise failure(SESSION.get().principal, _OPERATION_NAMES[operation], _RESOURCE_NAMES[resource_type], resource_name)
+
+    def may_create_topic(self, name: str) -> bool:
+        """Kafka's rule: CREATE on the cluster, or on the topic."""
+        return self.cluster_allowed(CREATE) or self.allowed(CREATE, TOPIC, name)
+
+    def require_create_topic(self, name: str) -> None:
+        if not self.may_create_topic(name):
+            self.require(CREATE, TOPIC, name)
+
+
+_FAILURES: dict[int, type[AuthorizationFailed]] = {
+    TOPIC: TopicAuthorizationFailed, GROUP: GroupAuthorizationFailed, CLUSTER: ClusterAuthorizationFailed,
+    TRANSACTIONAL_ID: TransactionalIdAuthorizationFailed,
+}  # fmt: skip
+_OPERATION_NAMES = {code: name for name, code in OPERATIONS.items()}
+_RESOURCE_NAMES = {TOPIC: "TOPIC", GROUP: "GROUP", CLUSTER: "CLUSTER", TRANSACTIONAL_ID: "TRANSACTIONAL_ID"}

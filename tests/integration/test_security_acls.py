@@ -1,0 +1,152 @@
+"""ACLs on a real `diskless serve` with the authorizer on and allow.everyone.if.no.acl.found
+false: every client authenticates with SCRAM-SHA-512 on a SASL_PLAINTEXT listener, and gets
+exactly what its bindings allow (confluent-kafka's AdminClient makes them with CreateAcls).
+
+The PLAINTEXT listener is the administrators' (its anonymous principal is a super user here,
+as an internal listener in a Kafka set-up); it creates the users and the bindings.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import (
+    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType,
+    ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion,
+)  # fmt: skip
+
+from tests.integration.broker_process import BrokerProcess, free_port
+
+DEADLINE_S = 30.0
+USERS = ("alice", "bob", "carol", "dave")
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    work = tmp_path_factory.mktemp("acls")
+    sasl_port = free_port()
+    broker = BrokerProcess(
+        work / "data", "--listeners", f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}", "--authorizer", "acl",
+        "--allow-everyone-if-no-acl-found", "false", "--super-users", "User:ANONYMOUS;User:admin",
+        "--connection-failed-authentication-delay-ms", "100",
+    ).start()  # fmt: skip
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    upserts = [UserScramCredentialUpsertion(u, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), f"{u}-pw".encode()) for u in USERS]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(timeout=20)
+    yield broker, admin, sasl_port
+    broker.close()
+
+
+def _as(user: str, port: int, **extra) -> dict:
+    return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": user, "sasl.password": f"{user}-pw", **extra}  # fmt: skip
+
+
+def _topics(admin: AdminClient, *names: str) -> None:
+    for future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+        future.result(timeout=20)
+
+
+def _acl(principal: str, rtype: ResourceType, name: str, op: AclOperation, permission=AclPermissionType.ALLOW,
+         pattern=ResourcePatternType.LITERAL) -> AclBinding:  # fmt: skip
+    return AclBinding(rtype, name, pattern, f"User:{principal}", "*", op, permission)
+
+
+def _create_acls(admin: AdminClient, *bindings: AclBinding) -> None:
+    for future in admin.create_acls(list(bindings)).values():
+        future.result(timeout=20)
+
+
+def _produce(config: dict, topic: str, value: bytes) -> KafkaError | None:
+    reports: list = []
+    producer = Producer({**config, "message.timeout.ms": 10000})
+    producer.produce(topic, value, on_delivery=lambda err, _m: reports.append(err))
+    assert producer.flush(DEADLINE_S) == 0
+    return reports[0]
+
+
+def _consume(config: dict, topic: str, group: str) -> tuple[list[bytes], list[int]]:
+    """Values read, and the error codes the consumer reported, until one value or one error."""
+    errors: list[int] = []
+    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest",
+                         "error_cb": lambda e: errors.append(e.code())})  # fmt: skip
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while not values and not errors and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is None:
+                values.append(message.value())
+            elif message.error().code() != KafkaError._PARTITION_EOF:
+                errors.append(message.error().code())
+    finally:
+        consumer.close()
+    return values, errors
+
+
+def test_acls_allow_and_deny_exactly_as_configured(guarded) -> None:
+    broker, admin, port = guarded
+    topic, other = f"t-{uuid.uuid4().hex[:10]}", f"u-{uuid.uuid4().hex[:10]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    _topics(admin, topic, other)
+    _create_acls(
+        admin,
+        _acl("alice", ResourceType.TOPIC, topic, AclOperation.WRITE),
+        _acl("bob", ResourceType.TOPIC, topic, AclOperation.DESCRIBE),  # no READ on the topic
+        _acl("bob", ResourceType.GROUP, group, AclOperation.READ),
+        _acl("carol", ResourceType.TOPIC, topic, AclOperation.READ),  # no READ on the group
+        _acl("dave", ResourceType.TOPIC, topic[:6], AclOperation.READ, pattern=ResourcePatternType.PREFIXED),
+        _acl("dave", ResourceType.GROUP, "g-", AclOperation.READ, pattern=ResourcePatternType.PREFIXED),
+    )
+    assert _produce(_as("alice", port), topic, b"hello") is None
+    assert _produce(_as("alice", port), other, b"nope").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _produce(_as("carol", port), topic, b"nope").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    assert _consume(_as("bob", port), topic, group) == ([], [KafkaError.TOPIC_AUTHORIZATION_FAILED])
+    assert _consume(_as("carol", port), topic, group) == ([], [KafkaError.GROUP_AUTHORIZATION_FAILED])
+    assert _consume(_as("dave", port), topic, group) == ([b"hello"], [])
+
+    # Metadata of every topic lists only those the principal may DESCRIBE.
+    alice_admin = AdminClient(_as("alice", port))
+    listed = alice_admin.list_topics(timeout=10).topics
+    assert topic in listed and other not in listed
+    assert listed[topic].error is None
+
+    # DENY beats ALLOW.
+    _create_acls(admin, _acl("alice", ResourceType.TOPIC, topic, AclOperation.WRITE, permission=AclPermissionType.DENY))
+    assert _produce(_as("alice", port), topic, b"denied").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_describe_and_delete_acls(guarded) -> None:
+    broker, admin, port = guarded
+    topic = f"d-{uuid.uuid4().hex[:10]}"
+    _topics(admin, topic)
+    binding = _acl("alice", ResourceType.TOPIC, topic, AclOperation.WRITE)
+    _create_acls(admin, binding)
+    mine = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY)
+    assert admin.describe_acls(mine).result(timeout=20) == [binding]
+    assert _produce(_as("alice", port), topic, b"ok") is None
+    deleted = admin.delete_acls([mine])
+    assert [list(f.result(timeout=20)) for f in deleted.values()] == [[binding]]
+    assert admin.describe_acls(mine).result(timeout=20) == []
+    assert _produce(_as("alice", port), topic, b"gone").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_only_super_users_and_cluster_alter_may_change_acls_and_users(guarded) -> None:
+    broker, admin, port = guarded
+    alice_admin = AdminClient(_as("alice", port))
+    futures = alice_admin.create_acls([_acl("alice", ResourceType.TOPIC, "x", AclOperation.ALL)])
+    with pytest.raises(Exception) as refused:
+        [f.result(timeout=20) for f in futures.values()]
+    assert "CLUSTER_AUTHORIZATION_FAILED" in str(refused.value) or "Cluster authorization failed" in str(refused.value)
+    upsert = UserScramCredentialUpsertion("mallory", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"x")
+    with pytest.raises(Exception) as refused:
+        [f.result(timeout=20) for f in alice_admin.alter_user_scram_credentials([upsert]).values()]
+    assert "CLUSTER_AUTHORIZATION_FAILED" in str(refused.value) or "Cluster authorization failed" in str(refused.value)
