@@ -70,6 +70,7 @@ from .model import (
     WalBatch,
 )
 from .security import AclBinding, StoredScramCredential
+from .postgres_notify import ClusterChangeListener
 from .postgres_schema import migrate, schema_version
 from .postgres_url import PostgresSettings, PostgresUrl, parse_postgres_url
 
@@ -160,6 +161,7 @@ class PostgresMetadataStore:
         self._producer_id_lock = asyncio.Lock()
         self._producer_id_block: ProducerIdBlock | None = None
         self._next_producer_id = 0
+        self._listener: ClusterChangeListener | None = None
 
     @classmethod
     async def open(cls, url: str | PostgresUrl, *, migrate_schema: bool = True) -> Self:
@@ -508,6 +510,11 @@ class PostgresMetadataStore:
     async def lease_holder(self, name: str) -> int | None:
         return await self._call(cluster_ops.lease_holder, name, idempotent=True, transaction=False)
 
+    async def watch_cluster(self, changed: Callable[[], None]) -> None:
+        if self._listener is None:
+            self._listener = ClusterChangeListener(self._url.dsn, self._settings.connect_timeout_ms / 1000, changed)
+            self._listener.start()
+
     async def list_partition_leaders(self) -> list[PartitionLeadership]:
         return await self._call(cluster_ops.list_partition_leaders, idempotent=True, transaction=False)
 
@@ -563,6 +570,8 @@ class PostgresMetadataStore:
         await asyncio.shield(self._closing)
 
     async def _close(self) -> None:
+        if self._listener is not None:
+            await self._listener.stop()
         await self._idle.wait()  # the calls already made finish first
         try:
             await asyncio.wait_for(self._pool.close(), _CLOSE_TIMEOUT_S)

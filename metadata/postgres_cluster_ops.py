@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from .errors import BrokerIdInUse, FencedLeaderEpoch
 from .model import BrokerRegistration, PartitionLeadership, check_partition
+from .postgres_notify import NOTIFY
 from .postgres_ops import Conn, _partition_row, _topic_row
 
 # --- cluster ------------------------------------------------------------------------------
@@ -45,6 +46,7 @@ async def register_broker(
         " ON CONFLICT (node_id) DO UPDATE SET host = $2, port = $3, rack = $4, incarnation = $5, session_expires = clock_timestamp() + $6::interval",
         node_id, host, port, rack, incarnation, _ms(session_timeout_ms),
     )  # fmt: skip
+    await conn.execute(NOTIFY)
 
 
 async def heartbeat_broker(conn: Conn, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
@@ -58,6 +60,7 @@ async def heartbeat_broker(conn: Conn, node_id: int, incarnation: str, session_t
 
 async def unregister_broker(conn: Conn, node_id: int, incarnation: str) -> None:
     await conn.execute("DELETE FROM brokers WHERE node_id = $1 AND incarnation = $2", node_id, incarnation)
+    await conn.execute(NOTIFY)
 
 
 async def list_brokers(conn: Conn) -> list[BrokerRegistration]:
@@ -101,6 +104,7 @@ async def set_partition_leader(conn: Conn, topic: str, partition: int, leader_id
         "UPDATE partitions SET leader_id = $3, leader_epoch = leader_epoch + 1 WHERE topic_id = $1 AND partition = $2",
         topic_id, partition, leader_id,
     )  # fmt: skip
+    await conn.execute(NOTIFY)
     return current + 1
 
 
@@ -122,4 +126,6 @@ async def set_partition_leaders(conn: Conn, topic: str, moves: Sequence[tuple[in
         topic_id, [m[0] for m in batch], [m[1] for m in batch], [m[2] for m in batch],
     )  # fmt: skip
     moved = {r["partition"]: r["leader_epoch"] for r in rows}
+    if moved:
+        await conn.execute(NOTIFY)
     return [moved.get(partition) if first[partition] == position else None for position, (partition, _, _) in enumerate(moves)]

@@ -65,6 +65,7 @@ from .model import (
     validate_topic_id,
     validate_topic_name,
 )
+from .postgres_notify import NOTIFY
 
 Conn = asyncpg.Connection
 
@@ -146,6 +147,7 @@ async def create_topic(
         "INSERT INTO partitions (topic_id, partition) SELECT $1, p FROM generate_series(0, $2 - 1) AS p",
         topic_id, num_partitions,
     )  # fmt: skip
+    await conn.execute(NOTIFY)
     return topic
 
 
@@ -178,6 +180,7 @@ async def delete_topic(conn: Conn, name: str) -> TopicMetadata:
     # ON DELETE CASCADE takes configs, partitions, offsets, catalogue rows, WAL batches and
     # producer state.
     await conn.execute("DELETE FROM topics WHERE topic_id = $1", topic_id)
+    await conn.execute(NOTIFY)
     return topic
 
 
@@ -197,6 +200,7 @@ async def alter_topic_configs(
         " ON CONFLICT (topic_id, name) DO UPDATE SET value = excluded.value",
         [(topic_id, key, value) for key, value in set_configs.items()],
     )
+    await conn.execute(NOTIFY)
     return replace(topic, configs=configs)
 
 
@@ -208,6 +212,7 @@ async def create_partitions(conn: Conn, name: str, new_total: int) -> TopicMetad
         "INSERT INTO partitions (topic_id, partition) SELECT $1, p FROM generate_series($2::int, $3 - 1) AS p",
         topic_id, num_partitions, new_total,
     )  # fmt: skip
+    await conn.execute(NOTIFY)
     return await _load_topic(conn, topic_id, name, new_total)
 
 

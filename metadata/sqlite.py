@@ -297,6 +297,9 @@ class SqliteMetadataStore:
     async def lease_holder(self, name: str) -> int | None:
         return await self._call(cluster_ops.lease_holder, name)
 
+    async def watch_cluster(self, changed: Callable[[], None]) -> None:
+        pass  # one broker per SQLite store: no other writer to hear
+
     async def list_partition_leaders(self) -> list[PartitionLeadership]:
         return await self._call(cluster_ops.list_partition_leaders)
 

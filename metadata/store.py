@@ -15,7 +15,7 @@ transaction (`FencedLeaderEpoch`, `UnknownLeaderEpoch`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
@@ -269,6 +269,13 @@ class MetadataStore(Protocol):
 
     async def lease_holder(self, name: str) -> int | None:
         """Who holds the lease `name` now (None: nobody, or it expired)."""
+        ...
+
+    async def watch_cluster(self, changed: Callable[[], None]) -> None:
+        """From now on call `changed()` soon after any broker changes the cluster (a broker
+        joins or leaves, a leader moves, a topic is made, grown, altered or deleted). Best
+        effort: a change made while the store is unreachable may go unheard (the heartbeat's
+        reads see it). The embedded SQLite store serves one broker and hears nothing."""
         ...
 
     async def list_partition_leaders(self) -> list[PartitionLeadership]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -58,6 +58,11 @@ class TopicRegistry(Protocol):
 
     async def find_topic(self, name: str) -> TopicMetadata | None:
         """The topic, from the store if this broker has not heard of it yet."""
+        ...
+
+    async def until_open(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """Hold a request while any of these partitions is being opened here (returns at once,
+        without yielding, when none is)."""
         ...
 
     def has_partition(self, topic: str, index: int) -> bool:

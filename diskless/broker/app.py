@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # offsets.retention.check.interval.ms
 WAL_GARBAGE_INTERVAL_S = 10.0  # how often write-ahead objects wholly inside segments are deleted
+HAND_OVER_UPLOAD_S = 5.0  # controlled shutdown: how long to wait for the partitions' tails to reach the bucket
 
 
 def now_ms() -> int:
@@ -232,9 +233,12 @@ class Broker:
                 log.exception("retention pass failed; will retry")
 
     async def _hand_over(self) -> None:
-        """Controlled shutdown: stop writing, make what was written durable, then hand every
-        partition and the controller lease to the other brokers."""
+        """Controlled shutdown: put every partition's tail into the bucket while still serving,
+        stop writing, make what was written since durable, then hand every partition and the
+        controller lease to the other brokers (which rebuild only that last bit)."""
         assert self.membership is not None
+        if self.wal is not None:
+            await self.registry.hand_over_tails(HAND_OVER_UPLOAD_S)
         leaderships = self.registry.leaderships()
         self.membership.stop_writing()
         if self.wal is not None:

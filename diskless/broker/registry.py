@@ -19,12 +19,12 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from hot_tier import Log
-from metadata import MetadataStore, TopicMetadata
+from metadata import MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.model import validate_topic_name
 from metadata.errors import InvalidPartitions, UnknownTopic
 
@@ -32,6 +32,7 @@ from . import topic_configs
 from .partition_limits import MAX_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, check_partition_limits
 from .cluster.controller import initial_leaders
 from .cluster.membership import ClusterView
+from .opening_gate import OpeningGate
 from .partition import PartitionLeader, PartitionRules
 from .tiering.remote_log import RemoteLog, RemoteStorage
 from .tiering.uploader import Uploader
@@ -78,6 +79,7 @@ class Registry:
         # opening, nor re-add a topic a DeleteTopics is removing.
         self._changing = asyncio.Lock()
         self._offline: dict[tuple[str, int], Exception] = {}  # led here, but could not be opened
+        self._gate = OpeningGate()  # requests for partitions being opened wait for them
 
     # --- start-up and shut-down ----------------------------------------------------------
 
@@ -128,6 +130,15 @@ class Registry:
                 log.info("%s-%d: no longer led here (leader %s, epoch %s)", key[0], key[1],
                          view.leaders.get(key) and view.leaders[key].leader_id, lead and lead.leader_epoch)  # fmt: skip
         opening = [key for key in mine if key not in self._leaders]
+        self._gate.begin(opening)
+        try:
+            await self._open_leaders(opening, mine)
+        finally:
+            self._gate.end(opening)
+        if opening:
+            log.info("leading %d more partition(s); %d in all", len(opening), len(self._leaders))
+
+    async def _open_leaders(self, opening: list[tuple[str, int]], mine: Mapping[tuple[str, int], PartitionLeadership]) -> None:
         start_offsets: dict[str, dict[int, int]] = {}
         for topic_name, index in opening:
             topic = self._topics[topic_name]
@@ -146,8 +157,11 @@ class Registry:
                 self._offline[(topic_name, index)] = exc
             else:
                 self._offline.pop((topic_name, index), None)
-        if opening:
-            log.info("leading %d more partition(s); %d in all", len(opening), len(self._leaders))
+            self._gate.end([(topic_name, index)])
+
+    async def until_open(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """Hold a request while any of its partitions is being opened here (opening_gate.py)."""
+        await self._gate.until_open(keys, timeout_s)
 
     async def find_topic(self, name: str) -> TopicMetadata | None:
         """The topic, asking the store if this broker has not heard of it yet (another broker
@@ -180,6 +194,19 @@ class Registry:
             return self.settings.node_id, local.leader_epoch
         p = self.view.leaders.get((topic, index))
         return (None, -1) if p is None else (p.leader_id, p.leader_epoch)
+
+    async def hand_over_tails(self, timeout_s: float) -> None:
+        """Controlled shutdown: every led partition's active segment into the bucket, within
+        `timeout_s` (what does not make it is rebuilt from write-ahead objects instead)."""
+        now = self.clock()
+        waits = [asyncio.ensure_future(leader.hand_over_tail(now)) for leader in self._leaders.values()]
+        if not waits:
+            return
+        done, pending = await asyncio.wait(waits, timeout=timeout_s)
+        for wait in pending:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+        log.info("controlled shutdown: %d of %d partition(s) have their whole log in the bucket", len(done), len(waits))
 
     def leaderships(self) -> list[tuple[str, int, int]]:
         """(topic, partition, epoch) of every partition led here."""

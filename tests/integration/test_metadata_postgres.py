@@ -242,3 +242,58 @@ async def test_a_statement_that_waits_too_long_times_out(faulty) -> None:
     finally:
         await blocker.close()
     assert (await store.get_topic(topic)).name == topic
+
+
+# --- cluster changes pushed to watchers (LISTEN/NOTIFY) --------------------------------------
+
+
+class Heard:
+    """A watch_cluster callback: how many times it was called, and a wait for the next one."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._event = asyncio.Event()
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self._event.set()
+
+    async def next(self, timeout_s: float = 10.0) -> None:
+        await asyncio.wait_for(self._event.wait(), timeout_s)
+        self._event.clear()
+
+
+async def test_a_watching_store_hears_every_kind_of_cluster_change_made_through_another(postgres_database: str) -> None:
+    heard = Heard()
+    async with await open_metadata_store(postgres_database) as watcher, await open_metadata_store(postgres_database) as other:
+        await watcher.watch_cluster(heard)
+        await heard.next()  # once listening: whatever changed while nobody listened
+        topic = name()
+        changes: dict[str, Callable[[], Awaitable[object]]] = {
+            "create_topic": lambda: other.create_topic(topic, 2, {}),
+            "register_broker": lambda: other.register_broker(7, "127.0.0.1", 9092, "a", "7:x", 3000),
+            "set_partition_leaders": lambda: other.set_partition_leaders(topic, [(0, 7, 0), (1, 7, 0)]),
+            "set_partition_leader": lambda: other.set_partition_leader(topic, 0, None, 1),
+            "create_partitions": lambda: other.create_partitions(topic, 3),
+            "alter_topic_configs": lambda: other.alter_topic_configs(topic, {"retention.ms": "1000"}, []),
+            "unregister_broker": lambda: other.unregister_broker(7, "7:x"),
+            "delete_topic": lambda: other.delete_topic(topic),
+        }
+        for change, call in changes.items():
+            before = heard.calls
+            await call()
+            await heard.next()
+            assert heard.calls == before + 1, change
+
+
+async def test_watching_resumes_after_the_server_restarts(faulty) -> None:
+    server, store, url = faulty
+    heard = Heard()
+    await store.watch_cluster(heard)
+    await heard.next()
+    server.stop("fast")
+    server.restart()
+    await heard.next(30.0)  # listening again: told once, for what it may have missed
+    async with await open_metadata_store(url) as other:
+        await other.create_topic(name(), 1, {})
+        await heard.next()

@@ -14,6 +14,11 @@ and the controller can give its partitions to another broker (which bumps their 
 any late write of this broker is refused by the store's epoch check anyway). A heartbeat the
 store refuses (the session was taken over) closes every partition at once.
 
+Between beats, the store tells of changes (PostgreSQL's LISTEN/NOTIFY, `watch_cluster`): a
+leader moved, a broker left or joined, a topic changed. The broker beats at once then (bursts
+coalesced over `NUDGE_COALESCE_S`), so a handed-over partition opens on its new leader within
+round trips, not within a heartbeat interval at each of its steps.
+
 The beat never waits for the registry: opening a partition may rebuild its tail from the
 bucket for seconds, longer than the session timeout, and a heartbeat held up behind it would
 let this broker's own session expire (every partition lost, split in the middle of a
@@ -43,6 +48,7 @@ from .controller import plan_leaders
 log = logging.getLogger(__name__)
 
 CONTROLLER_LEASE = "controller"
+NUDGE_COALESCE_S = 0.01  # a burst of changes (a controller moving many topics) gives one beat
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +91,7 @@ class Membership:
         self._applier: asyncio.Task[None] | None = None
         self._view_ready = asyncio.Event()  # a view the registry has not applied yet
         self._leaving = False
+        self._nudged = asyncio.Event()  # the store told of a change since the last beat
 
     # --- what leaders and handlers ask ------------------------------------------------------
 
@@ -104,6 +111,7 @@ class Membership:
     async def join(self) -> None:
         """Register (waiting out an older session of this node id), then take the first view."""
         s = self.settings
+        await self.store.watch_cluster(self._nudged.set)
         waited = False
         deadline = time.monotonic() + s.session_timeout_ms / 1000 + 5
         while True:
@@ -159,13 +167,45 @@ class Membership:
             log.warning("could not leave the cluster cleanly (%s); the session expires by itself", exc)
         if leaderships:
             log.info("handed %d partition(s) over to the other brokers", len(leaderships))
+            if any(node_id != s.node_id for node_id in self.view.brokers):  # someone to take them
+                await self._follow_successors({(topic, partition) for topic, partition, _ in leaderships})
+
+    async def _follow_successors(self, handed: set[tuple[str, int]]) -> None:
+        """Read the cluster until every partition handed over has its next leader (the
+        controller hears of the change and acts at once), within a session timeout. Metadata
+        answered here until the process exits then sends clients to the new leaders; with the
+        old view they would come back here, be refused, and back off for longer each time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.session_timeout_ms / 1000
+        while True:
+            self._nudged.clear()
+            try:
+                self.view = await self._read_view(time.monotonic(), controller=False)
+                await self._apply(self.view)
+            except MetadataError as exc:
+                log.info("could not follow the partitions handed over (%s)", exc)
+                return
+            led = self.view.leaders
+            if all(key not in led or led[key].leader_id is not None for key in handed) or loop.time() > deadline:
+                return
+            try:
+                async with asyncio.timeout(min(self.settings.heartbeat_interval_ms / 1000, max(deadline - loop.time(), 0.0))):
+                    await self._nudged.wait()
+            except TimeoutError:
+                pass
 
     # --- the beat ---------------------------------------------------------------------------
 
     async def _run(self) -> None:
         interval = self.settings.heartbeat_interval_ms / 1000
         while True:
-            await asyncio.sleep(interval)
+            try:
+                async with asyncio.timeout(interval):
+                    await self._nudged.wait()
+                await asyncio.sleep(NUDGE_COALESCE_S)
+            except TimeoutError:
+                pass
+            self._nudged.clear()
             try:
                 await self.beat()
             except asyncio.CancelledError:
@@ -196,16 +236,20 @@ class Membership:
                 await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms)
         self._valid_until = sent + s.session_timeout_ms / 2000
         controller = await self.store.acquire_lease(CONTROLLER_LEASE, s.node_id, s.session_timeout_ms)
+        self.view = await self._read_view(read_at, controller)
+        self._view_ready.set()
+
+    async def _read_view(self, read_at: float, controller: bool) -> ClusterView:
+        """The cluster as the store has it now; the controller's pass first, if this broker is it."""
         brokers = {b.node_id: b for b in await self.store.list_brokers() if b.alive}
         leaderships = await self.store.list_partition_leaders()
         if controller:
             leaderships = await self._controller_pass(leaderships, brokers)
         topics = {t.name: t for t in await self.store.list_topics()}
-        self.view = ClusterView(
+        return ClusterView(
             brokers, topics, {(p.topic, p.partition): p for p in leaderships},
-            s.node_id if controller else await self._controller_id(), read_at,
+            self.settings.node_id if controller else await self._controller_id(), read_at,
         )  # fmt: skip
-        self._view_ready.set()
 
     async def _controller_pass(self, leaderships: list[PartitionLeadership], brokers: dict[int, BrokerRegistration]) -> list[PartitionLeadership]:
         moves = plan_leaders(leaderships, brokers)

@@ -30,6 +30,8 @@ async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body.max_wait.total_seconds()
     max_bytes = getattr(body, "max_bytes", MAX_RESPONSE_BYTES)
+    # A partition this broker is opening holds the request rather than refusing it (opening_gate.py).
+    await broker.registry.until_open([(t.topic, p.partition) for t in body.topics for p in t.partitions], body.max_wait.total_seconds())
     while True:
         topics, total_bytes, failed, waiting = await _read(broker, body, mod, max_bytes)
         remaining = deadline - loop.time()

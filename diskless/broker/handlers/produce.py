@@ -26,6 +26,10 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
     timeout ran out (REQUEST_TIMED_OUT, as Kafka when replication does not finish in time)."""
     body = request.body
     mod = response_module(0, request.header.api_version)
+    # A partition this broker is opening holds the request rather than refusing it (opening_gate.py).
+    await broker.registry.until_open(
+        [(t.name, p.index) for t in body.topic_data for p in t.partition_data], body.timeout.total_seconds()
+    )
     now = broker.clock()
     # topic -> [partition index, error, message, AppendInfo | None, leader | None, record errors], in request order.
     outcomes: dict[str, list[list[Any]]] = {}
