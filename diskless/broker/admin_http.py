@@ -22,14 +22,20 @@
                                  host, assigned partitions), and per partition the committed
                                  offset, high watermark, log end offset, lag and owning member
 
-Read-only; bind it to 127.0.0.1 unless a trusted network needs it.
+Read-only; bind it to 127.0.0.1 unless a trusted network needs it. When the broker
+authenticates Kafka clients (a SASL listener), every path but /healthz also needs HTTP basic
+authentication, checked against the same SCRAM credentials (a failed one is logged and
+delayed like a failed SASL login).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import struct
+from collections.abc import Awaitable, Callable
 import time
 from typing import Any
 
@@ -208,8 +214,13 @@ def group_states(
 
 
 class AdminHttp:
-    def __init__(self, registry: Registry, uploader: Uploader, host: str, port: int, groups: Groups | None = None) -> None:
+    def __init__(
+        self, registry: Registry, uploader: Uploader, host: str, port: int, groups: Groups | None = None,
+        authenticate: Callable[[str, str, str], Awaitable[bool]] | None = None,
+    ) -> None:  # fmt: skip
         self.registry = registry
+        # (user, password, client address) -> whether they match; None: no authentication.
+        self.authenticate = authenticate
         self.uploader = uploader
         self.groups = groups
         self.host = host
@@ -218,7 +229,7 @@ class AdminHttp:
         self._loop_lag: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._basic_auth] if self.authenticate is not None else [])
         app.router.add_get("/", self._console)
         app.router.add_get("/ui", self._console)
         app.router.add_get("/healthz", self._health)
@@ -241,6 +252,20 @@ class AdminHttp:
                 await self._loop_lag
         if self._runner is not None:
             await self._runner.cleanup()
+
+    @web.middleware
+    async def _basic_auth(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if request.path == "/healthz":  # for orchestrators' probes, which carry no credentials
+            return await handler(request)
+        scheme, _, encoded = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "basic" and self.authenticate is not None:
+            try:
+                user, sep, password = base64.b64decode(encoded, validate=True).decode("utf-8").partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                user, sep, password = "", "", ""
+            if sep and await self.authenticate(user, password, request.remote or ""):
+                return await handler(request)
+        raise web.HTTPUnauthorized(headers={"WWW-Authenticate": 'Basic realm="diskless"'})
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

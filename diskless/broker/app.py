@@ -153,7 +153,10 @@ class Broker:
         self.membership.start()
         self._ready.set()
         if self.config.http_host is not None:
-            self.http = AdminHttp(self.registry, self.uploader, self.config.http_host, self.config.http_port or 0, self.groups)
+            self.http = AdminHttp(
+                self.registry, self.uploader, self.config.http_host, self.config.http_port or 0, self.groups,
+                authenticate=self.security.check_password if self.config.security.http_basic_auth else None,
+            )
             await self.http.start()
             log.info("admin HTTP on http://%s:%d", self.config.http_host, self.http.port)
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         if extras:
             _unrecognized(_chosen_parser(parser, args), extras)
         return tools.run(args)
-    from . import bucket_tool, groups_tool, metadata_tools, partitions_tool, settings
+    from . import bucket_tool, groups_tool, metadata_tools, partitions_tool, security_tools, settings
 
     serve = commands.add_parser(
         "serve",
@@ -51,12 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     bucket_tool.add_commands(commands)
     metadata_tools.add_commands(commands)
     partitions_tool.add_commands(commands)
+    security_tools.add_commands(commands)
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unrecognized(_chosen_parser(parser, args), extras)
     if args.command == "serve":
         return _serve(args)
-    if hasattr(args, "run_command"):  # groups, bucket
+    if hasattr(args, "run_command"):  # groups, bucket, users, acls
         return args.run_command(args)
     return tools.run(args)
 

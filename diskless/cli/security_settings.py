@@ -215,4 +215,5 @@ def security_config(values: Mapping[str, Any], sources: Mapping[str, str], secur
         authorizer=bool(values.get("authorizer")),
         super_users=values.get("super_users") or frozenset(),
         allow_everyone_if_no_acl_found=values.get("allow_everyone_if_no_acl_found", True),
+        http_basic_auth=any(s.uses_sasl for s in securities),
     )

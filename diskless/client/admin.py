@@ -27,6 +27,8 @@ from typing import Any, TypeVar
 from . import protocol
 from .cluster import NO_LEADER, Cluster
 from .admin_groups import GroupAdmin
+from .admin_security import SecurityAdmin
+from .security import ClientSecurity
 from .errors import (
     ClientClosedError,
     KafkaError,
@@ -58,11 +60,12 @@ _TOPIC_ANSWERS = frozenset({UnknownTopicOrPartitionError.errno})  # final answer
 _SPECS = {"earliest": EARLIEST, "latest": LATEST, "max_timestamp": MAX_TIMESTAMP}
 
 
-class Admin(GroupAdmin):
+class Admin(GroupAdmin, SecurityAdmin):
     def __init__(
         self,
         bootstrap_servers: str = "127.0.0.1:9092",
         *,
+        security: ClientSecurity | None = None,
         client_id: str = "diskless-admin",
         request_timeout_ms: int = 30000,
         default_api_timeout_ms: int = 60000,
@@ -75,6 +78,7 @@ class Admin(GroupAdmin):
             request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
             retry_backoff_ms=retry_backoff_ms,
+            security=security,
         )
         self.request_timeout_ms = request_timeout_ms
         self.default_api_timeout_ms = default_api_timeout_ms

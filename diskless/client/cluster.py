@@ -32,6 +32,7 @@ from .errors import (
     error_for,
 )
 from .retry import retrying
+from .security import ClientSecurity
 from .structs import BrokerInfo
 
 log = logging.getLogger(__name__)
@@ -165,8 +166,10 @@ class Cluster:
         metadata_max_age_ms: int = 300000,
         retry_backoff_ms: int = 100,
         allow_auto_topic_creation: bool = False,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security  # TLS and SASL for every connection (security.py); None: PLAINTEXT
         # Producers and consumers ask brokers with auto.create.topics.enable to create the
         # topics they name, as the Java clients do; Admin never does.
         self.allow_auto_topic_creation = allow_auto_topic_creation
@@ -254,7 +257,7 @@ class Cluster:
             return existing
         host, port = self._address(node_id)
         connection = await Connection.open(
-            host, port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms, node_id=node_id
+            host, port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms, node_id=node_id, security=self.security
         )
         self._connections[node_id] = connection
         connection.on_close(lambda c, node=node_id: self._forget(node, c))

@@ -23,7 +23,7 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diskless.wire import encode_request, parse_response
 
@@ -36,6 +36,9 @@ from .errors import (
     UnsupportedVersionError,
     check,
 )
+
+if TYPE_CHECKING:
+    from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +77,18 @@ class Connection:
 
     @classmethod
     async def open(
-        cls, host: str, port: int, *, client_id: str, request_timeout_ms: int, node_id: int = -1
+        cls, host: str, port: int, *, client_id: str, request_timeout_ms: int, node_id: int = -1,
+        security: ClientSecurity | None = None,
     ) -> Connection:
-        """Connect and negotiate API versions. Raises `KafkaConnectionError` on failure."""
+        """Connect (with TLS and SASL when `security` says so) and negotiate API versions.
+        Raises `KafkaConnectionError` on failure, the broker's error when it refuses a login."""
         connection = cls(host, port, client_id=client_id, request_timeout_ms=request_timeout_ms, node_id=node_id)
         loop = connection._loop
+        context = security.ssl_context() if security is not None else None
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: _Protocol(connection), host, port), request_timeout_ms / 1000
+                loop.create_connection(lambda: _Protocol(connection), host, port, ssl=context, server_hostname=host if context else None),
+                request_timeout_ms / 1000,
             )
         except asyncio.TimeoutError:
             raise KafkaConnectionError(host, port, f"connect timed out after {request_timeout_ms} ms") from None
@@ -92,6 +99,14 @@ class Connection:
         except BaseException:
             connection.close("API version negotiation failed")
             raise
+        if security is not None and security.uses_sasl:
+            from .security import authenticate
+
+            try:
+                await authenticate(connection, security, host, port)
+            except BaseException:
+                connection.close("SASL authentication failed")
+                raise
         return connection
 
     async def _negotiate(self) -> None:

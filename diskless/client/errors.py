@@ -326,7 +326,18 @@ def for_code(code: int) -> type[BrokerResponseError]:
     """The error class of a Kafka error code (never called with 0, which means no error)."""
     cls = _BY_CODE.get(code)
     if cls is None:
-        cls = type(f"UnknownError{code}", (BrokerResponseError,), {"errno": code, "name": f"UNKNOWN_ERROR_{code}"})
+        # A code without a class here still gets Kafka's name and retry policy (kio's table),
+        # e.g. SASL_AUTHENTICATION_FAILED or GROUP_AUTHORIZATION_FAILED.
+        from kio.schema.errors import ErrorCode
+
+        try:
+            known = ErrorCode(code)
+        except ValueError:
+            name, retriable = f"UNKNOWN_ERROR_{code}", False
+        else:
+            name = known.name.upper()
+            retriable = bool(known.retriable) and "AUTH" not in name  # kio calls some refusals retriable; Kafka does not
+        cls = type(f"Error{code}", (BrokerResponseError,), {"errno": code, "name": name, "retriable": retriable})
         _BY_CODE[code] = cls
     return cls
 

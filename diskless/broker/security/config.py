@@ -47,3 +47,4 @@ class SecurityConfig:
     super_users: frozenset[str] = frozenset()  # super.users, principals such as "User:admin"
     allow_everyone_if_no_acl_found: bool = True  # allow.everyone.if.no.acl.found
     acl_refresh_interval_ms: int = 2000  # how often ACLs other brokers changed are read from the store
+    http_basic_auth: bool = False  # the admin HTTP endpoint asks for a SCRAM user (set when a listener uses SASL)

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 
 from diskless.wire import ProtocolError
-from diskless.wire.scram import ScramCredential
+from diskless.wire.scram import ScramCredential, password_matches
 from metadata import MetadataStore
 
 from .authorizer import (
@@ -111,6 +111,15 @@ class BrokerSecurity:
         )
         session.close_after_response = True
         await self._sleep(self.config.failed_authentication_delay_ms / 1000)
+
+    async def check_password(self, user: str, password: str, client: str) -> bool:
+        """HTTP basic authentication against the stored SCRAM credentials (PBKDF2 off the loop)."""
+        found = await self.credentials(user) if user else []
+        if found and await asyncio.to_thread(password_matches, found[0], password):
+            return True
+        log.warning("HTTP authentication failed: client %s, user %s: %s", client, user or "?", "wrong password" if found else "unknown user")
+        await self._sleep(self.config.failed_authentication_delay_ms / 1000)
+        return False
 
     # --- authorisation ---------------------------------------------------------------------
 
