@@ -54,6 +54,7 @@ _COORDINATOR_ERRORS = {14, 15, 16}  # loading, not available, not coordinator
 _FENCED = {25, 110}  # unknown member id, fenced member epoch: rejoin from epoch 0
 _STALE_MEMBER_EPOCH = 113
 _OFFSET_COMMIT_MIN_VERSION = 9  # the first that carries a member epoch
+_RETRY_BACKOFF_MAX_S = 1.0  # Java's retry.backoff.max.ms: a member finds a restarted coordinator soon
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,17 @@ class ConsumerGroupMember(GroupMember):
             self._task = None
         asyncio.ensure_future(self._leave_after(revoked))
 
+    async def close(self) -> None:
+        """Let a heartbeat in flight finish first: cancelled, its answer would be lost while the
+        coordinator has already moved the member to a new epoch, and the closing commit would
+        then be refused (STALE_MEMBER_EPOCH) until the session expired."""
+        self._closed = True
+        self._rejoin.set()
+        if self._task is not None and not self._task.done():
+            with contextlib.suppress(Exception, asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._task), self.config.request_timeout_ms / 1000)
+        await super().close()
+
     def _commit_identity(self) -> tuple[int, str]:
         return self.member_epoch, self.member_id
 
@@ -167,7 +179,7 @@ class ConsumerGroupMember(GroupMember):
                     log.error("group %s: %s", self.group_id, exc)
                     self.errors.append(exc)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, _RETRY_BACKOFF_MAX_S)
             except Exception:
                 log.exception("group %s: unexpected error; retrying", self.group_id)
                 await asyncio.sleep(backoff)
