@@ -1,6 +1,7 @@
 """Diskless beside Tansu 0.6.0 through confluent-kafka: produce, consume, end-to-end latency.
 
     python bench/broker.py [--quick] [--rounds N] [--no-tansu] [--only KINDS] [--broker-arg=--FLAG=VALUE ...]
+    python bench/broker.py --only security [--quick]
 
 Both brokers run on 127.0.0.1 at once, each on its own port: `diskless serve` on embedded
 defaults (segments on local disk, page cache), Tansu with `--storage-engine memory://tansu/`.
@@ -29,6 +30,13 @@ thread, from /proc/PID/stat, 10 ms clock ticks) per record, which is also CPU se
 million records: on a shared machine it is steadier than wall-clock rates, and it shows how
 much of a core the broker needed while the client was the bottleneck. Small figures are real:
 with large batches the broker spends well under a microsecond per record.
+
+- security (only when asked, `--only security`): one diskless broker with three listeners,
+  PLAINTEXT, SSL (TLS 1.3, a self-signed P-256 certificate made with openssl) and SASL_SSL
+  (SCRAM-SHA-512 over the same TLS); produce 1 KiB lz4 acks=1 and consume it back, the same
+  records through each listener in turn, best of the rounds. Ratios are to PLAINTEXT (the
+  target is TLS >= 0.7). TLS costs the broker a copy: file records are read and encrypted in
+  user space instead of sent with sendfile.
 
 Ratios are diskless / tansu: above 1 is better for throughput, below 1 for latency and CPU.
 The last line is one JSON object with every figure.
@@ -88,6 +96,7 @@ class Server:
     name: str
     process: subprocess.Popen
     port: int
+    client: dict | None = None  # librdkafka settings this listener needs (TLS, SASL)
 
     @property
     def bootstrap(self) -> str:
@@ -140,7 +149,7 @@ def start_tansu(work: Path, binary: Path) -> Server:
 
 def create_topic(server: Server, partitions: int) -> str:
     name = f"bench-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin = AdminClient({"bootstrap.servers": server.bootstrap, **(server.client or {})})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
     # Wait until the topic's leaders are known, so the first produce does not measure that.
     deadline = time.monotonic() + 30
@@ -172,7 +181,7 @@ def produce(server: Server, topic: str, value: bytes, count: int, acks: str, con
         delivered[err is not None] += 1
 
     producer = Producer({
-        "bootstrap.servers": server.bootstrap, "acks": acks, **(THROUGHPUT_CONFIG if config is None else config),
+        "bootstrap.servers": server.bootstrap, **(server.client or {}), "acks": acks, **(THROUGHPUT_CONFIG if config is None else config),
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
         "on_delivery": on_delivery,
     })  # fmt: skip
@@ -197,7 +206,8 @@ def produce(server: Server, topic: str, value: bytes, count: int, acks: str, con
 
 def consume(server: Server, topic: str, count: int, partitions: int = 3) -> float:
     """Seconds to read `count` records from offset 0 of every partition."""
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, **(server.client or {}), "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})  # fmt: skip
     try:
         # Connection, ApiVersions and metadata outside the clock.
         consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
@@ -283,6 +293,72 @@ class Figure:
 
 
 KINDS = ("produce", "cpu", "latency")
+EXTRA_KINDS = ("security",)  # measured only when --only names them
+
+
+def start_secured(work: Path, extra_args: list[str]) -> list[Server]:
+    """One diskless broker, three listeners: PLAINTEXT, SSL, SASL_SSL (SCRAM-SHA-512, user bench)."""
+    cert, key = work / "cert.pem", work / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    ssl_port, sasl_port = free_port(), free_port()
+    plain = start_diskless(work, [
+        "--listeners", f"SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_port}",
+        "--ssl-keystore-location", str(cert), "--ssl-key-location", str(key), *extra_args,
+    ])  # fmt: skip
+    wait_for_port(sasl_port, plain.process)
+    made = subprocess.run([sys.executable, "-m", "diskless.cli.main", "users", "create", "bench", "--password", "bench-pw",
+                           "-b", plain.bootstrap], capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    if made.returncode != 0:
+        raise RuntimeError(f"creating the SCRAM user failed: {made.stderr}")
+    tls = {"security.protocol": "SSL", "ssl.ca.location": str(cert)}
+    sasl = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(cert), "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "bench", "sasl.password": "bench-pw"}  # fmt: skip
+    return [
+        Server("plaintext", plain.process, plain.port),
+        Server("tls", plain.process, ssl_port, tls),
+        Server("sasl_ssl", plain.process, sasl_port, sasl),
+    ]
+
+
+def run_security(servers: list[Server], quick: bool, rounds: int) -> list[Figure]:
+    """Produce and consume 1 KiB lz4 records through each listener of one broker."""
+    count = 100_000 if quick else 300_000
+    value = make_value(1024)
+    figures = {
+        "produce": Figure("produce_1kib_acks1_mib_s", "produce 1 KiB lz4 acks=1", "MiB/s", True, {}),
+        "consume": Figure("consume_1kib_mib_s", "consume 1 KiB lz4", "MiB/s", True, {}),
+        "produce_cpu": Figure("produce_1kib_acks1_cpu_us", "produce 1 KiB lz4 acks=1", "cpu µs", False, {}),
+        "consume_cpu": Figure("consume_1kib_cpu_us", "consume 1 KiB lz4", "cpu µs", False, {}),
+    }
+    for r in range(rounds):
+        for server in servers if r % 2 == 0 else list(reversed(servers)):
+            topic = create_topic(server, 3)
+            cpu = server.cpu_seconds()
+            elapsed = produce(server, topic, value, count, "1")
+            figures["produce_cpu"].keep_best(server.name, (server.cpu_seconds() - cpu) / count * 1e6)
+            figures["produce"].keep_best(server.name, count * 1024 / elapsed / MIB)
+            cpu = server.cpu_seconds()
+            elapsed = consume(server, topic, count + 1)
+            figures["consume_cpu"].keep_best(server.name, (server.cpu_seconds() - cpu) / (count + 1) * 1e6)
+            figures["consume"].keep_best(server.name, (count + 1) * 1024 / elapsed / MIB)
+    return list(figures.values())
+
+
+def print_security(figures: list[Figure], result: dict[str, float]) -> None:
+    names = ["plaintext", "tls", "sasl_ssl"]
+    print(f"{'figure':<32}{'unit':>7}" + "".join(f"{n:>12}" for n in names) + f"{'tls/plain':>11}{'sasl/plain':>12}")
+    for f in figures:
+        plain = f.values["plaintext"]
+        ratios = [f.values[n] / plain if plain else float("nan") for n in ("tls", "sasl_ssl")]
+        print(f"{f.label:<32}{f.unit:>7}" + "".join(f"{f.values[n]:>12.3g}" for n in names) + "".join(f"{r:>11.2f}" for r in ratios))
+        for n in names:
+            result[f"security_{f.key}_{n}"] = round(f.values[n], 4)
+        result[f"security_{f.key}_tls_ratio"] = round(ratios[0], 3)
+        result[f"security_{f.key}_sasl_ssl_ratio"] = round(ratios[1], 3)
 
 
 def run(servers: list[Server], quick: bool, rounds: int, kinds: set[str]) -> list[Figure]:
@@ -368,8 +444,22 @@ def main() -> None:
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
     kinds = set(args.only.split(","))
-    if not kinds <= set(KINDS):
-        parser.error(f"--only takes {', '.join(KINDS)}")
+    if not kinds <= set(KINDS) | set(EXTRA_KINDS):
+        parser.error(f"--only takes {', '.join(KINDS + EXTRA_KINDS)}")
+    if "security" in kinds:
+        work = Path(tempfile.mkdtemp(prefix="bench-broker-security-"))
+        secured = start_secured(work, args.broker_arg)
+        try:
+            security_figures = run_security(secured, args.quick, rounds)
+        finally:
+            secured[0].stop()
+            shutil.rmtree(work, ignore_errors=True)
+        security_result: dict[str, float] = {}
+        print_security(security_figures, security_result)
+        kinds.discard("security")
+        if not kinds:
+            print(json.dumps(security_result))
+            return
 
     work = Path(tempfile.mkdtemp(prefix="bench-broker-"))
     servers: list[Server] = []
