@@ -269,3 +269,54 @@ def test_describe_groups_v6_reports_missing_and_consumer_groups(shared_group_bro
     finally:
         for consumer in members.consumers.values():
             consumer.close()
+
+
+def test_group_configs_and_group_types_through_kafka_python(shared_group_broker, create_topic):
+    """kafka-python's KafkaAdminClient: GROUP configs described, altered incrementally and with
+    the legacy AlterConfigs, read back; ListGroups' types filter on a classic and a consumer group."""
+    from kafka.admin import ConfigResource as KpConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    bootstrap = shared_group_broker.bootstrap
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        group = _group()
+
+        def described(config_filter: str = "all") -> dict[str, tuple[str, str]]:
+            result = admin.describe_configs([KpConfigResource(ConfigResourceType.GROUP, group)], config_filter=config_filter)
+            return {name: (entry["value"], entry["config_source"]) for name, entry in result["group"][group].items()}
+
+        assert described() == {
+            "consumer.session.timeout.ms": ("45000", "DEFAULT_CONFIG"),
+            "consumer.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
+        }
+        resource = KpConfigResource(ConfigResourceType.GROUP, group, configs={"consumer.session.timeout.ms": "50000"})
+        assert admin.alter_configs([resource], incremental=True) == {"group": {group: "OK"}}
+        assert described("modified") == {"consumer.session.timeout.ms": ("50000", "DYNAMIC_GROUP_CONFIG")}
+        legacy = KpConfigResource(ConfigResourceType.GROUP, group, configs={"consumer.heartbeat.interval.ms": "6000"})
+        assert admin.alter_configs([legacy], incremental=False) == {"group": {group: "OK"}}
+        # kafka-python's legacy path sends the other modified keys too (AlterConfigs replaces the set).
+        assert described("modified") == {
+            "consumer.session.timeout.ms": ("50000", "DYNAMIC_GROUP_CONFIG"),
+            "consumer.heartbeat.interval.ms": ("6000", "DYNAMIC_GROUP_CONFIG"),
+        }
+
+        topic = create_topic(bootstrap, partitions=1)
+        _produce(bootstrap, topic, 1, 1)
+        classic_group, consumer_group = _group(), _group()
+        classic = Consumer({"bootstrap.servers": bootstrap, "group.id": classic_group, "auto.offset.reset": "earliest"})
+        classic.subscribe([topic])
+        members = Members(classic=classic, modern=_consumer(bootstrap, consumer_group, topic, "modern"))
+        try:
+            members.poll_until(lambda: all(len(c) == 1 for c in members.consumed.values()), 60, "both groups to consume")
+
+            def listed(types: list[str]) -> set[str]:
+                return {g["group_id"] for g in admin.list_groups(types_filter=types)} & {classic_group, consumer_group}
+
+            assert listed(["consumer"]) == {consumer_group}
+            assert listed(["classic"]) == {classic_group}
+        finally:
+            for consumer in members.consumers.values():
+                consumer.close()
+    finally:
+        admin.close()
