@@ -246,3 +246,39 @@ def test_sasl_plain_checks_the_stored_scram_credentials(secured) -> None:
     assert _plain_delivery(ports["SASL_PLAINTEXT"], topic, "bad") == [KafkaError._MSG_TIMED_OUT]
     assert "authenticated as User:alice with PLAIN on listener SASL_PLAINTEXT" in broker.log_text()
     assert "user alice, mechanism PLAIN, listener SASL_PLAINTEXT: wrong password" in broker.log_text()
+
+
+def test_mutual_tls_required_and_the_certificate_subject_is_the_principal(tmp_path) -> None:
+    """ssl.client.auth=required: no certificate, no connection; with one, the principal is
+    User: and the subject in RFC 2253 order, which ACLs name."""
+    pki = make_pki(tmp_path / "pki")
+    ssl_port = free_port()
+    broker = BrokerProcess(
+        tmp_path / "data", "--listeners", f"SSL://127.0.0.1:{ssl_port}", "--ssl-keystore-location", str(pki.server_cert),
+        "--ssl-key-location", str(pki.server_key), "--ssl-truststore-location", str(pki.ca), "--ssl-client-auth", "required",
+        "--authorizer", "acl", "--allow-everyone-if-no-acl-found", "false", "--super-users", "User:ANONYMOUS",
+    ).start()  # fmt: skip
+    try:
+        topic = _topic(broker.bootstrap)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:CN=client,O=Diskless tests", "*",
+                             AclOperation.WRITE, AclPermissionType.ALLOW)  # fmt: skip
+        for future in admin.create_acls([binding]).values():
+            future.result(timeout=20)
+        tls = {"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL", "ssl.ca.location": str(pki.ca),
+               "message.timeout.ms": 5000}  # fmt: skip
+        with_cert = {**tls, "ssl.certificate.location": str(pki.client_cert), "ssl.key.location": str(pki.client_key)}
+        for config, expected in ((with_cert, None), (tls, KafkaError._MSG_TIMED_OUT)):
+            reports: list = []
+            producer = Producer(config)
+            producer.produce(topic, b"mtls", on_delivery=lambda err, _m: reports.append(None if err is None else err.code()))
+            assert producer.flush(DEADLINE_S) == 0
+            assert reports == [expected]
+        deadline = time.monotonic() + DEADLINE_S
+        while "TLS handshake failed" not in broker.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the broker logs the refusal in its own time: poll its log with a deadline
+        assert "PEER_DID_NOT_RETURN_A_CERTIFICATE" in broker.log_text()
+    finally:
+        broker.close()
