@@ -144,7 +144,8 @@ class Broker:
             self.store,
             MembershipSettings(
                 c.node_id, host, port, c.broker_rack, f"{c.node_id}:{self.data_dir_lock.meta.directory_id}",
-                c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms,
+                c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms, c.auto_leader_rebalance_enable,
+                c.leader_imbalance_check_interval_seconds, c.leader_imbalance_per_broker_percentage,
             ),
             self.registry.reconcile, self._lost_session,
         )  # fmt: skip

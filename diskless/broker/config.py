@@ -70,6 +70,9 @@ class BrokerConfig:
     broker_rack: str | None = None  # broker.rack
     broker_session_timeout_ms: int = 9000  # broker.session.timeout.ms
     broker_heartbeat_interval_ms: int = 500  # broker.heartbeat.interval.ms (Kafka: 2000; faster hand-over here)
+    auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
+    leader_imbalance_check_interval_seconds: int = 300  # leader.imbalance.check.interval.seconds
+    leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
     wal_enable: bool = True  # write-ahead objects: acks=all durable in the bucket
     wal_commit_interval_ms: int = 5  # wal.commit.interval.ms
     wal_buffer_max_bytes: int = 8 * 2**20  # wal.buffer.max.bytes

@@ -200,6 +200,13 @@ SETTINGS = [
             "metadata store for this long is out of the cluster, and its partitions move to the others"),
     Setting("broker_heartbeat_interval_ms", integer, 500, "broker.heartbeat.interval.ms: how often the session is renewed and the "
             "controller runs (Kafka's default is 2000)"),
+    Setting("auto_leader_rebalance_enable", boolean, True, "auto.leader.rebalance.enable: the controller evens out leadership "
+            "when a broker joins and every leader.imbalance.check.interval.seconds, if a broker is off its share by more than "
+            "leader.imbalance.per.broker.percentage", "BOOL"),
+    Setting("leader_imbalance_check_interval_seconds", integer, 300, "leader.imbalance.check.interval.seconds: how often the "
+            "controller checks the leadership balance"),
+    Setting("leader_imbalance_per_broker_percentage", integer, 10, "leader.imbalance.per.broker.percentage: how far (percent of "
+            "its even share, and more than one partition) a broker's leadership may be off before the controller moves some"),
     Setting("wal_enable", boolean, True, "write-ahead objects: acks=all is answered once the batch is durable in the bucket, "
             "and the high watermark is the durable offset (false: durable on the local append, as before)", "BOOL"),
     Setting("wal_commit_interval_ms", integer, 5, "wal.commit.interval.ms: how long appended batches gather into one write-ahead object"),
@@ -323,6 +330,9 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         broker_rack=values["broker_rack"],
         broker_session_timeout_ms=values["broker_session_timeout_ms"],
         broker_heartbeat_interval_ms=values["broker_heartbeat_interval_ms"],
+        auto_leader_rebalance_enable=values["auto_leader_rebalance_enable"],
+        leader_imbalance_check_interval_seconds=values["leader_imbalance_check_interval_seconds"],
+        leader_imbalance_per_broker_percentage=values["leader_imbalance_per_broker_percentage"],
         wal_enable=values["wal_enable"],
         wal_commit_interval_ms=values["wal_commit_interval_ms"],
         wal_buffer_max_bytes=values["wal_buffer_max_bytes"],

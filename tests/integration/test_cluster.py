@@ -199,6 +199,41 @@ def test_killed_brokers_lose_no_acknowledged_record(cluster: Cluster) -> None:
         producer.stopping.set()
 
 
+def test_a_joining_broker_gets_its_share_of_leadership(tmp_path, postgres_database, moto_bucket) -> None:
+    # auto.leader.rebalance.enable: the controller evens leadership out when a broker joins;
+    # the moves fence the old leaders, and an idempotent producer writing throughout loses,
+    # duplicates and reorders nothing.
+    moto, bucket_url = moto_bucket
+    cluster = Cluster(tmp_path, postgres_database, bucket_url, moto.env())
+    first_two = [cluster.brokers[1], cluster.brokers[2]]
+    producer = None
+    try:
+        for broker in first_two:
+            broker.start()
+        for broker in first_two:
+            wait_until(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=DEADLINE_S).brokers) == 2,
+                       f"broker at {broker.bootstrap} to see both brokers")  # fmt: skip
+        bootstrap = ",".join(b.bootstrap for b in first_two)
+        topic = create(bootstrap, 6)
+        assert Counter(leaders(bootstrap, topic).values()) == Counter({1: 3, 2: 3})
+        producer = AckingProducer(bootstrap, topic, 6)
+        producer.start()
+        wait_until(lambda: producer.acks() >= 300, "300 acknowledged records")
+        cluster.brokers[3].start()
+        wait_until(lambda: Counter(leaders(cluster.bootstrap, topic).values()) == Counter({1: 2, 2: 2, 3: 2}),
+                   "two partitions led by each of the three brokers")  # fmt: skip
+        target = producer.acks() + 300
+        wait_until(lambda: producer.acks() >= target, f"{target} acknowledged records")
+        producer.stopping.set()
+        producer.join(DEADLINE_S * 4)
+        assert producer.errors == []
+        account(cluster.bootstrap, topic, 6, producer)
+    finally:
+        if producer is not None:
+            producer.stopping.set()
+        cluster.close()
+
+
 @pytest.mark.slow
 def test_a_rolling_restart_fails_no_produce(cluster: Cluster) -> None:
     partitions = 6

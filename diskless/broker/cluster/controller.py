@@ -52,6 +52,20 @@ def initial_leaders(num_partitions: int, live: Iterable[int], leaders_per_node: 
     return [live_ids[index % len(live_ids)] for index in range(num_partitions)] if live_ids else []
 
 
+def imbalanced(leaderships: Sequence[PartitionLeadership], live: Iterable[int], percentage: int) -> bool:
+    """Kafka's leader.imbalance.per.broker.percentage with an even share as every broker's
+    preference: whether some live broker leads more or fewer partitions than its share by more
+    than `percentage` percent of that share, while the busiest and the idlest differ by more
+    than one (what plan_balance evens out)."""
+    live_ids = set(live)
+    if len(live_ids) < 2:
+        return False
+    counts = Counter(p.leader_id for p in leaderships if p.leader_id in live_ids)
+    share = sum(counts.values()) / len(live_ids)
+    loads = [counts[node] for node in live_ids]
+    return max(loads) - min(loads) > 1 and any(abs(load - share) > share * percentage / 100 for load in loads)
+
+
 def plan_balance(leaderships: Sequence[PartitionLeadership], live: Iterable[int]) -> list[Move]:
     """Moves that even out leadership over the live brokers (`diskless partitions balance`,
     our preferred-leader election: there are no replicas, so every live broker is a preferred

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from metadata import BrokerIdInUse, BrokerRegistration, MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.errors import MetadataError
 
-from .controller import plan_leaders
+from .controller import imbalanced, plan_balance, plan_leaders
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,9 @@ class MembershipSettings:
     incarnation: str  # stable for a data directory: a restart of the same directory is the same broker
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
     heartbeat_interval_ms: int = 500  # broker.heartbeat.interval.ms (Kafka's default is 2000)
+    auto_leader_rebalance: bool = True  # auto.leader.rebalance.enable
+    imbalance_check_interval_s: float = 300.0  # leader.imbalance.check.interval.seconds
+    imbalance_percentage: int = 10  # leader.imbalance.per.broker.percentage
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,8 @@ class Membership:
         self._view_ready = asyncio.Event()  # a view the registry has not applied yet
         self._leaving = False
         self._nudged = asyncio.Event()  # the store told of a change since the last beat
+        self._balance_checked_at = 0.0  # monotonic time of the controller's last balance check
+        self._brokers_seen: set[int] = set()  # live brokers at the controller's last pass
 
     # --- what leaders and handlers ask ------------------------------------------------------
 
@@ -253,6 +258,10 @@ class Membership:
 
     async def _controller_pass(self, leaderships: list[PartitionLeadership], brokers: dict[int, BrokerRegistration]) -> list[PartitionLeadership]:
         moves = plan_leaders(leaderships, brokers)
+        if not moves and self._balance_due(brokers):
+            if imbalanced(leaderships, brokers, self.settings.imbalance_percentage):
+                moves = plan_balance(leaderships, brokers)
+                log.info("controller: leadership is off balance over brokers %s; moving %d partition(s)", sorted(brokers), len(moves))
         if not moves:
             return leaderships
         moved = 0
@@ -266,6 +275,18 @@ class Membership:
                 log.info("controller: partitions of %s not moved (%s)", topic, exc)
         log.info("controller: %d partition(s) given a leader among brokers %s", moved, sorted(brokers))
         return await self.store.list_partition_leaders()
+
+    def _balance_due(self, brokers: dict[int, BrokerRegistration]) -> bool:
+        """auto.leader.rebalance.enable: check when a broker joined since the last pass, and
+        every leader.imbalance.check.interval.seconds."""
+        s = self.settings
+        joined = not set(brokers) <= self._brokers_seen
+        self._brokers_seen = set(brokers)
+        now = time.monotonic()
+        if not s.auto_leader_rebalance or not (joined or now - self._balance_checked_at >= s.imbalance_check_interval_s):
+            return False
+        self._balance_checked_at = now
+        return True
 
     async def _controller_id(self) -> int | None:
         return await self.store.lease_holder(CONTROLLER_LEASE)
