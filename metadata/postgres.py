@@ -55,6 +55,7 @@ import asyncpg
 
 from . import postgres_cluster_ops as cluster_ops
 from . import postgres_ops as ops
+from . import postgres_config_ops as config_ops
 from . import postgres_security_ops as security_ops
 from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
 from .model import (
@@ -545,6 +546,14 @@ class PostgresMetadataStore:
 
     async def delete_acls(self, bindings: Sequence[AclBinding]) -> int:
         return await self._call(security_ops.delete_acls, tuple(bindings), idempotent=False)
+
+    # --- configs of other resources ------------------------------------------------------------
+
+    async def list_resource_configs(self, resource_type: str) -> dict[str, dict[str, str]]:
+        return await self._call(config_ops.list_resource_configs, resource_type, idempotent=True, transaction=False)
+
+    async def set_resource_configs(self, resource_type: str, resource_name: str, configs: Mapping[str, str]) -> None:
+        await self._call(config_ops.set_resource_configs, resource_type, resource_name, dict(configs), idempotent=True)
 
     # --- administration (diskless metadata migrate / check) -------------------------------------
 

@@ -27,7 +27,7 @@ import asyncpg
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Any fixed 64-bit number, the same for every broker of every version: "diskless" in ASCII.
 MIGRATION_LOCK_ID = 0x6469736B6C657373
@@ -187,7 +187,18 @@ CREATE TABLE acls (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
+# v5: configs of resources other than topics (GROUP configs), by resource type name and name.
+_SCHEMA_V5 = """
+CREATE TABLE resource_configs (
+    resource_type  TEXT COLLATE "C" NOT NULL,
+    resource_name  TEXT COLLATE "C" NOT NULL,
+    name           TEXT NOT NULL,
+    value          TEXT NOT NULL,
+    PRIMARY KEY (resource_type, resource_name, name)
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5}
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -38,6 +38,7 @@ from typing import Any, Self, TypeVar
 
 from . import sqlite_cluster_ops as cluster_ops
 from . import sqlite_ops as ops
+from . import sqlite_config_ops as config_ops
 from . import sqlite_security_ops as security_ops
 from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
 from .model import (
@@ -327,6 +328,14 @@ class SqliteMetadataStore:
 
     async def delete_acls(self, bindings: Sequence[AclBinding]) -> int:
         return await self._call(security_ops.delete_acls, tuple(bindings))
+
+    # --- configs of other resources ------------------------------------------------------------
+
+    async def list_resource_configs(self, resource_type: str) -> dict[str, dict[str, str]]:
+        return await self._call(config_ops.list_resource_configs, resource_type)
+
+    async def set_resource_configs(self, resource_type: str, resource_name: str, configs: Mapping[str, str]) -> None:
+        await self._call(config_ops.set_resource_configs, resource_type, resource_name, dict(configs))
 
     # --- lifecycle -------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -174,7 +174,18 @@ CREATE TABLE acls (
 ) WITHOUT ROWID;
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
+# v5: configs of resources other than topics (GROUP configs), by resource type name and name.
+_SCHEMA_V5 = """
+CREATE TABLE resource_configs (
+    resource_type  TEXT NOT NULL,
+    resource_name  TEXT NOT NULL,
+    name           TEXT NOT NULL,
+    value          TEXT NOT NULL,
+    PRIMARY KEY (resource_type, resource_name, name)
+) WITHOUT ROWID;
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

@@ -319,6 +319,16 @@ class MetadataStore(Protocol):
         """Remove exactly these bindings; how many existed."""
         ...
 
+    # --- configs of other resources (GROUP configs) --------------------------------------------
+
+    async def list_resource_configs(self, resource_type: str) -> dict[str, dict[str, str]]:
+        """Every resource of `resource_type` ("group") with configs set: name -> {config: value}."""
+        ...
+
+    async def set_resource_configs(self, resource_type: str, resource_name: str, configs: Mapping[str, str]) -> None:
+        """Replace the whole set of configs of one resource (an empty mapping removes them all)."""
+        ...
+
     # --- lifecycle -------------------------------------------------------------------------
 
     async def close(self) -> None:

@@ -59,6 +59,8 @@ from .group.views import described_with_offsets, listed_with_offsets
 log = logging.getLogger(__name__)
 
 OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes
+GROUP_RESOURCE = "group"  # the metadata store's resource type of GROUP configs
+GROUP_CONFIGS_REFRESH_S = 5.0
 
 
 class Groups:
@@ -72,19 +74,22 @@ class Groups:
         self._waiters: dict[Any, asyncio.Future[Any]] = {}
         self._timer_changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._configs_task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run_timers(), name="group-timers")
+        self._configs_task = asyncio.create_task(self._refresh_group_configs(), name="group-configs")
 
     async def stop(self) -> None:
         self._deliver(self.coordinator.unload(self.clock()))
         self.consumer.unload()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        for task in (self._task, self._configs_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
 
     # --- membership ----------------------------------------------------------------------
 
@@ -142,23 +147,39 @@ class Groups:
 
     # --- group configs (the GROUP resource) -------------------------------------------------
 
-    def describe_group_configs(self, group_id: str) -> list[group_configs.GroupConfigEntry]:
-        return group_configs.describe(self.config, self.consumer.group_configs.get(group_id, {}))
+    # Group configs live in the metadata store (resource type "group"), so they survive a
+    # restart and every broker sees them; the coordinator heartbeats with a copy refreshed every
+    # GROUP_CONFIGS_REFRESH_S (at once for changes made through this broker).
 
-    def alter_group_configs(self, group_id: str, ops: list[tuple[str, int, str | None]] | None, replace: list[tuple[str, str | None]] | None, validate_only: bool) -> None:
+    async def describe_group_configs(self, group_id: str) -> list[group_configs.GroupConfigEntry]:
+        return group_configs.describe(self.config, await self._stored_group_configs(group_id))
+
+    async def alter_group_configs(self, group_id: str, ops: list[tuple[str, int, str | None]] | None, replace: list[tuple[str, str | None]] | None, validate_only: bool) -> None:
         """IncrementalAlterConfigs (`ops`) or AlterConfigs (`replace`) of a group; raises
         group_configs.InvalidGroupConfig or ValueError. Applies to the next heartbeats."""
-        current = self.consumer.group_configs.get(group_id, {})
+        current = await self._stored_group_configs(group_id)
         if ops is not None:
             updated = group_configs.apply_incremental(self.config, current, ops)
         else:
             updated = group_configs.replace_all(self.config, replace or [])
         if validate_only:
             return
+        await self.store.set_resource_configs(GROUP_RESOURCE, group_id, updated)
         if updated:
             self.consumer.group_configs[group_id] = updated
         else:
             self.consumer.group_configs.pop(group_id, None)
+
+    async def _stored_group_configs(self, group_id: str) -> dict[str, str]:
+        return (await self.store.list_resource_configs(GROUP_RESOURCE)).get(group_id, {})
+
+    async def _refresh_group_configs(self) -> None:
+        while True:
+            try:
+                self.consumer.group_configs = await self.store.list_resource_configs(GROUP_RESOURCE)
+            except Exception as exc:  # the store is down: keep the last copy, try again
+                log.warning("reading group configs from the metadata store failed: %s", exc)
+            await asyncio.sleep(GROUP_CONFIGS_REFRESH_S)
 
     async def _settle(self, outcome: Outcome[Any]) -> Any:
         """Deliver what the call completed for others; return its own answer, waiting if parked."""

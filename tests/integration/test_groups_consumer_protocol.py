@@ -4,6 +4,7 @@ classic and consumer groups side by side, group configs through the AdminClient.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
@@ -320,3 +321,35 @@ def test_group_configs_and_group_types_through_kafka_python(shared_group_broker,
                 consumer.close()
     finally:
         admin.close()
+
+
+def test_group_configs_are_kept_in_the_metadata_store_across_a_restart(group_broker):
+    """Group configs are stored in the metadata store: a restarted broker describes them as set,
+    and its coordinator hands the group's heartbeat interval to its members."""
+    bootstrap = group_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    group = _group()
+    change = ConfigResource(
+        ResourceType.GROUP, group,
+        incremental_configs=[ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET)],
+    )  # fmt: skip
+    admin.incremental_alter_configs([change])[change].result(timeout=20)
+    group_broker.restart()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group)
+    configs = admin.describe_configs([resource])[resource].result(timeout=20)
+    assert (configs["consumer.heartbeat.interval.ms"].value, configs["consumer.heartbeat.interval.ms"].is_default) == ("6000", False)
+    assert configs["consumer.session.timeout.ms"].is_default
+
+    async def joined_interval_ms() -> int:
+        from diskless.client import Consumer as OurConsumer
+
+        topic = f"t-{uuid.uuid4().hex[:12]}"
+        async with OurConsumer(topic, bootstrap_servers=bootstrap, group_id=group, group_protocol="consumer") as member:
+            deadline = time.monotonic() + 30
+            while member._group.member_epoch <= 0:
+                assert time.monotonic() < deadline, "the member did not join"
+                await asyncio.sleep(0.05)
+            return member._group.heartbeat_interval_ms
+
+    assert asyncio.run(joined_interval_ms()) == 6000

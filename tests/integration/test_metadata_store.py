@@ -1066,3 +1066,17 @@ async def test_sqlite_loop_keeps_running_while_the_worker_waits_for_a_lock(tmp_p
         finally:
             other.close()
         assert (await asyncio.wait_for(write, timeout=30)).num_partitions == 1
+
+
+async def test_resource_configs_replace_a_resources_whole_set(store: MetadataStore) -> None:
+    assert await store.list_resource_configs("group") == {}
+    await store.set_resource_configs("group", "g1", {"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "6000"})
+    await store.set_resource_configs("group", "g2", {"consumer.session.timeout.ms": "60000"})
+    await store.set_resource_configs("group", "g1", {"consumer.heartbeat.interval.ms": "7000"})
+    assert await store.list_resource_configs("group") == {
+        "g1": {"consumer.heartbeat.interval.ms": "7000"},
+        "g2": {"consumer.session.timeout.ms": "60000"},
+    }
+    assert await store.list_resource_configs("broker") == {}
+    await store.set_resource_configs("group", "g2", {})
+    assert await store.list_resource_configs("group") == {"g1": {"consumer.heartbeat.interval.ms": "7000"}}

@@ -11,7 +11,7 @@ import pytest
 
 from metadata import MetadataStore, open_metadata_store, sqlite_url
 from metadata.security import AclBinding, StoredScramCredential
-from metadata.sqlite_schema import _MIGRATIONS, _statements
+from metadata.sqlite_schema import _MIGRATIONS, SCHEMA_VERSION, _statements
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgresql", id="postgresql")]
 
@@ -56,7 +56,7 @@ async def test_acl_bindings_are_a_set(store: MetadataStore) -> None:
     assert await store.list_acls() == sorted([prefixed, group])
 
 
-async def test_a_version_3_database_migrates_to_4_keeping_its_topics(tmp_path: Path) -> None:
+async def test_a_version_3_database_migrates_to_the_latest_keeping_its_topics(tmp_path: Path) -> None:
     path = tmp_path / "v3.db"
     conn = sqlite3.connect(path)
     for version in (1, 2, 3):
@@ -74,4 +74,4 @@ async def test_a_version_3_database_migrates_to_4_keeping_its_topics(tmp_path: P
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)

@@ -2,8 +2,9 @@
 (and, read-only, the broker).
 
 GROUP resources (KIP-848) hold consumer.session.timeout.ms and consumer.heartbeat.interval.ms,
-decided in group/group_configs.py and kept by the group shell; any group id may be described
-or altered, as in Kafka. The legacy AlterConfigs replaces a resource's whole set of configs.
+decided in group/group_configs.py and kept by the group shell in the metadata store; any group
+id may be described or altered, as in Kafka. The legacy AlterConfigs replaces a resource's whole
+set of configs.
 
 What a topic config's entry says (value, source, synonyms, type, documentation) is decided in
 topic_configs.describe; this module only filters by `configuration_keys` and builds the
@@ -70,11 +71,11 @@ def _broker_entries(broker: BrokerApi) -> list[topic_configs.ConfigEntry]:
     ]
 
 
-def _group_entries(broker: BrokerApi, group_id: str) -> list[topic_configs.ConfigEntry]:
+async def _group_entries(broker: BrokerApi, group_id: str) -> list[topic_configs.ConfigEntry]:
     """Kafka's ConfigHelper.createGroupConfigEntry: GROUP_CONFIG when set on the group, else
     DEFAULT_CONFIG (the broker's group.consumer.* value); synonyms list only the group's own."""
     entries = []
-    for e in broker.groups.describe_group_configs(group_id):
+    for e in await broker.groups.describe_group_configs(group_id):
         source = ConfigSource.DEFAULT_CONFIG if e.is_default else ConfigSource.GROUP_CONFIG
         synonyms = () if e.is_default else (topic_configs.ConfigSynonym(e.name, e.value, source),)
         entries.append(topic_configs.ConfigEntry(e.name, e.value, source, ConfigType.INT, e.doc, synonyms))
@@ -105,7 +106,7 @@ async def handle_describe_configs(broker: BrokerApi, request: Request) -> Any:
             if not resource.resource_name:
                 error, message = ErrorCode.invalid_request, "Group name must not be empty"
             else:
-                entries = _group_entries(broker, resource.resource_name)
+                entries = await _group_entries(broker, resource.resource_name)
         else:
             error, message = ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
         if resource.configuration_keys:  # Kafka's ConfigHelper: null and empty both mean every config
@@ -169,7 +170,7 @@ async def _alter(broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, 
                 broker.security.require(acl.ALTER_CONFIGS, kind, _acl_name(resource.resource_type, resource.resource_name))
             if resource.resource_type == GROUP:
                 ops, replace = group_change(resource.configs)
-                _alter_group(broker, resource.resource_name, ops, replace, body.validate_only)
+                await _alter_group(broker, resource.resource_name, ops, replace, body.validate_only)
             elif resource.resource_type != TOPIC:
                 error, message = ErrorCode.invalid_request, "only topic and group configs can be altered; broker configs are static"
             else:
@@ -193,10 +194,10 @@ async def _alter(broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, 
     return make(response_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-def _alter_group(broker: BrokerApi, group_id: str, ops: list[tuple[str, int, str | None]] | None, replace: list[tuple[str, str | None]] | None, validate_only: bool) -> None:
+async def _alter_group(broker: BrokerApi, group_id: str, ops: list[tuple[str, int, str | None]] | None, replace: list[tuple[str, str | None]] | None, validate_only: bool) -> None:
     if not group_id:
         raise ValueError("Group name must not be empty")
-    broker.groups.alter_group_configs(group_id, ops, replace, validate_only)
+    await broker.groups.alter_group_configs(group_id, ops, replace, validate_only)
 
 
 def _alter_error(exc: Exception) -> tuple[ErrorCode, str]:
