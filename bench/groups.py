@@ -11,8 +11,9 @@ interval `--heartbeat-interval-ms`, session 10 s). Each scenario: a topic of 2 *
 partitions; a producer (our asyncio client) sends `--rate` records/s (2000), one to every
 partition per tick (at most 100 a second each);
 N members of one group (our asyncio client, all in this process and event loop, each with the
-same heartbeat interval for the classic protocol) are started and left to settle; then, at a
-random point of their heartbeat cycle, member N + 1 starts. Measured from its start():
+same heartbeat interval for the classic protocol) are started at random points of one interval
+(so that their heartbeats are not in step) and left to settle; then, at a random point of their
+heartbeat cycle, member N + 1 starts. Measured from its start():
 
   settle_ms   until every member holds a disjoint share of the partitions, together covering
               all of them, no two shares differing by more than one, the newcomer's included
@@ -122,9 +123,14 @@ async def scenario(bootstrap: str, protocol: str, size: int, heartbeat_ms: int, 
     producer_task = asyncio.create_task(produce())
     members = [new_member(i) for i in range(size)]
     try:
-        for m in members:
+
+        async def start(m: Member) -> None:
+            # Members start at random points of one interval, so their heartbeats are not in step.
+            await asyncio.sleep(random.uniform(0, heartbeat_ms / 1000))
             await m.consumer.start()
             m.task = asyncio.create_task(m.read())
+
+        await asyncio.gather(*(start(m) for m in members))
         await wait_settled(members, partitions, protocol)
         # Steady consumption before the join, which lands at a random point of the members'
         # heartbeat cycle (a join just before their heartbeat would be answered at once).
