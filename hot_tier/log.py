@@ -45,7 +45,8 @@ from .records.header import (
     set_partition_leader_epoch,
 )
 from .recovery import CLEAN_SHUTDOWN_FILE, load_log
-from .segment import AppendedBatch, LogSegment
+from .segment import TRUST_ALL, AppendedBatch, LogSegment
+from .swap import cleaned_path, commit_swap
 
 
 class Log:
@@ -247,7 +248,9 @@ class Log:
             return None
         segments = self._segments
         i = bisect_right(self._bases, offset) - 1
-        while segments[i].next_offset <= offset:
+        # Past segments that end at or below `offset`, and past segments the cleaner emptied
+        # (a compacted log, swap.py: their next_offset is their base offset, above `offset`).
+        while segments[i].next_offset <= offset or (segments[i].size_bytes == 0 and i < len(segments) - 1):
             i += 1
         segment = segments[i]
         return segment.read(
@@ -444,6 +447,35 @@ class Log:
         self._segments = [segment]
         self._bases = [offset]
         self._log_start_offset = self._high_watermark = self._recovery_point = offset
+
+    # -- compaction ------------------------------------------------------------------------
+
+    def replace_segment(self, base_offset: int, expected_size_bytes: int) -> SegmentInfo | None:
+        """Swap in the cleaned copy the log cleaner wrote (and fsynced) at
+        swap.cleaned_path(dir, base_offset) for the rolled segment `base_offset`, crash-safe
+        (swap.py), and load it with rebuilt indexes. The cleaned copy keeps the base offset and
+        the offsets of the batches it keeps.
+
+        Returns None, deleting the cleaned copy, if the segment is gone, active, or no longer
+        `expected_size_bytes` long (retention or DeleteRecords got there first).
+        """
+        self._check_open()
+        i = bisect_right(self._bases, base_offset) - 1
+        if i < 0 or i >= len(self._segments) - 1 or self._bases[i] != base_offset or self._segments[i].size_bytes != expected_size_bytes:
+            cleaned_path(self._dir, base_offset).unlink(missing_ok=True)
+            return None
+        old = self._segments[i]
+        commit_swap(self._dir, base_offset)
+        old.retire()
+        segment = LogSegment.load(
+            self._dir, base_offset, index_interval_bytes=self._config.index_interval_bytes,
+            segment_index_bytes=self._config.segment_index_bytes, now_ms=old.created_ms,
+        )  # fmt: skip
+        segment.recover(TRUST_ALL, offset_gaps=True)  # no indexes: validated from byte 0, indexes rebuilt
+        segment.flush()
+        segment.roll_base_ms, segment.rolled_ms = old.roll_base_ms, old.rolled_ms
+        self._segments[i] = segment
+        return self.segments[i]
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ What loading does, segment by segment in base-offset order:
 - the last segment otherwise: validated from its last index entry below `recovery_point` (the
   offset up to which the broker knows data was flushed), or from byte 0 when it is unknown;
 - a segment whose index is missing or inconsistent: validated from byte 0, index rebuilt;
-- validation reads every batch with its CRC and checks that offsets continue; the first torn
+- validation reads every batch with its CRC and checks that offsets continue (only that they increase in a compacted log, swap.py); the first torn
   or corrupt batch cuts its segment there and every later segment is deleted;
 - a log_start_offset from metadata above everything on disk empties the log and starts a new
   segment there (Kafka's LogLoader does the same).
@@ -32,6 +32,7 @@ from .config import LogConfig
 from .errors import CorruptLog
 from .files import fsync_dir
 from .segment import TRUST_ALL, LogSegment, segment_paths
+from .swap import complete_swaps, is_compacted
 
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
@@ -77,6 +78,8 @@ def load_log(
     clean = marker.exists()
     if clean:
         marker.unlink()
+    complete_swaps(dir)  # a cleaned segment whose swap was committed replaces the old one (swap.py)
+    offset_gaps = is_compacted(dir)
     bases, orphans = _scan_dir(dir)
     for path in orphans:
         path.unlink()
@@ -98,7 +101,7 @@ def load_log(
                 trusted_below: int | None = TRUST_ALL
             else:
                 trusted_below = recovery_point
-            truncated += segment.recover(trusted_below)
+            truncated += segment.recover(trusted_below, offset_gaps=offset_gaps)
             if len(segments) > 1 and segment.base_offset < segments[-2].next_offset:
                 raise CorruptLog(
                     segment.log_path,

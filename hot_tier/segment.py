@@ -18,7 +18,8 @@ Crash behaviour: append writes the batches with one write call, then their index
 and never fsyncs; flush() fsyncs all three files. After kill -9 the page cache keeps every
 byte written; after a power loss any suffix written since the last flush may be lost or
 torn, in any of the three files. `recover` rescans the part that may be unflushed, cuts the
-.log at the first torn batch, bad CRC or offset discontinuity, and rebuilds the index entries
+.log at the first torn batch, bad CRC or offset discontinuity (in a compacted log, swap.py: an
+offset going backwards), and rebuilds the index entries
 past the last trusted one. The read path trusts only bytes below size_bytes, which counts
 whole appended batches.
 
@@ -186,6 +187,14 @@ class LogSegment:
     def release_files(self) -> None:
         """Let go of the open files (OPEN_SEGMENTS calls this; they reopen on next use). The
         `.log` file object is dropped, not closed: FileSlices may still be sending from it."""
+        self._file = None
+        self._close_index_fds()
+
+    def retire(self) -> None:
+        """Its files were replaced by a cleaned copy (swap.py): forget them without closing
+        or unlinking. FileSlices handed out keep reading the old bytes until they are done."""
+        self._closed = True
+        OPEN_SEGMENTS.forget(self)
         self._file = None
         self._close_index_fds()
 
@@ -399,13 +408,13 @@ class LogSegment:
 
     # -- recovery and truncation -----------------------------------------------------------
 
-    def recover(self, trusted_below: int | None) -> int:
+    def recover(self, trusted_below: int | None, *, offset_gaps: bool = False) -> int:
         """Validate every batch that may not be durable; return the bytes cut off the tail.
 
         Batches up to the last offset index entry below `trusted_below` are trusted (they were
         flushed with the index); from that entry on (from position 0 if `trusted_below` is
         None or the index is untrusted) each batch is checked with its CRC and for offset
-        continuity, and the indexes are rebuilt past the entry with the same rule as append.
+        continuity (only increase with `offset_gaps`: a compacted log), and the indexes are rebuilt past the entry with the same rule as append.
         """
         self._pending_index.clear()
         self._pending_timeindex.clear()
@@ -417,9 +426,9 @@ class LogSegment:
             slot = self.offset_index.slot_below(trusted_below)
             while slot >= 0 and self.offset_index.entry(slot).position >= file_size:
                 slot -= 1
-        valid_end = self._rescan(slot, file_size)
+        valid_end = self._rescan(slot, file_size, offset_gaps)
         if valid_end is None:  # the trusted entry does not point at its batch: trust nothing
-            valid_end = self._rescan(-1, file_size)
+            valid_end = self._rescan(-1, file_size, offset_gaps)
             assert valid_end is not None
         if valid_end < file_size:
             os.ftruncate(self.file.fileno(), valid_end)
@@ -429,7 +438,7 @@ class LogSegment:
         self.index_trusted = True
         return file_size - valid_end
 
-    def _rescan(self, slot: int, file_size: int) -> int | None:
+    def _rescan(self, slot: int, file_size: int, offset_gaps: bool) -> int | None:
         if slot >= 0:
             entry = self.offset_index.entry(slot)
             self.offset_index.truncate_to_slots(slot + 1)
@@ -448,8 +457,8 @@ class LogSegment:
             if expected is None:
                 if entry is None or header.last_offset != entry.offset:
                     return None
-            elif header.base_offset != expected:
-                break
+            elif header.base_offset < expected if offset_gaps else header.base_offset != expected:
+                break  # offset_gaps: the log was compacted (swap.py), batches may be missing between two
             if header.last_offset_delta < 0 or header.last_offset - self.base_offset > INT32_MAX:
                 break
             self._track(header.position, header.last_offset, header.max_timestamp)

@@ -92,6 +92,8 @@ def encode_batch(
     partition_leader_epoch: int = -1,
     is_transactional: bool = False,
     is_control: bool = False,
+    last_offset: int | None = None,
+    empty_timestamp: int | None = None,
 ) -> bytes:
     """Build one batch holding `records`, which must have increasing offsets >= `base_offset`.
 
@@ -99,18 +101,29 @@ def encode_batch(
     LogAppendTime batch, pass records stamped with the append time). Raises `ValueError` for an
     empty batch, out-of-order offsets or a field out of its range, and `UnsupportedCompression`
     for an unknown codec.
+
+    The log cleaner rewrites batches with some records gone: `last_offset` keeps the original
+    batch's last offset (Kafka's MemoryRecordsBuilder.overrideLastOffset, so the producer's
+    last sequence stays where it was), and with no records left and `empty_timestamp` given
+    (the original max timestamp) the batch is Kafka's empty batch (DefaultRecordBatch.
+    writeEmptyHeader: no records, uncompressed, both timestamps `empty_timestamp`), which keeps
+    a producer's last sequence in the log.
     """
     records = list(records)
-    if not records:
+    if not records and (last_offset is None or empty_timestamp is None):
         raise ValueError("a record batch needs at least one record")
+    if not records:
+        compression = Compression.NONE
     if not 0 <= compression <= ATTR_CODEC_MASK:
         raise ValueError(f"compression codec id {compression} does not fit the attribute bits")
     if timestamp_type not in (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME):
         raise ValueError(f"timestamp type {timestamp_type} is neither CreateTime (0) nor LogAppendTime (1)")
-    base_timestamp = records[0].timestamp
+    base_timestamp = records[0].timestamp if records else empty_timestamp
     max_timestamp = base_timestamp
     body = bytearray()
     previous_offset = base_offset - 1
+    if last_offset is not None and records and last_offset < records[-1].offset:
+        raise ValueError(f"last offset {last_offset} is below the last record's offset {records[-1].offset}")
     for record in records:
         if record.offset <= previous_offset:
             raise ValueError(
@@ -142,7 +155,7 @@ def encode_batch(
             MAGIC,
             0,
             attributes,
-            records[-1].offset - base_offset,
+            (records[-1].offset if last_offset is None else last_offset) - base_offset,
             base_timestamp,
             max_timestamp,
             producer_id,

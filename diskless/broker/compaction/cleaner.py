@@ -1,0 +1,369 @@
+"""The log cleaner's shell: rewrites a compacted partition's rolled local segments, and the
+broker's background task that runs it (Kafka's LogCleaner and its CleanerThreads).
+
+A pass over one partition (`clean_partition`, in a worker thread; the decisions are policy.py's
+and rewrite.py's):
+
+    1. build the offset map from the dirty section, in offset order, until it is full or the
+       section ends: the pass covers [log start, map end)
+    2. for each rolled segment starting below the map end, in offset order: write its cleaned
+       copy, B.log.cleaned (hot_tier/swap.py), batch by batch; a segment nothing changes in is
+       left alone
+    3. back on the event loop, swap each cleaned copy in, in offset order (Log.replace_segment:
+       crash-safe, indexes rebuilt), then record the map end in the partition's
+       `cleaner-offset-checkpoint` file (written to a temporary name, fsynced, renamed)
+
+Crash safety: a crash during 1 or 2 leaves only .cleaned files, deleted at the next open. A
+crash during 3 leaves some segments cleaned and the others as they were, each whole; the
+checkpoint still names the old start of the dirty section, so the next pass does it again.
+A pass never removes the record the map names for a key (its newest), so superseded records
+may go in any order; a tombstone, which hides the older records of its key below it, goes
+only from a segment swapped after every segment below it: hence the offset order.
+
+Reads and writes are paced by log.cleaner.io.max.bytes.per.second, shared by all passes
+(Kafka's Throttler). Only partitions this broker leads are cleaned; a pass whose segment was
+deleted meanwhile (retention of compact,delete, DeleteRecords) or whose leader closed drops
+its cleaned copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from hot_tier import SegmentInfo
+from hot_tier.files import pread_exact
+from hot_tier.records import HEADER_BYTES, BatchHeader, CorruptBatch, iter_record_tuples, peek_size, read_header
+from hot_tier.swap import cleaned_path
+
+from .config import CleanerConfig, CompactionRules
+from .policy import ENTRY_BYTES, CleaningPlan, OffsetMap, SegmentView, plan
+from .rewrite import CleanStats, clean_batch
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+READ_CHUNK_BYTES = 4 * 2**20
+
+
+class CleaningStopped(Exception):
+    """The broker is stopping: the pass ends, its cleaned copies are left for the next open."""
+
+
+class CorruptSegment(Exception):
+    def __init__(self, path: Path, position: int, reason: str) -> None:
+        super().__init__(f"{path}: batch at position {position}: {reason}")
+        self.path = path
+        self.position = position
+
+
+class CleanablePartition(Protocol):
+    """What the cleaner asks of a partition's leader (partition/leader.py)."""
+
+    topic: str
+    index: int
+
+    @property
+    def rules(self) -> object: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def dir(self) -> Path: ...
+    @property
+    def local_segments(self) -> tuple[SegmentInfo, ...]: ...
+    @property
+    def local_log_start_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    def producer_last_offsets(self) -> dict[int, int]: ...
+    def replace_cleaned_segment(self, base_offset: int, size_bytes: int) -> bool: ...
+
+
+class Throttler:
+    """At most `bytes_per_second` over all threads (Kafka's Throttler): callers report bytes
+    and sleep when they ran ahead. Thread-safe."""
+
+    def __init__(self, bytes_per_second: float, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.bytes_per_second = bytes_per_second
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._start = clock()
+        self._bytes = 0.0
+
+    def pause_s(self, now_s: float, bytes_done: float) -> float:
+        """How long to sleep so that `bytes_done` since the window opened fit the rate."""
+        return max(0.0, bytes_done / self.bytes_per_second - (now_s - self._start))
+
+    def account(self, size_bytes: int) -> None:
+        if self.bytes_per_second >= 1e300:
+            return
+        with self._lock:
+            self._bytes += size_bytes
+            now = self._clock()
+            pause = self.pause_s(now, self._bytes)
+            if now - self._start > 1.0 and pause == 0.0:  # a new window once caught up
+                self._start, self._bytes = now, 0.0
+        if pause > 0:
+            self._sleep(pause)
+
+
+@dataclass(slots=True)
+class PassResult:
+    end_offset: int  # the new checkpoint
+    cleaned: list[tuple[int, int]] = field(default_factory=list)  # (base offset, size of the old segment) to swap
+    stats: CleanStats = field(default_factory=CleanStats)
+    tombstone_horizon_ms: int | None = None  # when the oldest kept tombstone may go
+    map_keys: int = 0
+
+
+def segment_views(segments: Sequence[SegmentInfo]) -> list[SegmentView]:
+    """The policy's view of the local segments (one 61-byte read per non-empty segment)."""
+    views = []
+    for i, s in enumerate(segments):
+        end = segments[i + 1].base_offset if i + 1 < len(segments) else s.next_offset
+        first_timestamp = -1
+        if s.size_bytes >= HEADER_BYTES and not s.is_active:
+            try:
+                with open(s.log_path, "rb") as f:
+                    first_timestamp = read_header(f.read(HEADER_BYTES), 0, check_crc=False).base_timestamp
+            except (OSError, CorruptBatch):
+                first_timestamp = -1
+        views.append(SegmentView(s.base_offset, end, s.size_bytes, s.max_timestamp, first_timestamp, s.is_active))
+    return views
+
+
+def iter_batches(path: Path, size_bytes: int, throttle: Throttler, stop: threading.Event) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every batch of a rolled segment's first `size_bytes`, CRC checked, read in large chunks."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        buffer, buffer_start, position = b"", 0, 0
+        while position < size_bytes:
+            if stop.is_set():
+                raise CleaningStopped()
+            relative = position - buffer_start
+            if len(buffer) - relative < HEADER_BYTES:
+                buffer = pread_exact(fd, min(READ_CHUNK_BYTES, size_bytes - position), position)
+                buffer_start, relative = position, 0
+                throttle.account(len(buffer))
+            size = peek_size(buffer, relative)
+            if size is None or size < HEADER_BYTES or position + size > size_bytes:
+                raise CorruptSegment(path, position, "torn or impossible batch length")
+            if len(buffer) - relative < size:
+                buffer = pread_exact(fd, min(max(READ_CHUNK_BYTES, size), size_bytes - position), position)
+                buffer_start, relative = position, 0
+                throttle.account(len(buffer))
+            data = buffer[relative : relative + size]
+            try:
+                header = read_header(data, 0, check_crc=True)
+            except CorruptBatch as exc:
+                raise CorruptSegment(path, position, str(exc)) from exc
+            yield header, data
+            position += size
+    finally:
+        os.close(fd)
+
+
+def clean_partition(
+    segments: Sequence[SegmentInfo], views: Sequence[SegmentView], cleaning: CleaningPlan, rules: CompactionRules, *,
+    map_capacity: int, producer_last_offsets: dict[int, int], now_ms: int, throttle: Throttler, stop: threading.Event,
+) -> PassResult:
+    """Steps 1 and 2 of a pass (see the module header); runs in a worker thread, touches no
+    state but the .cleaned files it writes."""
+    first_dirty, uncleanable = cleaning.first_dirty_offset, cleaning.first_uncleanable_offset
+    offset_map = OffsetMap(map_capacity, first_dirty)
+    for segment, view in zip(segments, views):
+        if view.active or view.base_offset >= uncleanable or view.end_offset <= first_dirty:
+            continue
+        for header, data in iter_batches(segment.log_path, segment.size_bytes, throttle, stop):
+            if header.last_offset < first_dirty or header.is_control:
+                continue
+            if header.base_offset >= uncleanable:
+                break
+            pairs = ((record[0], record[3]) for record in iter_record_tuples(data, header) if first_dirty <= record[0] < uncleanable)
+            if not offset_map.add_records(pairs):
+                break
+            offset_map.cover_to(min(header.next_offset, uncleanable))
+        if offset_map.full:
+            break
+        offset_map.cover_to(min(view.end_offset, uncleanable))
+    end_offset = offset_map.end_offset if offset_map.full else uncleanable
+    offset_map.end_offset = end_offset
+    result = PassResult(end_offset, map_keys=len(offset_map))
+    horizon: int | None = None
+    for segment, view in zip(segments, views):
+        if view.active or view.base_offset >= end_offset:  # policy.segments_to_clean
+            continue
+        drop_tombstones = view.max_timestamp >= 0 and view.max_timestamp + rules.delete_retention_ms <= now_ms
+        kept_before = result.stats.tombstones_kept
+        if _write_cleaned(segment, offset_map, producer_last_offsets, drop_tombstones, result.stats, throttle, stop):
+            result.cleaned.append((segment.base_offset, segment.size_bytes))
+        if result.stats.tombstones_kept > kept_before and view.max_timestamp >= 0:
+            candidate = view.max_timestamp + rules.delete_retention_ms
+            horizon = candidate if horizon is None else min(horizon, candidate)
+    result.tombstone_horizon_ms = horizon
+    return result
+
+
+def _write_cleaned(
+    segment: SegmentInfo, offset_map: OffsetMap, producer_last_offsets: dict[int, int], drop_tombstones: bool,
+    stats: CleanStats, throttle: Throttler, stop: threading.Event,
+) -> bool:
+    """Write segment's cleaned copy; True if it differs from the segment (else no copy is left)."""
+    path = cleaned_path(segment.log_path.parent, segment.base_offset)
+    changed = False
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        pending: list[bytes] = []
+        pending_bytes = 0
+        for header, data in iter_batches(segment.log_path, segment.size_bytes, throttle, stop):
+            retain_empty = header.has_producer_id and producer_last_offsets.get(header.producer_id) == header.last_offset
+            cleaned = clean_batch(data, header, offset_map, drop_tombstones=drop_tombstones, retain_empty=retain_empty, stats=stats)
+            if cleaned is not data:
+                changed = True
+            if cleaned is not None:
+                pending.append(cleaned)
+                pending_bytes += len(cleaned)
+                if pending_bytes >= READ_CHUNK_BYTES:
+                    _write_chunks(fd, pending)
+                    throttle.account(pending_bytes)
+                    pending, pending_bytes = [], 0
+        if changed:
+            _write_chunks(fd, pending)
+            throttle.account(pending_bytes)
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    if not changed:
+        path.unlink(missing_ok=True)
+    return changed
+
+
+def _write_chunks(fd: int, chunks: list[bytes]) -> None:
+    data = b"".join(chunks)
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def read_checkpoint(dir: Path) -> int | None:
+    try:
+        return int((dir / CHECKPOINT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def write_checkpoint(dir: Path, offset: int) -> None:
+    """The first dirty offset, atomically: a temporary file, fsynced, renamed over the old one."""
+    temporary = dir / f"{CHECKPOINT_FILE}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, f"{offset}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, dir / CHECKPOINT_FILE)
+
+
+class LogCleaner:
+    """The broker's cleaner task: every log.cleaner.backoff.ms, the filthiest compacted partitions this broker leads, up to
+    log.cleaner.threads at a time, each in a worker thread. Runs on the event loop; the
+    partitions' logs are touched only there (the swap), the threads read rolled segments and
+    write .cleaned files."""
+
+    def __init__(self, config: CleanerConfig, leaders: Callable[[], Sequence[CleanablePartition]], clock: Callable[[], int]) -> None:
+        self.config = config
+        self._leaders = leaders
+        self._clock = clock
+        self._throttle = Throttler(config.io_max_bytes_per_second)
+        self._stop = threading.Event()
+        self._horizons: dict[tuple[str, int], int | None] = {}
+        self.passes = 0  # completed passes that swapped something in, for tests and metrics
+        self.last_cleaned_ms: dict[tuple[str, int], int] = {}
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    await self.clean_once()
+                except Exception:
+                    log.exception("log cleaner round failed; retrying after log.cleaner.backoff.ms")
+                await asyncio.sleep(self.config.backoff_ms / 1000)
+        finally:
+            self._stop.set()  # passes still in their threads stop at the next batch
+
+    def plans(self, now_ms: int) -> list[tuple[CleanablePartition, CleaningPlan, list[SegmentInfo], list[SegmentView]]]:
+        """The partitions to clean now, filthiest first (forced ones before the others)."""
+        found = []
+        for leader in self._leaders():
+            rules = getattr(leader.rules, "compaction", None)
+            if rules is None or leader.closed:
+                continue
+            segments = list(leader.local_segments)
+            views = segment_views(segments)
+            cleaning = plan(
+                views, checkpoint=read_checkpoint(leader.dir), log_start_offset=leader.local_log_start_offset,
+                high_watermark=leader.high_watermark, rules=rules, now_ms=now_ms,
+                tombstone_horizon_ms=self._horizons.get((leader.topic, leader.index)),
+            )  # fmt: skip
+            if cleaning.should_clean(rules):
+                found.append((leader, cleaning, segments, views))
+        found.sort(key=lambda item: (not item[1].forced, -item[1].dirty_ratio))
+        return found
+
+    async def clean_once(self) -> int:
+        """One round: clean up to log.cleaner.threads partitions; return how many were cleaned."""
+        chosen = self.plans(self._clock())[: max(1, self.config.threads)]
+        if not chosen:
+            return 0
+        results = await asyncio.gather(*(self._clean(*item) for item in chosen), return_exceptions=True)
+        for (leader, *_), outcome in zip(chosen, results):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, CleaningStopped):
+                log.error("%s-%d: cleaning failed: %r", leader.topic, leader.index, outcome)
+        return sum(1 for outcome in results if outcome is True)
+
+    async def _clean(self, leader: CleanablePartition, cleaning: CleaningPlan, segments: list[SegmentInfo], views: list[SegmentView]) -> bool:
+        rules: CompactionRules = leader.rules.compaction  # type: ignore[attr-defined]
+        now_ms = self._clock()
+        started = time.monotonic()
+        capacity = self.config.dedupe_buffer_size // max(1, self.config.threads)
+        result = await asyncio.to_thread(
+            clean_partition, segments, views, cleaning, rules, map_capacity=capacity // ENTRY_BYTES,
+            producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms, throttle=self._throttle, stop=self._stop,
+        )  # fmt: skip
+        swapped = 0
+        for base_offset, size_bytes in result.cleaned:  # in offset order: see the module header
+            if leader.closed:
+                for base, _ in result.cleaned:
+                    cleaned_path(leader.dir, base).unlink(missing_ok=True)
+                return False
+            if leader.replace_cleaned_segment(base_offset, size_bytes):
+                swapped += 1
+            else:
+                break  # a segment went meanwhile: the checkpoint stays, the next pass redoes it
+        else:
+            write_checkpoint(leader.dir, result.end_offset)
+            self._horizons[(leader.topic, leader.index)] = result.tombstone_horizon_ms
+        for base, _ in result.cleaned[swapped:]:
+            cleaned_path(leader.dir, base).unlink(missing_ok=True)
+        stats = result.stats
+        self.passes += 1
+        self.last_cleaned_ms[(leader.topic, leader.index)] = now_ms
+        log.info(
+            "%s-%d: cleaned offsets up to %d (dirty ratio %.2f, %d keys): %d of %d segment(s) rewritten, "
+            "%d of %d records kept, %d tombstone(s) dropped, %d -> %d bytes in %.2f s",
+            leader.topic, leader.index, result.end_offset, cleaning.dirty_ratio, result.map_keys, swapped,
+            len(result.cleaned), stats.records_kept, stats.records_read, stats.tombstones_dropped,
+            stats.bytes_read, stats.bytes_written, time.monotonic() - started,
+        )  # fmt: skip
+        return True

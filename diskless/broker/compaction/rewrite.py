@@ -1,0 +1,88 @@
+"""One batch of a segment being cleaned, filtered against the offset map (sans-IO).
+
+Kafka's LogCleaner.cleanInto / MemoryRecords.filterTo for RecordBatch v2. A record is kept
+unless
+
+- it has no key (a compacted log keeps keyed records only; Kafka drops them too),
+- the offset map holds a later offset for its key (a newer record supersedes it), or
+- it is a tombstone (null value) in a segment past its delete horizon (`drop_tombstones`).
+
+A batch whose records are all kept is returned as it is (same bytes). Otherwise it is encoded
+again by hot_tier.records.encode_batch with everything that is not a record unchanged: base
+offset, last offset (Kafka's overrideLastOffset: the producer's last sequence stays put),
+partition leader epoch, attributes (codec, timestamp type, transactional, control), producer
+id and epoch, base sequence; each kept record keeps its offset, timestamp, key, value and
+headers. A batch left without records is dropped, except the last batch of a producer that
+is still active (`retain_empty`): Kafka keeps it as an empty batch (BatchRetention.
+RETAIN_EMPTY) so that the producer's state survives a reload of the log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hot_tier.records import BatchHeader, Record, encode_batch, iter_record_tuples
+
+from .policy import OffsetMap, key_digest
+
+
+@dataclass(slots=True)
+class CleanStats:
+    batches_read: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    batches_dropped: int = 0
+    tombstones_dropped: int = 0
+    tombstones_kept: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+
+def clean_batch(
+    data: bytes, header: BatchHeader, offset_map: OffsetMap, *, drop_tombstones: bool, retain_empty: bool, stats: CleanStats
+) -> bytes | None:
+    """The batch `data` (whole, `header` read from it at position 0) after cleaning, or None
+    when it goes. Records at or past the map's end are all kept, as in Kafka's
+    shouldRetainRecord (the map says nothing about them; a tombstone there may still hide an
+    older value below)."""
+    stats.batches_read += 1
+    stats.bytes_read += len(data)
+    if header.is_control:  # transaction markers: no transactions yet, kept as they are (P)
+        stats.bytes_written += len(data)
+        return data
+    kept: list[Record] = []
+    count = 0
+    get = offset_map.get
+    map_end = offset_map.end_offset
+    for offset, timestamp, _, key, value, headers in iter_record_tuples(data, header):
+        count += 1
+        if offset >= map_end:
+            kept.append(Record(offset, timestamp, key, value, headers))
+            continue
+        if key is None:
+            continue
+        found = get(key_digest(key))
+        if found is not None and offset < found:
+            continue
+        if value is None:
+            if drop_tombstones:
+                stats.tombstones_dropped += 1
+                continue
+            stats.tombstones_kept += 1
+        kept.append(Record(offset, timestamp, key, value, headers))
+    stats.records_read += count
+    stats.records_kept += len(kept)
+    if len(kept) == count and (count or retain_empty):
+        stats.bytes_written += len(data)
+        return data
+    if not kept and not retain_empty:
+        stats.batches_dropped += 1
+        return None
+    cleaned = encode_batch(
+        kept, base_offset=header.base_offset, compression=header.codec, timestamp_type=header.timestamp_type,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch, is_transactional=header.is_transactional,
+        is_control=header.is_control, last_offset=header.last_offset, empty_timestamp=header.max_timestamp,
+    )  # fmt: skip
+    stats.bytes_written += len(cleaned)
+    return cleaned
