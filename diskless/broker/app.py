@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # offsets.retention.check.interval.ms
 WAL_GARBAGE_INTERVAL_S = 10.0  # how often write-ahead objects wholly inside segments are deleted
+HAND_OVER_UPLOAD_S = 5.0  # controlled shutdown: how long to wait for the partitions' tails to reach the bucket
 
 
 def now_ms() -> int:
@@ -144,7 +145,8 @@ class Broker:
             self.store,
             MembershipSettings(
                 c.node_id, host, port, c.broker_rack, f"{c.node_id}:{self.data_dir_lock.meta.directory_id}",
-                c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms,
+                c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms, c.auto_leader_rebalance_enable,
+                c.leader_imbalance_check_interval_seconds, c.leader_imbalance_per_broker_percentage,
             ),
             self.registry.reconcile, self._lost_session,
         )  # fmt: skip
@@ -153,7 +155,10 @@ class Broker:
         self.membership.start()
         self._ready.set()
         if self.config.http_host is not None:
-            self.http = AdminHttp(self.registry, self.uploader, self.config.http_host, self.config.http_port or 0, self.groups)
+            self.http = AdminHttp(
+                self.registry, self.uploader, self.config.http_host, self.config.http_port or 0, self.groups,
+                authenticate=self.security.check_password if self.config.security.http_basic_auth else None,
+            )
             await self.http.start()
             log.info("admin HTTP on http://%s:%d", self.config.http_host, self.http.port)
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
@@ -236,9 +241,12 @@ class Broker:
                 log.exception("retention pass failed; will retry")
 
     async def _hand_over(self) -> None:
-        """Controlled shutdown: stop writing, make what was written durable, then hand every
-        partition and the controller lease to the other brokers."""
+        """Controlled shutdown: put every partition's tail into the bucket while still serving,
+        stop writing, make what was written since durable, then hand every partition and the
+        controller lease to the other brokers (which rebuild only that last bit)."""
         assert self.membership is not None
+        if self.wal is not None:
+            await self.registry.hand_over_tails(HAND_OVER_UPLOAD_S)
         leaderships = self.registry.leaderships()
         self.membership.stop_writing()
         if self.wal is not None:

@@ -107,6 +107,7 @@ class PartitionLeader:
         self.producers: ProducerStateManager
         self.producers, self._snapshot_base = load_producer_state(log, producer_id_expiration_ms)
         self._appended: asyncio.Future[None] | None = None
+        self._tail_uploaded: tuple[int, asyncio.Future[None]] | None = None  # hand_over_tail's wait
         self.maybe_snapshot_producers()
 
     @classmethod
@@ -432,8 +433,23 @@ class PartitionLeader:
 
     async def segment_committed(self) -> None:
         """A segment reached the bucket: write-ahead batches inside it are no longer needed."""
+        if self._tail_uploaded is not None and self.remote.end_offset >= self._tail_uploaded[0]:
+            if not self._tail_uploaded[1].done():
+                self._tail_uploaded[1].set_result(None)
         if self._wal is not None:
             await self._store.delete_wal_batches_below(self.topic, self.index, self.remote.end_offset, leader_epoch=self.leader_epoch)
+
+    async def hand_over_tail(self, now_ms: int) -> None:
+        """Controlled shutdown, while still serving: roll the active segment and return once
+        the bucket holds it. The next leader then rebuilds only what is written after it from
+        write-ahead objects, not every batch since the last roll (one ranged GET each)."""
+        if not self.tiered or self.closed or self._log.log_end_offset == self._log.active_base_offset:
+            return
+        target = self._log.log_end_offset
+        self._tail_uploaded = (target, asyncio.get_running_loop().create_future())
+        self._log.roll(now_ms)
+        self._uploads.rolled()
+        await self._tail_uploaded[1]
 
     # --- compaction (compaction/cleaner.py) ---------------------------------------------------
 
