@@ -10,6 +10,7 @@ authorizer is configured.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -69,7 +70,8 @@ async def handle_sasl_authenticate(broker: BrokerApi, request: Request) -> Any:
         if mechanism == "PLAIN":
             plain = parse_plain(token)
             session.user = plain.user
-            check_plain(plain, await security.credentials(plain.user))
+            # PBKDF2 of the password (milliseconds) off the event loop.
+            await asyncio.to_thread(check_plain, plain, await security.credentials(plain.user))
             out, done = b"", True
         elif session.exchange is None:
             first = scram_first(token)
