@@ -123,8 +123,12 @@ def compacted_read(bootstrap: str, topic: str, expected: dict[bytes, tuple[int, 
     return records if is_compacted(records, expected) else None
 
 
-def test_cleaning_keeps_each_live_key_once_at_its_last_offset_then_drops_tombstones(cleaner_broker) -> None:
-    topic = compacted_topic(cleaner_broker.bootstrap, **{"delete.retention.ms": "10000"})
+@pytest.mark.parametrize("remote_storage", ["default", "true"])
+def test_cleaning_keeps_each_live_key_once_at_its_last_offset_then_drops_tombstones(cleaner_broker, remote_storage) -> None:
+    """Also with remote.storage.enable=true set: compacted topics stay on local disk for now
+    (nothing is uploaded, retention does not touch them), and are cleaned there."""
+    tiering = {} if remote_storage == "default" else {"remote.storage.enable": "true"}
+    topic = compacted_topic(cleaner_broker.bootstrap, **{"delete.retention.ms": "10000"}, **tiering)
     last = produce_rounds(cleaner_broker.bootstrap, topic)
     produced = sum(1 for _ in range(ROUNDS * KEYS)) + len(TOMBSTONED)
     # Cleaned: each key exactly once, with its last value (tombstones still there), at the offset
@@ -140,6 +144,8 @@ def test_cleaning_keeps_each_live_key_once_at_its_last_offset_then_drops_tombsto
     records = wait_until(lambda: compacted_read(cleaner_broker.bootstrap, topic, live), "tombstones gone after delete.retention.ms")
     assert len(records) == KEYS - len(TOMBSTONED)
     assert asyncio.run(read_all_ours(cleaner_broker.bootstrap, topic, records[-1][0])) == records
+    bucket = cleaner_broker.data_dir / "bucket"
+    assert not [p for p in bucket.rglob("*") if topic in str(p)], "a compacted topic's segments stay local"
     # More writes to a cleaned log continue at the log end offset.
     again = produce_rounds(cleaner_broker.bootstrap, topic, rounds=1)
     assert min(offset for offset, _ in again.values()) > max(offset for offset, _, _ in records)
@@ -149,7 +155,8 @@ def test_broker_describe_configs_reports_the_cleaner_settings(cleaner_broker) ->
     admin = AdminClient({"bootstrap.servers": cleaner_broker.bootstrap})
     resource = ConfigResource(ResourceType.BROKER, "1")
     entries = admin.describe_configs([resource])[resource].result(timeout=20)
-    assert {name: entries[name].value for name in entries if name.startswith("log.cleaner.")} == {
+    cleaner_settings = ("enable", "threads", "dedupe.buffer.size", "io.max.bytes.per.second", "backoff.ms")
+    assert {f"log.cleaner.{name}": entries[f"log.cleaner.{name}"].value for name in cleaner_settings} == {
         "log.cleaner.enable": "true",
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": "134217728",
