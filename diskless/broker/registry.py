@@ -28,7 +28,7 @@ from metadata import MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.model import validate_topic_name
 from metadata.errors import InvalidPartitions, UnknownTopic
 
-from . import topic_configs
+from . import dynamic_broker_configs, topic_configs
 from .partition_limits import MAX_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, check_partition_limits
 from .cluster.controller import initial_leaders
 from .cluster.membership import ClusterView
@@ -36,9 +36,12 @@ from .opening_gate import OpeningGate
 from .partition import PartitionLeader, PartitionRules
 from .tiering.remote_log import RemoteLog, RemoteStorage
 from .tiering.uploader import Uploader
+from .topic_configs import ConfigSource
 from .wal.writer import WalWriter
 
 log = logging.getLogger(__name__)
+
+DYNAMIC_CONFIGS_REFRESH_S = 5.0  # how soon dynamic broker configs set through another broker apply here
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,12 @@ class Registry:
         self._changing = asyncio.Lock()
         self._offline: dict[tuple[str, int], Exception] = {}  # led here, but could not be opened
         self._gate = OpeningGate()  # requests for partitions being opened wait for them
+        # Dynamic broker configs (dynamic_broker_configs.py) of the cluster ("") and of this
+        # broker (its node id), by broker config name; the topic defaults they make.
+        self.dynamic_broker_configs: dict[str, dict[str, str]] = {}
+        self.topic_defaults: dict[str, str] = dict(settings.topic_defaults)
+        self.topic_default_sources: dict[str, ConfigSource] = {}
+        self._dynamic_read_at = float("-inf")
 
     # --- start-up and shut-down ----------------------------------------------------------
 
@@ -91,6 +100,7 @@ class Registry:
         for topic in await self.store.list_topics():
             self._set_topic(topic)
             wanted.update(_dir_name(topic.name, index) for index in range(topic.num_partitions))
+        await self.refresh_dynamic_configs()
         for path in logs_dir.iterdir():
             if path.is_dir() and path.name not in wanted:
                 log.warning("removing %s: it belongs to no current topic", path)
@@ -101,6 +111,11 @@ class Registry:
         partitions this broker leads (opened at their epoch) or no longer leads (closed)."""
         async with self._changing:
             await self._reconcile(view)
+        if time.monotonic() - self._dynamic_read_at >= DYNAMIC_CONFIGS_REFRESH_S:
+            try:
+                await self.refresh_dynamic_configs()  # set through another broker
+            except Exception as exc:  # the store is down: keep the configs, try at the next reconcile
+                log.warning("reading dynamic broker configs failed: %s", exc)
 
     async def _reconcile(self, view: ClusterView) -> None:
         self.view = view
@@ -233,7 +248,43 @@ class Registry:
         return list(self._leaders.values())
 
     def topic_configs(self, topic: TopicMetadata) -> dict[str, str]:
-        return topic_configs.effective(topic.configs, self.settings.topic_defaults)
+        return topic_configs.effective(topic.configs, self.topic_defaults)
+
+    # --- dynamic broker configs ------------------------------------------------------------
+
+    async def refresh_dynamic_configs(self) -> None:
+        """Read the dynamic broker configs from the store (other brokers may have set them)."""
+        self._dynamic_read_at = time.monotonic()
+        self._set_dynamic_configs(await self.store.list_resource_configs(dynamic_broker_configs.BROKER_RESOURCE))
+
+    async def alter_broker_configs(
+        self, resource_name: str, ops: list[tuple[str, int, str | None]] | None, replace: list[tuple[str, str | None]] | None, validate_only: bool
+    ) -> None:
+        """IncrementalAlterConfigs (`ops`) or AlterConfigs (`replace`) of the cluster-wide
+        default ("") or this broker's configs; applied to every partition at once."""
+        stored = await self.store.list_resource_configs(dynamic_broker_configs.BROKER_RESOURCE)
+        updated = dynamic_broker_configs.apply(stored.get(resource_name, {}), ops, replace)
+        if validate_only:
+            return
+        await self.store.set_resource_configs(dynamic_broker_configs.BROKER_RESOURCE, resource_name, updated)
+        stored[resource_name] = updated
+        self._set_dynamic_configs(stored)
+        log.info("dynamic broker configs of %s are now %s", resource_name or "the cluster", updated or "{}")
+
+    def _set_dynamic_configs(self, stored: Mapping[str, Mapping[str, str]]) -> None:
+        mine = {name: dict(stored[name]) for name in (dynamic_broker_configs.CLUSTER_DEFAULT, str(self.settings.node_id)) if stored.get(name)}
+        if mine == self.dynamic_broker_configs:
+            return
+        self.dynamic_broker_configs = mine
+        cluster = mine.get(dynamic_broker_configs.CLUSTER_DEFAULT, {})
+        broker = mine.get(str(self.settings.node_id), {})
+        self.topic_defaults = dynamic_broker_configs.topic_defaults(self.settings.topic_defaults, cluster, broker)
+        self.topic_default_sources = {
+            **{dynamic_broker_configs.DYNAMIC[n]: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG for n in cluster},
+            **{dynamic_broker_configs.DYNAMIC[n]: ConfigSource.DYNAMIC_BROKER_CONFIG for n in broker},
+        }
+        for topic in self._topics.values():
+            self._apply_configs(topic)
 
     # --- changes -------------------------------------------------------------------------
 

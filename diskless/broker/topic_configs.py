@@ -49,6 +49,8 @@ class ConfigSource(IntEnum):
     """Kafka's DescribeConfigs config sources (the admin client calls 1 DYNAMIC_TOPIC_CONFIG)."""
 
     TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     GROUP_CONFIG = 8
@@ -248,25 +250,32 @@ def effective(topic_configs: Mapping[str, str], broker_defaults: Mapping[str, st
     return values
 
 
-def synonyms(definition: ConfigDef, topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str]) -> tuple[ConfigSynonym, ...]:
-    """Kafka's synonym list for one topic config, highest priority first."""
+def synonyms(
+    definition: ConfigDef, topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str],
+    default_sources: Mapping[str, ConfigSource] | None = None,
+) -> tuple[ConfigSynonym, ...]:
+    """Kafka's synonym list for one topic config, highest priority first. `default_sources`
+    says where a broker default came from (dynamic_broker_configs.py); static when absent."""
     name = definition.name
     found = []
     if name in topic_configs:
         found.append(ConfigSynonym(name, topic_configs[name], ConfigSource.TOPIC_CONFIG))
     broker_name = definition.synonym
     if name in broker_defaults:
-        found.append(ConfigSynonym(broker_name or name, broker_defaults[name], ConfigSource.STATIC_BROKER_CONFIG))
+        source = (default_sources or {}).get(name, ConfigSource.STATIC_BROKER_CONFIG)
+        found.append(ConfigSynonym(broker_name or name, broker_defaults[name], source))
     if broker_name is not None and definition.synonym_default:
         found.append(ConfigSynonym(broker_name, definition.default, ConfigSource.DEFAULT_CONFIG))
     return tuple(found)
 
 
-def describe(topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str]) -> list[ConfigEntry]:
+def describe(
+    topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str], default_sources: Mapping[str, ConfigSource] | None = None
+) -> list[ConfigEntry]:
     """Every topic config with its value, source and synonyms, in Kafka's (name) order."""
     entries = []
     for name, definition in TOPIC_CONFIGS.items():
-        found = synonyms(definition, topic_configs, broker_defaults)
+        found = synonyms(definition, topic_configs, broker_defaults, default_sources)
         if found:
             value, source = found[0].value, found[0].source
         else:

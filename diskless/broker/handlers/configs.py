@@ -1,5 +1,7 @@
-"""DescribeConfigs, IncrementalAlterConfigs and the legacy AlterConfigs for topics and groups
-(and, read-only, the broker).
+"""DescribeConfigs, IncrementalAlterConfigs and the legacy AlterConfigs for topics, groups and
+the broker: its static configs are read-only, its dynamic ones (the log.* defaults of topic
+configs, dynamic_broker_configs.py) are set per broker or for the cluster (the empty name) and
+apply to every partition at once.
 
 GROUP resources (KIP-848) hold consumer.session.timeout.ms and consumer.heartbeat.interval.ms,
 decided in group/group_configs.py and kept by the group shell in the metadata store; any group
@@ -25,6 +27,8 @@ from .. import topic_configs
 from ..errors import error_code_for
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
+from ..dynamic_broker_configs import CLUSTER_DEFAULT
+from ..dynamic_broker_configs import DYNAMIC as DYNAMIC_BROKER_CONFIGS
 from ..group.group_configs import InvalidGroupConfig
 from ..security import authorizer as acl
 from ..topic_configs import AlterOp, ConfigSource, ConfigType
@@ -61,14 +65,36 @@ _BROKER_CONFIG_TYPES = {
 }
 
 
-def _broker_entries(broker: BrokerApi) -> list[topic_configs.ConfigEntry]:
-    return [
-        topic_configs.ConfigEntry(
-            name, value, ConfigSource.STATIC_BROKER_CONFIG, _BROKER_CONFIG_TYPES.get(name, ConfigType.STRING), "",
-            (topic_configs.ConfigSynonym(name, value, ConfigSource.STATIC_BROKER_CONFIG),), read_only=True,
-        )
-        for name, value in broker.settings.broker_configs.items()
-    ]
+def _broker_entries(broker: BrokerApi, resource_name: str) -> list[topic_configs.ConfigEntry]:
+    """A broker's configs: the static ones (read-only) and the dynamic ones, this broker's over
+    the cluster-wide default; the cluster-wide default resource ("") shows only its own."""
+    dynamic = broker.registry.dynamic_broker_configs
+    cluster, mine = dynamic.get(CLUSTER_DEFAULT, {}), dynamic.get(str(broker.settings.node_id), {})
+    entries = []
+    if resource_name != CLUSTER_DEFAULT:
+        entries += [
+            topic_configs.ConfigEntry(
+                name, value, ConfigSource.STATIC_BROKER_CONFIG, _BROKER_CONFIG_TYPES.get(name, ConfigType.STRING), "",
+                (topic_configs.ConfigSynonym(name, value, ConfigSource.STATIC_BROKER_CONFIG),), read_only=True,
+            )
+            for name, value in broker.settings.broker_configs.items()
+        ]
+    # A broker lists every dynamic config (as Kafka lists all its configs); the default resource
+    # only those set on it.
+    names = sorted(cluster) if resource_name == CLUSTER_DEFAULT else sorted(DYNAMIC_BROKER_CONFIGS)
+    for name in names:
+        definition = topic_configs.TOPIC_CONFIGS[DYNAMIC_BROKER_CONFIGS[name]]
+        levels = [] if resource_name == CLUSTER_DEFAULT or name not in mine else [(mine[name], ConfigSource.DYNAMIC_BROKER_CONFIG)]
+        if name in cluster:
+            levels.append((cluster[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if definition.name in broker.settings.topic_defaults:
+            levels.append((broker.settings.topic_defaults[definition.name], ConfigSource.STATIC_BROKER_CONFIG))
+        if definition.synonym_default:
+            levels.append((definition.default, ConfigSource.DEFAULT_CONFIG))
+        synonyms = tuple(topic_configs.ConfigSynonym(name, value, source) for value, source in levels)
+        value, source = levels[0] if levels else (None, ConfigSource.DEFAULT_CONFIG)
+        entries.append(topic_configs.ConfigEntry(name, value, source, definition.type, definition.doc, synonyms))  # type: ignore[arg-type]
+    return entries
 
 
 async def _group_entries(broker: BrokerApi, group_id: str) -> list[topic_configs.ConfigEntry]:
@@ -96,12 +122,12 @@ async def handle_describe_configs(broker: BrokerApi, request: Request) -> Any:
             if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name}"
             else:
-                entries = topic_configs.describe(topic.configs, broker.settings.topic_defaults)
+                entries = topic_configs.describe(topic.configs, broker.registry.topic_defaults, broker.registry.topic_default_sources)
         elif resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(broker.settings.node_id)):
                 error, message = ErrorCode.invalid_request, f"unknown broker {resource.resource_name}"
             else:
-                entries = _broker_entries(broker)
+                entries = _broker_entries(broker, resource.resource_name)
         elif resource.resource_type == GROUP:
             if not resource.resource_name:
                 error, message = ErrorCode.invalid_request, "Group name must not be empty"
@@ -171,8 +197,13 @@ async def _alter(broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, 
             if resource.resource_type == GROUP:
                 ops, replace = group_change(resource.configs)
                 await _alter_group(broker, resource.resource_name, ops, replace, body.validate_only)
+            elif resource.resource_type == BROKER:
+                if resource.resource_name not in (CLUSTER_DEFAULT, str(broker.settings.node_id)):
+                    raise ValueError(f"unknown broker {resource.resource_name}")
+                ops, replace = group_change(resource.configs)  # the same shape: (name, op, value) or (name, value)
+                await broker.registry.alter_broker_configs(resource.resource_name, ops, replace, body.validate_only)
             elif resource.resource_type != TOPIC:
-                error, message = ErrorCode.invalid_request, "only topic and group configs can be altered; broker configs are static"
+                error, message = ErrorCode.invalid_request, "only topic, group and broker configs can be altered"
             else:
                 topic = broker.registry.topics.get(resource.resource_name)
                 if topic is None:

@@ -51,7 +51,9 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
             error, message = error_code_for(exc, f"create topic {wanted.name}"), str(exc)
         described = ()
         if error is ErrorCode.none:
-            entries = topic_configs.describe(topic.configs if topic else configs, broker.settings.topic_defaults)
+            entries = topic_configs.describe(
+                topic.configs if topic else configs, broker.registry.topic_defaults, broker.registry.topic_default_sources
+            )
             described = tuple(
                 make(mod.CreatableTopicConfigs, name=e.name, value=e.value, read_only=False, config_source=int(e.source), is_sensitive=False)
                 for e in entries
