@@ -57,6 +57,8 @@ from . import postgres_cluster_ops as cluster_ops
 from . import postgres_ops as ops
 from . import postgres_config_ops as config_ops
 from . import postgres_security_ops as security_ops
+from . import postgres_txn_ops as txn_ops
+from .transactions import TransactionRecord
 from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
 from .model import (
     BrokerRegistration,
@@ -554,6 +556,17 @@ class PostgresMetadataStore:
 
     async def set_resource_configs(self, resource_type: str, resource_name: str, configs: Mapping[str, str]) -> None:
         await self._call(config_ops.set_resource_configs, resource_type, resource_name, dict(configs), idempotent=True)
+
+    # --- transactions ----------------------------------------------------------------------------
+
+    async def put_transaction(self, record: TransactionRecord) -> None:
+        await self._call(txn_ops.put_transaction, record, idempotent=True)
+
+    async def list_transactions(self) -> list[TransactionRecord]:
+        return await self._call(txn_ops.list_transactions, idempotent=True, transaction=False)
+
+    async def delete_transaction(self, transactional_id: str) -> None:
+        await self._call(txn_ops.delete_transaction, transactional_id, idempotent=True)
 
     # --- administration (diskless metadata migrate / check) -------------------------------------
 

@@ -27,7 +27,7 @@ import asyncpg
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Any fixed 64-bit number, the same for every broker of every version: "diskless" in ASCII.
 MIGRATION_LOCK_ID = 0x6469736B6C657373
@@ -198,7 +198,22 @@ CREATE TABLE resource_configs (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5}
+# v6: the transaction coordinator's state, one row per transactional id (metadata/transactions.py).
+_SCHEMA_V6 = """
+CREATE TABLE transactions (
+    transactional_id  TEXT     COLLATE "C" PRIMARY KEY,
+    producer_id       BIGINT   NOT NULL,
+    producer_epoch    SMALLINT NOT NULL,
+    timeout_ms        INTEGER  NOT NULL,
+    state             TEXT     NOT NULL,
+    partitions        TEXT     NOT NULL,
+    offsets           TEXT     NOT NULL,
+    txn_start_ms      BIGINT   NOT NULL,
+    last_update_ms    BIGINT   NOT NULL
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6}
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -40,6 +40,8 @@ from . import sqlite_cluster_ops as cluster_ops
 from . import sqlite_ops as ops
 from . import sqlite_config_ops as config_ops
 from . import sqlite_security_ops as security_ops
+from . import sqlite_txn_ops as txn_ops
+from .transactions import TransactionRecord
 from .errors import MetadataError, MetadataStorageError, MetadataStoreClosed
 from .model import (
     BrokerRegistration,
@@ -336,6 +338,17 @@ class SqliteMetadataStore:
 
     async def set_resource_configs(self, resource_type: str, resource_name: str, configs: Mapping[str, str]) -> None:
         await self._call(config_ops.set_resource_configs, resource_type, resource_name, dict(configs))
+
+    # --- transactions ----------------------------------------------------------------------------
+
+    async def put_transaction(self, record: TransactionRecord) -> None:
+        await self._call(txn_ops.put_transaction, record)
+
+    async def list_transactions(self) -> list[TransactionRecord]:
+        return await self._call(txn_ops.list_transactions)
+
+    async def delete_transaction(self, transactional_id: str) -> None:
+        await self._call(txn_ops.delete_transaction, transactional_id)
 
     # --- lifecycle -------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -185,7 +185,22 @@ CREATE TABLE resource_configs (
 ) WITHOUT ROWID;
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5}
+# v6: the transaction coordinator's state, one row per transactional id (metadata/transactions.py).
+_SCHEMA_V6 = """
+CREATE TABLE transactions (
+    transactional_id  TEXT    PRIMARY KEY,
+    producer_id       INTEGER NOT NULL,
+    producer_epoch    INTEGER NOT NULL,
+    timeout_ms        INTEGER NOT NULL,
+    state             TEXT    NOT NULL,
+    partitions        TEXT    NOT NULL,              -- JSON [[topic, partition], ...]
+    offsets           TEXT    NOT NULL,              -- JSON {"groups": [...], "offsets": [...]}
+    txn_start_ms      INTEGER NOT NULL,
+    last_update_ms    INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

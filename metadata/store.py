@@ -30,6 +30,7 @@ from .model import (
     WalBatch,
 )
 from .security import AclBinding, StoredScramCredential
+from .transactions import TransactionRecord
 
 
 @runtime_checkable
@@ -327,6 +328,20 @@ class MetadataStore(Protocol):
 
     async def set_resource_configs(self, resource_type: str, resource_name: str, configs: Mapping[str, str]) -> None:
         """Replace the whole set of configs of one resource (an empty mapping removes them all)."""
+        ...
+
+    # --- transactions (metadata/transactions.py) ----------------------------------------------
+
+    async def put_transaction(self, record: TransactionRecord) -> None:
+        """Write a transactional id's whole state (insert or replace)."""
+        ...
+
+    async def list_transactions(self) -> list[TransactionRecord]:
+        """Every transactional id's state, ordered by id."""
+        ...
+
+    async def delete_transaction(self, transactional_id: str) -> None:
+        """Forget a transactional id (transactional.id.expiration.ms); no-op if unknown."""
         ...
 
     # --- lifecycle -------------------------------------------------------------------------

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .groups import Groups
     from .partition import PartitionLeader
     from .security.shell import BrokerSecurity
+    from .txn.transactions import Transactions
 
 
 # The peer's host ("/127.0.0.1"), for handlers that report it (JoinGroup's client_host); the
@@ -109,6 +110,7 @@ class BrokerApi(Protocol):
     clock: Callable[[], int]
     registry: TopicRegistry
     groups: Groups
+    transactions: Transactions  # the transaction coordinator's shell (txn/transactions.py)
     security: BrokerSecurity  # authentication state and ACL decisions (security/shell.py)
 
     @property

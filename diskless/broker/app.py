@@ -39,6 +39,8 @@ from .security.tls import server_context
 from .server import KafkaServer
 from .tiering.remote_log import RemoteStorage
 from .tiering.uploader import Uploader
+from .txn.coordinator import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
+from .txn.transactions import Transactions
 from .compaction.cleaner import LogCleaner
 from .wal.writer import WalSettings, WalWriter
 
@@ -79,6 +81,7 @@ class Broker:
         self.registry: Registry
         self.uploader: Uploader
         self.groups: Groups
+        self.transactions: Transactions
         self.cluster_id = ""
         self.data_dir_lock: DataDirLock | None = None
         self.security = BrokerSecurity(config.security)
@@ -137,6 +140,11 @@ class Broker:
         )
         self.groups = Groups(group_config, self.store, self.clock, c.offsets_retention_minutes * 60_000)
         self.groups.start()
+        # The transaction coordinator sits with the group coordinator (the controller's slot).
+        self.transactions = Transactions(
+            self.store, self.registry.leader, self.allocate_producer_id, self.clock,
+            lambda: self.cluster.controller_id == c.node_id, DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+        )  # fmt: skip
         await self.server.start()
         # Join the cluster once the listener's port is known: register, take the first view,
         # open the partitions this broker leads (rebuilt from the bucket where needed).
@@ -154,6 +162,7 @@ class Broker:
         await self.membership.join()
         self.membership.start()
         self._ready.set()
+        self.transactions.start()  # finishes transactions found preparing, aborts timed-out ones
         if self.config.http_host is not None:
             self.http = AdminHttp(
                 self.registry, self.uploader, self.config.http_host, self.config.http_port or 0, self.groups,
@@ -187,6 +196,7 @@ class Broker:
             await self.http.stop()
         await self.security.stop()
         if self.store is not None:
+            await self.transactions.stop()
             await self.groups.stop()
         await self.server.stop()
         if self.wal is not None:

@@ -114,6 +114,17 @@ class TransactionsUnsupported(Exception):
         super().__init__("transactional produce is not supported by this broker")
 
 
+class TxnVerificationFailed(Exception):
+    """KIP-890 part 1: a transactional batch for a partition its transaction did not add (or
+    whose producer the coordinator no longer knows at that epoch); nothing was written."""
+
+    def __init__(self, topic: str, partition: int, producer_id: int, coordinator_error: object) -> None:
+        name = getattr(coordinator_error, "name", str(coordinator_error)).upper()
+        super().__init__(f"{topic}-{partition}: producer {producer_id} has no transaction with this partition in it ({name})")
+        self.producer_id = producer_id
+        self.coordinator_error = coordinator_error
+
+
 class OutOfOrderSequence(Exception):
     def __init__(self, producer_id: int, base_sequence: int, last_sequence: int) -> None:
         super().__init__(f"producer {producer_id}: sequence {base_sequence} does not follow {last_sequence}")
@@ -159,6 +170,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (DurabilityTimeout, ErrorCode.request_timed_out),  # as Kafka when acks=all replication times out
     (CorruptWalBatch, ErrorCode.kafka_storage_error),
     (TransactionsUnsupported, ErrorCode.invalid_txn_state),
+    (TxnVerificationFailed, ErrorCode.invalid_txn_state),
     (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
     (InvalidProducerEpoch, ErrorCode.invalid_producer_epoch),
     (TopicAuthorizationFailed, ErrorCode.topic_authorization_failed),

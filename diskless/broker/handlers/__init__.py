@@ -9,7 +9,7 @@ and counts bytes and messages per topic for Produce and Fetch.
 from __future__ import annotations
 
 from .. import metrics
-from . import cluster, commits, configs, consumer_groups, fetch, groups, offsets, produce, security, topics
+from . import cluster, commits, configs, consumer_groups, fetch, groups, offsets, produce, security, topics, transactions
 
 HANDLERS = metrics.instrument({
     0: produce.handle_produce,
@@ -31,6 +31,10 @@ HANDLERS = metrics.instrument({
     20: topics.handle_delete_topics,
     21: offsets.handle_delete_records,
     22: produce.handle_init_producer_id,
+    24: transactions.handle_add_partitions_to_txn,
+    25: transactions.handle_add_offsets_to_txn,
+    26: transactions.handle_end_txn,
+    28: transactions.handle_txn_offset_commit,
     29: security.handle_describe_acls,
     30: security.handle_create_acls,
     31: security.handle_delete_acls,

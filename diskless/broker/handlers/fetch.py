@@ -22,6 +22,7 @@ from ..security.authorizer import READ, TOPIC
 
 
 MAX_RESPONSE_BYTES = 2**31 - 1
+READ_COMMITTED = 1  # isolation_level: read up to the last stable offset, told of aborted transactions
 
 
 async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
@@ -46,12 +47,14 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
     total_bytes = 0
     failed = False
     waiting: list[PartitionLeader] = []
+    read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     for fetch_topic in body.topics:
         results = []
         for fetch in fetch_topic.partitions:
             partition = broker.registry.leader(fetch_topic.topic, fetch.partition)
             error, records = ErrorCode.none, b""
-            high_watermark = log_start_offset = -1
+            high_watermark = log_start_offset = last_stable_offset = -1
+            aborted = None
             if not broker.security.allowed(READ, TOPIC, fetch_topic.topic):
                 error = ErrorCode.topic_authorization_failed
             elif partition is None:
@@ -59,6 +62,7 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
             else:
                 # The whole log's start (bucket and DeleteRecords included), not the local one's.
                 high_watermark, log_start_offset = partition.high_watermark, partition.log_start_offset
+                last_stable_offset = partition.last_stable_offset
                 error = _check_leader_epoch(getattr(fetch, "current_leader_epoch", -1), partition.leader_epoch)
                 if error is ErrorCode.none:
                     try:
@@ -66,11 +70,14 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                             fetch.fetch_offset,
                             max(0, min(fetch.partition_max_bytes, max_bytes - total_bytes)),
                             min_one_batch=total_bytes == 0,
+                            max_offset=last_stable_offset if read_committed else None,
                         )
                     except Exception as exc:
                         error = error_code_for(exc, f"fetch from {fetch_topic.topic}-{fetch.partition}")
                     else:
                         waiting.append(partition)
+                        if read_committed:
+                            aborted = _aborted(mod, partition, fetch.fetch_offset, last_stable_offset)
                         if data is None:
                             pass
                         elif isinstance(data, bytes):
@@ -86,15 +93,24 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                     partition_index=fetch.partition,
                     error_code=error,
                     high_watermark=high_watermark,
-                    last_stable_offset=high_watermark,
+                    last_stable_offset=last_stable_offset,
                     log_start_offset=log_start_offset,
-                    aborted_transactions=None,
+                    aborted_transactions=aborted,
                     preferred_read_replica=-1,
                     records=records,
                 )
             )
         topics.append(make(mod.FetchableTopicResponse, topic=fetch_topic.topic, partitions=tuple(results)))
     return topics, total_bytes, failed, waiting
+
+
+def _aborted(mod: Any, partition: PartitionLeader, fetch_offset: int, last_stable_offset: int) -> tuple[Any, ...]:
+    """The aborted transactions a read_committed consumer needs for what it may read from
+    `fetch_offset`: their producer id and first offset (it drops their batches)."""
+    return tuple(
+        make(mod.AbortedTransaction, producer_id=a.producer_id, first_offset=a.first_offset)
+        for a in partition.txns.aborted_between(fetch_offset, last_stable_offset)
+    )
 
 
 def _check_leader_epoch(requested: int, current: int) -> ErrorCode:

@@ -26,6 +26,7 @@ from ..security.authorizer import DELETE, DESCRIBE, GROUP, READ
 log = logging.getLogger(__name__)
 
 GROUP_KEY = 0
+TRANSACTION_KEY = 1  # the transaction coordinator is the group coordinator's broker (txn/transactions.py)
 NO_AUTHORIZED_OPERATIONS = -2147483648
 
 # Kafka's GroupCoordinatorService.normalizeException: a coordinator whose storage failed
@@ -136,8 +137,8 @@ async def handle_find_coordinator(broker: BrokerApi, request: Request) -> Any:
     coordinator = coordinator_address(broker)
 
     def answer(key: str) -> dict[str, Any]:
-        if key_type != GROUP_KEY:
-            return dict(key=key, error_code=ErrorCode.coordinator_not_available, error_message="transactions are not supported", node_id=-1, host="", port=-1)
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+            return dict(key=key, error_code=ErrorCode.invalid_request, error_message=f"unknown key type {key_type}", node_id=-1, host="", port=-1)
         if coordinator is None:
             return dict(key=key, error_code=ErrorCode.coordinator_not_available, error_message="no controller yet", node_id=-1, host="", port=-1)
         node_id, host, port = coordinator

@@ -38,7 +38,7 @@ async def handle_list_offsets(broker: BrokerApi, request: Request) -> Any:
                 error = _check_leader_epoch(getattr(wanted, "current_leader_epoch", -1), epoch)
             if error is ErrorCode.none:
                 try:
-                    found = await _list_offset(partition, wanted.timestamp)
+                    found = await _list_offset(partition, wanted.timestamp, getattr(request.body, "isolation_level", 0))
                 except Exception as exc:
                     error = error_code_for(exc, f"list offsets of {topic.name}-{wanted.partition_index}")
                 else:
@@ -58,10 +58,11 @@ async def handle_list_offsets(broker: BrokerApi, request: Request) -> Any:
     return make(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-async def _list_offset(partition: PartitionLeader, timestamp: int) -> tuple[int, int] | None:
-    """(timestamp, offset) answering ListOffsets for `timestamp`, or None if no record qualifies."""
+async def _list_offset(partition: PartitionLeader, timestamp: int, isolation_level: int = 0) -> tuple[int, int] | None:
+    """(timestamp, offset) answering ListOffsets for `timestamp`, or None if no record
+    qualifies; the latest offset of read_committed (isolation_level 1) is the last stable offset."""
     if timestamp == LATEST:
-        return (-1, partition.high_watermark)
+        return (-1, partition.last_stable_offset if isolation_level == 1 else partition.high_watermark)
     if timestamp == EARLIEST:
         return (-1, partition.log_start_offset)
     if timestamp == EARLIEST_LOCAL:

@@ -14,6 +14,7 @@ from ..api import BrokerApi, absent
 from ..errors import DurabilityTimeout, error_code_for
 from ..responses import NO_THROTTLE, make, response_module, timestamp
 from ..security.authorizer import IDEMPOTENT_WRITE, TOPIC, WRITE
+from . import transactions
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                 error, message = ErrorCode.corrupt_message, "produce request without record batches"
             else:
                 try:
-                    info = partition.append(data.records, now)
+                    info = partition.append(data.records, now, broker.transactions.verify)
                 except Exception as exc:
                     error, message = _durability_error(exc, f"produce to {topic_data.name}-{data.index}"), str(exc)
                     record_errors = getattr(exc, "record_errors", ())  # KIP-467: (batch_index, message) per record
@@ -118,12 +119,12 @@ def _durability_error(failure: BaseException, context: str) -> ErrorCode:
 
 async def handle_init_producer_id(broker: BrokerApi, request: Request) -> Any:
     """InitProducerId for idempotent producers: a fresh producer id at epoch 0, as Kafka gives
-    producers without a transactional id. Transactions are not supported."""
+    producers without a transactional id; with one, the transaction coordinator answers
+    (handlers/transactions.py)."""
     body = request.body
     mod = response_module(22, request.header.api_version)
     if body.transactional_id is not None:
-        log.warning("refusing InitProducerId with transactional.id %r: transactions are not supported", body.transactional_id)
-        return make(mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1)
+        return await transactions.init_producer_id(broker, request)
     # As Kafka 3: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
     security = broker.security
     if not (security.cluster_allowed(IDEMPOTENT_WRITE) or any(security.allowed(WRITE, TOPIC, name) for name in broker.registry.topics)):

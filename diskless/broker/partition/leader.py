@@ -31,18 +31,21 @@ from pathlib import Path
 from typing import Protocol
 
 from hot_tier import AppendInfo, FileSlice, Log, LogClosed, LogConfig, OffsetOutOfRange, SegmentInfo
-from hot_tier.records.header import iter_headers
+from hot_tier.records.header import BatchHeader, iter_headers
 from hot_tier.scan import scan_batches
 from metadata import MetadataStore
 
 from ..compression import PRODUCER, apply_compression_type
 from ..compaction.keys import check_keys
 from ..errors import NotLeaderOrFollower, InvalidProducerEpoch, InvalidRecord, OutOfOrderSequence, RecordTooLarge, TransactionsUnsupported
+from ..errors import TxnVerificationFailed
 from ..producer_state import Duplicate
 from ..producer_state import InvalidProducerEpoch as EpochDecision
 from ..producer_state import OutOfOrderSequence as SequenceDecision
 from ..producer_state import ProducerStateManager
 from ..tiering import policy
+from ..txn.log_scan import transactional_batches
+from ..txn.partition_txns import PartitionTxns, encode_marker, trim_to
 from ..tiering.remote_log import RemoteLog
 from ..wal.recovery import recover_tail
 from ..wal.writer import WalWriter
@@ -106,6 +109,8 @@ class PartitionLeader:
         self._wal_failure: BaseException | None = None
         self.producers: ProducerStateManager
         self.producers, self._snapshot_base = load_producer_state(log, producer_id_expiration_ms)
+        self.txns = PartitionTxns()  # open transactions, last stable offset, aborted ones (txn/)
+        self.txns.rebuild(transactional_batches(log), self.high_watermark)
         self._appended: asyncio.Future[None] | None = None
         self._tail_uploaded: tuple[int, asyncio.Future[None]] | None = None  # hand_over_tail's wait
         self.maybe_snapshot_producers()
@@ -182,7 +187,7 @@ class PartitionLeader:
 
     # --- produce ----------------------------------------------------------------------------
 
-    def append(self, records: bytes, now_ms: int) -> AppendInfo:
+    def append(self, records: bytes, now_ms: int, verify: Callable[[int, int, str, int], object] | None = None) -> AppendInfo:
         """Validate and append the one batch of a produce request; wake waiting fetches.
 
         A retried batch of an idempotent producer is not appended again: the answer is the
@@ -206,7 +211,7 @@ class PartitionLeader:
         if header.size_bytes > rules.max_message_bytes:
             raise RecordTooLarge(header.size_bytes, rules.max_message_bytes)
         if header.is_transactional:
-            raise TransactionsUnsupported()
+            self._check_transactional(header, verify)
         if rules.compaction is not None:  # only compacted topics decode records on produce
             check_keys(records, header, self.topic, self.index)
         if header.has_producer_id:
@@ -234,6 +239,8 @@ class PartitionLeader:
                 info.first_offset, info.last_offset, info.max_timestamp,
             )  # fmt: skip
         self.producers.update_map_end_offset(self._log.log_end_offset)
+        if header.is_transactional:
+            self.txns.on_data(header.producer_id, info.first_offset)
         self.maybe_snapshot_producers()
         if wal is not None:
             self._submit(wal, info.first_offset, info.last_offset, appended)
@@ -242,6 +249,49 @@ class PartitionLeader:
         if rules.tiered and self._log.active_base_offset != active_before:
             self._uploads.rolled()
         return info
+
+    # --- transactions (txn/) ------------------------------------------------------------------
+
+    def _check_transactional(self, header: BatchHeader, verify: Callable[[int, int, str, int], object] | None) -> None:
+        """A client's transactional batch: never a control batch; and KIP-890 part 1, the
+        first batch of a producer's transaction here only once the coordinator says the
+        partition was added to it (`verify` answers an error code, NONE when it was)."""
+        if header.is_control:
+            raise InvalidRecord("clients may not write control batches")
+        if self.txns.is_ongoing(header.producer_id):
+            return
+        if verify is None:
+            raise TransactionsUnsupported()
+        code = verify(header.producer_id, header.producer_epoch, self.topic, self.index)
+        if code:
+            raise TxnVerificationFailed(self.topic, self.index, header.producer_id, code)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int) -> int:
+        """Append a commit or abort marker for the producer's transaction; returns its offset.
+        The transaction is stable for read_committed consumers once the marker is durable
+        (`until_durable(offset + 1)`), which is when the coordinator may count it written."""
+        if not self._may_write():
+            raise NotLeaderOrFollower(self.topic, self.index)
+        wal = self._wal if self._rules.tiered else None
+        if wal is not None and self._wal_failure is not None:
+            raise self._wal_failure
+        active_before = self._log.active_base_offset
+        appended = bytearray(encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
+        info = self._log.append(appended, now_ms, log_append_time=self._rules.log_append_time, leader_epoch=self.leader_epoch)
+        self.producers.rebuild_from_batches(iter_headers(appended, check_crc=False))
+        self.txns.on_marker(producer_id, info.first_offset, commit, self.log_start_offset)
+        if wal is not None:
+            self._submit(wal, info.first_offset, info.last_offset, appended)
+        else:
+            self._advance_high_watermark(self._log.log_end_offset)
+        if self._rules.tiered and self._log.active_base_offset != active_before:
+            self._uploads.rolled()
+        return info.first_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset a read_committed consumer may not read yet (<= the high watermark)."""
+        return self.txns.last_stable_offset(self.high_watermark)
 
     def maybe_snapshot_producers(self) -> bool:
         """Write a producer-state snapshot if the log rolled since the last one: before tiering
@@ -329,15 +379,22 @@ class PartitionLeader:
 
     # --- fetch and offsets ------------------------------------------------------------------
 
-    async def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> FileSlice | bytes | memoryview | None:
-        """Record bytes from `offset`, never past the high watermark: a FileSlice of the hot
-        tier, bytes from the bucket, or None when there is nothing to send."""
+    async def read(
+        self, offset: int, max_bytes: int, *, min_one_batch: bool, max_offset: int | None = None
+    ) -> FileSlice | bytes | memoryview | None:
+        """Record bytes from `offset`, never past the high watermark (nor `max_offset`, the
+        last stable offset of a read_committed fetch): a FileSlice of the hot tier, bytes from
+        the bucket, or None when there is nothing to send."""
         log_start_offset = self.log_start_offset
         if not log_start_offset <= offset <= self.high_watermark:
             raise OffsetOutOfRange(offset, log_start_offset, self._log.log_end_offset)
+        limit = self.high_watermark if max_offset is None else min(max_offset, self.high_watermark)
         if offset < self._log.log_start_offset:
-            return await self.remote.read(offset, max_bytes, min_one_batch=min_one_batch)
-        return self._log.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=self.high_watermark)
+            data = await self.remote.read(offset, max_bytes, min_one_batch=min_one_batch)
+            return data if data is None or max_offset is None else trim_to(data, limit)
+        if max_offset is not None and offset >= limit:
+            return None
+        return self._log.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=limit)
 
     async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with a timestamp >= `timestamp`, or None."""

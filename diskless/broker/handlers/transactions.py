@@ -1,0 +1,167 @@
+"""The transaction coordinator's APIs: InitProducerId with a transactional id,
+AddPartitionsToTxn (v0-v3, the client's form), AddOffsetsToTxn, TxnOffsetCommit and EndTxn.
+
+Transaction state is reached only through `broker.transactions` (txn/transactions.py). The
+coordinator is the broker that coordinates groups (FindCoordinator key type 1 answers the same
+broker as key type 0); elsewhere NOT_COORDINATOR, which clients answer by looking again.
+A failure while serving (the metadata store failing) answers as the group coordinator does
+(`coordinator_error`): NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, retried by clients.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from diskless.wire import Request
+from metadata import CommittedOffset
+
+from ..api import BrokerApi
+from ..responses import NO_THROTTLE, make, response_module
+from ..security.authorizer import TOPIC, WRITE
+from .groups import coordinator_error
+
+log = logging.getLogger(__name__)
+
+
+def _ms(value: Any) -> int:
+    return round(value.total_seconds() * 1000)
+
+
+async def _coordinating(broker: BrokerApi) -> bool:
+    return await broker.transactions.ensure_loaded()
+
+
+async def init_producer_id(broker: BrokerApi, request: Request) -> Any:
+    """InitProducerId with a transactional id (called by produce.handle_init_producer_id)."""
+    body, version = request.body, request.header.api_version
+    mod = response_module(22, version)
+
+    def answer(error: ErrorCode, producer_id: int = -1, producer_epoch: int = -1) -> Any:
+        return make(mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=error, producer_id=producer_id, producer_epoch=producer_epoch)
+
+    try:
+        if not await _coordinating(broker):
+            return answer(ErrorCode.not_coordinator)
+        error, producer_id, producer_epoch = await broker.transactions.init_producer_id(
+            body.transactional_id, _ms(body.transaction_timeout), getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1)
+        )
+    except Exception as exc:
+        return answer(coordinator_error(exc, "InitProducerId", (), request))
+    if error is ErrorCode.producer_fenced and version < 4:
+        error = ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED is known to clients from v4 (KIP-588)
+    return answer(error, producer_id, producer_epoch)
+
+
+def _fenced(error: ErrorCode, version: int, since: int) -> ErrorCode:
+    """PRODUCER_FENCED only to clients that know it (KIP-588), INVALID_PRODUCER_EPOCH before."""
+    return ErrorCode.invalid_producer_epoch if error is ErrorCode.producer_fenced and version < since else error
+
+
+async def handle_add_partitions_to_txn(broker: BrokerApi, request: Request) -> Any:
+    body, version = request.body, request.header.api_version
+    mod = response_module(24, version)
+    topics = [(t.name, tuple(t.partitions)) for t in body.v3_and_below_topics]
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    unknown = {
+        (name, p)
+        for name, partitions in topics
+        for p in partitions
+        if not broker.registry.has_partition(name, p) or not broker.security.allowed(WRITE, TOPIC, name)
+    }
+    try:
+        if not await _coordinating(broker):
+            error = ErrorCode.not_coordinator
+        elif unknown:
+            error = ErrorCode.operation_not_attempted
+        else:
+            error = await broker.transactions.add_partitions(
+                body.v3_and_below_transactional_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch,
+                [(name, p) for name, partitions in topics for p in partitions],
+            )  # fmt: skip
+    except Exception as exc:
+        error = coordinator_error(exc, "AddPartitionsToTxn", (), request)
+    error = _fenced(error, version, 2)
+    for name, partitions in topics:
+        for p in partitions:
+            if (name, p) in unknown:
+                allowed = broker.security.allowed(WRITE, TOPIC, name)
+                errors[(name, p)] = ErrorCode.unknown_topic_or_partition if allowed else ErrorCode.topic_authorization_failed
+            else:
+                errors[(name, p)] = error
+    return make(
+        mod.AddPartitionsToTxnResponse,
+        throttle_time=NO_THROTTLE,
+        results_by_topic_v3_and_below=tuple(
+            make(
+                mod.AddPartitionsToTxnTopicResult,
+                name=name,
+                results_by_partition=tuple(
+                    make(mod.AddPartitionsToTxnPartitionResult, partition_index=p, partition_error_code=errors[(name, p)]) for p in partitions
+                ),
+            )
+            for name, partitions in topics
+        ),
+    )
+
+
+async def handle_add_offsets_to_txn(broker: BrokerApi, request: Request) -> Any:
+    body, version = request.body, request.header.api_version
+    mod = response_module(25, version)
+    try:
+        if not await _coordinating(broker):
+            error = ErrorCode.not_coordinator
+        else:
+            error = await broker.transactions.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id)
+    except Exception as exc:
+        error = coordinator_error(exc, "AddOffsetsToTxn", (body.group_id,), request)
+    return make(mod.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=_fenced(error, version, 2))
+
+
+async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
+    body, version = request.body, request.header.api_version
+    mod = response_module(28, version)
+    now = broker.clock()
+    offsets = [
+        CommittedOffset(
+            t.name, p.partition_index, p.committed_offset,
+            None if getattr(p, "committed_leader_epoch", -1) < 0 else p.committed_leader_epoch, p.committed_metadata or "", now,
+        )  # fmt: skip
+        for t in body.topics
+        for p in t.partitions
+    ]
+    try:
+        if not await _coordinating(broker):
+            error = ErrorCode.not_coordinator
+        else:
+            error = await broker.transactions.txn_offset_commit(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, offsets)
+    except Exception as exc:
+        error = coordinator_error(exc, "TxnOffsetCommit", (body.group_id,), request)
+    error = _fenced(error, version, 3)
+    return make(
+        mod.TxnOffsetCommitResponse,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            make(
+                mod.TxnOffsetCommitResponseTopic,
+                name=t.name,
+                partitions=tuple(make(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=error) for p in t.partitions),
+            )
+            for t in body.topics
+        ),
+    )
+
+
+async def handle_end_txn(broker: BrokerApi, request: Request) -> Any:
+    body, version = request.body, request.header.api_version
+    mod = response_module(26, version)
+    try:
+        if not await _coordinating(broker):
+            error = ErrorCode.not_coordinator
+        else:
+            error = await broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
+    except Exception as exc:
+        error = coordinator_error(exc, "EndTxn", (), request)
+    return make(mod.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=_fenced(error, version, 2))

@@ -1,0 +1,258 @@
+"""The transaction coordinator's state machine, sans-IO (Kafka's TransactionCoordinator and
+TransactionMetadata): InitProducerId with a transactional id, AddPartitionsToTxn,
+AddOffsetsToTxn, TxnOffsetCommit, EndTxn and the transaction timeout.
+
+Each request is decided against the current `TransactionRecord` of its transactional id and
+answers an error code and, when the state changes, the next record. The shell
+(txn/transactions.py) writes that record to the metadata store and only then `apply`s it:
+what a client is told was durable first. A record entering PrepareCommit or PrepareAbort
+asks the shell to complete the transaction (markers into every partition, committed offsets
+into the group), after which `complete` gives the CompleteCommit / CompleteAbort record.
+
+States and transitions, as Kafka's TransactionState:
+
+    Empty/CompleteCommit/CompleteAbort --AddPartitions/AddOffsets--> Ongoing
+    Ongoing --EndTxn(commit)--> PrepareCommit --markers durable--> CompleteCommit
+    Ongoing --EndTxn(abort) | timeout | InitProducerId--> PrepareAbort --> CompleteAbort
+
+InitProducerId bumps the producer epoch, which fences the older producer with the same
+transactional id (PRODUCER_FENCED on its next request); finding a transaction Ongoing it
+aborts it (with the bumped epoch, so the partitions fence the old producer too) and answers
+CONCURRENT_TRANSACTIONS, which the client retries. A transaction silent for its
+`transaction.timeout.ms` is aborted the same way (`timed_out`).
+
+No I/O, no clock: `now_ms` comes in. One instance per coordinator, used by the event-loop
+task only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from kio.schema.errors import ErrorCode
+
+from metadata import CommittedOffset
+from metadata.transactions import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    EMPTY,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    TransactionRecord,
+)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+MAX_PRODUCER_EPOCH = 32_767  # Short.MAX_VALUE; Kafka moves to a new producer id before it
+DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """An answer: the error code, and the record to write before answering (None: no change)."""
+
+    error: ErrorCode
+    record: TransactionRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NeedProducerId:
+    """InitProducerId needs a fresh producer id: call again with one."""
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdDecision:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    record: TransactionRecord | None = None
+
+
+def is_preparing(record: TransactionRecord) -> bool:
+    return record.state in (PREPARE_COMMIT, PREPARE_ABORT)
+
+
+class TransactionCoordinator:
+    def __init__(self, transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS) -> None:
+        self.transaction_max_timeout_ms = transaction_max_timeout_ms
+        self._records: dict[str, TransactionRecord] = {}
+        self._by_producer: dict[int, str] = {}
+
+    # --- state -------------------------------------------------------------------------------
+
+    def load(self, records: Iterable[TransactionRecord]) -> list[TransactionRecord]:
+        """Take the store's records (a start or a move of the coordinator); returns those
+        preparing, which the shell completes."""
+        self._records.clear()
+        self._by_producer.clear()
+        for record in records:
+            self.apply(record)
+        return [r for r in self._records.values() if is_preparing(r)]
+
+    def apply(self, record: TransactionRecord) -> None:
+        """Make a record current (after the store has it)."""
+        old = self._records.get(record.transactional_id)
+        if old is not None and self._by_producer.get(old.producer_id) == old.transactional_id:
+            del self._by_producer[old.producer_id]
+        self._records[record.transactional_id] = record
+        self._by_producer[record.producer_id] = record.transactional_id
+
+    def get(self, transactional_id: str) -> TransactionRecord | None:
+        return self._records.get(transactional_id)
+
+    def records(self) -> list[TransactionRecord]:
+        return sorted(self._records.values(), key=lambda r: r.transactional_id)
+
+    # --- InitProducerId ----------------------------------------------------------------------
+
+    def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        expected_producer_id: int,
+        expected_epoch: int,
+        now_ms: int,
+        fresh_producer_id: int | None = None,
+    ) -> InitProducerIdDecision | NeedProducerId:
+        if not 0 < timeout_ms <= self.transaction_max_timeout_ms:
+            return InitProducerIdDecision(ErrorCode.invalid_transaction_timeout)
+        record = self._records.get(transactional_id)
+        if record is None:
+            if fresh_producer_id is None:
+                return NeedProducerId()
+            new = TransactionRecord(transactional_id, fresh_producer_id, 0, timeout_ms, EMPTY, last_update_ms=now_ms)
+            return InitProducerIdDecision(ErrorCode.none, new.producer_id, new.producer_epoch, new)
+        if is_preparing(record):
+            return InitProducerIdDecision(ErrorCode.concurrent_transactions)
+        # KIP-360: a producer that names its id and epoch must be the current one (or the one
+        # just before a bump this coordinator made, which we do not track: fenced then).
+        if expected_producer_id != NO_PRODUCER_ID and (
+            expected_producer_id != record.producer_id or expected_epoch != record.producer_epoch
+        ):
+            return InitProducerIdDecision(ErrorCode.producer_fenced)
+        if record.state == ONGOING:
+            # Fence the current producer and abort its transaction; the client retries.
+            return InitProducerIdDecision(ErrorCode.concurrent_transactions, record=self._abort(record, now_ms, bump=True))
+        if record.producer_epoch + 1 >= MAX_PRODUCER_EPOCH:
+            if fresh_producer_id is None:
+                return NeedProducerId()
+            new = replace(record, producer_id=fresh_producer_id, producer_epoch=0, timeout_ms=timeout_ms, state=EMPTY,
+                          partitions=(), groups=(), pending_offsets=(), txn_start_ms=-1, last_update_ms=now_ms)  # fmt: skip
+        else:
+            new = replace(record, producer_epoch=record.producer_epoch + 1, timeout_ms=timeout_ms, state=EMPTY,
+                          partitions=(), groups=(), pending_offsets=(), txn_start_ms=-1, last_update_ms=now_ms)  # fmt: skip
+        return InitProducerIdDecision(ErrorCode.none, new.producer_id, new.producer_epoch, new)
+
+    # --- within a transaction ----------------------------------------------------------------
+
+    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> tuple[ErrorCode, TransactionRecord | None]:
+        record = self._records.get(transactional_id)
+        if record is None or record.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, None
+        if producer_epoch != record.producer_epoch:
+            return ErrorCode.producer_fenced, None
+        if is_preparing(record):
+            return ErrorCode.concurrent_transactions, None
+        return ErrorCode.none, record
+
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[tuple[str, int]], now_ms: int
+    ) -> Decision:
+        """AddPartitionsToTxn: the partitions join the transaction (which starts if none is open)."""
+        error, record = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if record is None:
+            return Decision(error)
+        wanted = set(partitions)
+        if record.state == ONGOING and wanted <= set(record.partitions):
+            return Decision(ErrorCode.none)
+        return Decision(ErrorCode.none, self._ongoing(record, now_ms, partitions=tuple(sorted(set(record.partitions) | wanted))))
+
+    def verify_partition(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> ErrorCode:
+        """KIP-890 part 1: a partition leader asks before the first transactional batch of a
+        producer: was the partition added to its ongoing transaction?"""
+        transactional_id = self._by_producer.get(producer_id)
+        record = None if transactional_id is None else self._records.get(transactional_id)
+        if record is None:
+            return ErrorCode.invalid_producer_id_mapping
+        if producer_epoch < record.producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if record.state != ONGOING or (topic, partition) not in record.partitions:
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.none
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, now_ms: int) -> Decision:
+        """AddOffsetsToTxn: the group's offsets will be committed with the transaction."""
+        error, record = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if record is None:
+            return Decision(error)
+        if record.state == ONGOING and group_id in record.groups:
+            return Decision(ErrorCode.none)
+        return Decision(ErrorCode.none, self._ongoing(record, now_ms, groups=tuple(sorted(set(record.groups) | {group_id}))))
+
+    def txn_offset_commit(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, offsets: Iterable[CommittedOffset], now_ms: int
+    ) -> Decision:
+        """TxnOffsetCommit: offsets kept pending, written to the group when the transaction commits."""
+        error, record = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if record is None:
+            return Decision(error)
+        if record.state != ONGOING or group_id not in record.groups:
+            return Decision(ErrorCode.invalid_txn_state)
+        new = {(o.topic, o.partition): o for g, o in record.pending_offsets if g == group_id}
+        for o in offsets:
+            new[(o.topic, o.partition)] = o
+        pending = tuple(p for p in record.pending_offsets if p[0] != group_id) + tuple((group_id, new[k]) for k in sorted(new))
+        return Decision(ErrorCode.none, replace(record, pending_offsets=pending, last_update_ms=now_ms))
+
+    def _ongoing(self, record: TransactionRecord, now_ms: int, **changes: object) -> TransactionRecord:
+        if record.state != ONGOING:  # a new transaction: nothing of the last one carries over
+            record = replace(record, state=ONGOING, partitions=(), groups=(), pending_offsets=(), txn_start_ms=now_ms)
+        return replace(record, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
+
+    # --- the end ------------------------------------------------------------------------------
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, now_ms: int) -> Decision:
+        """EndTxn. A retry of an end already reached answers NONE; the other end INVALID_TXN_STATE."""
+        record = self._records.get(transactional_id)
+        if record is None or record.producer_id != producer_id:
+            return Decision(ErrorCode.invalid_producer_id_mapping)
+        if producer_epoch != record.producer_epoch:
+            return Decision(ErrorCode.producer_fenced)
+        if record.state == ONGOING:
+            if commit:
+                return Decision(ErrorCode.none, replace(record, state=PREPARE_COMMIT, last_update_ms=now_ms))
+            return Decision(ErrorCode.none, self._abort(record, now_ms, bump=False))
+        if is_preparing(record):
+            return Decision(ErrorCode.concurrent_transactions)
+        if record.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
+            return Decision(ErrorCode.none)
+        return Decision(ErrorCode.invalid_txn_state)
+
+    def _abort(self, record: TransactionRecord, now_ms: int, *, bump: bool) -> TransactionRecord:
+        epoch = record.producer_epoch + 1 if bump and record.producer_epoch + 1 < MAX_PRODUCER_EPOCH else record.producer_epoch
+        return replace(record, producer_epoch=epoch, state=PREPARE_ABORT, last_update_ms=now_ms)
+
+    def complete(self, transactional_id: str, now_ms: int) -> TransactionRecord | None:
+        """The record once every marker of a preparing transaction is durable (and, for a
+        commit, its offsets written): CompleteCommit / CompleteAbort, nothing pending."""
+        record = self._records.get(transactional_id)
+        if record is None or not is_preparing(record):
+            return None
+        state = COMPLETE_COMMIT if record.state == PREPARE_COMMIT else COMPLETE_ABORT
+        return replace(record, state=state, partitions=(), groups=(), pending_offsets=(), txn_start_ms=-1, last_update_ms=now_ms)
+
+    def timed_out(self, now_ms: int) -> list[TransactionRecord]:
+        """Ongoing transactions silent past their timeout, as PrepareAbort records with the
+        producer epoch bumped (the producer is fenced, as Kafka's abortTimedOutTransactions)."""
+        return [
+            self._abort(r, now_ms, bump=True)
+            for r in self._records.values()
+            if r.state == ONGOING and r.txn_start_ms >= 0 and now_ms - r.txn_start_ms > r.timeout_ms
+        ]
+
+    def next_timeout_ms(self) -> int | None:
+        """When the earliest ongoing transaction times out, or None."""
+        ends = [r.txn_start_ms + r.timeout_ms for r in self._records.values() if r.state == ONGOING and r.txn_start_ms >= 0]
+        return min(ends, default=None)

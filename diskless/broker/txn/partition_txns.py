@@ -1,0 +1,157 @@
+"""A partition's transactions, sans-IO: the open transaction of each producer (its first
+offset), the last stable offset, and the aborted transactions (Kafka's ProducerStateManager
+ongoing/unreplicated transactions and its transaction index, `.txnindex`, kept in memory).
+
+A transaction marker is a control batch (Kafka's EndTransactionMarker, DefaultRecordBatch
+with the control and transactional attribute bits), one record:
+
+    key   = version int16 (0), type int16 (0 = ABORT, 1 = COMMIT)       4 bytes
+    value = version int16 (0), coordinator_epoch int32                   6 bytes
+
+The batch carries the transaction's producer id and epoch, base sequence -1.
+
+The last stable offset (LSO) is the first offset a read_committed consumer may not read yet:
+the first offset of the oldest transaction still open, or of the oldest one whose marker is
+not yet durable, and never above the high watermark. A transaction ends at its marker's
+durability, not at its append (a marker is acknowledged like acks=all).
+
+Rebuilt at open from the batch headers of the local log (`rebuild`); headers only, no record
+is decoded except the one key of each marker. Transactions whose batches live only in the
+bucket (segments uploaded and dropped locally) are not seen then: a `.txnindex` per segment
+in the bucket is what would carry them (not written yet).
+
+Used by the partition leader's task only.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hot_tier.records import Record, encode_batch
+from hot_tier.records.decoder import iter_record_tuples
+from hot_tier.records.header import BatchHeader, iter_headers
+
+ABORT = 0
+COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """An aborted transaction of this partition: data batches of `producer_id` from
+    `first_offset` up to the abort marker at `last_offset` are not to be read committed."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+def encode_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int) -> bytes:
+    """One control batch at base offset 0 (the log assigns the offset)."""
+    record = Record(
+        0, timestamp_ms, _CONTROL_KEY.pack(0, COMMIT if commit else ABORT), _MARKER_VALUE.pack(0, coordinator_epoch)
+    )
+    return encode_batch(
+        [record], producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+        is_transactional=True, is_control=True,
+    )  # fmt: skip
+
+
+def marker_type(batch: bytes | bytearray | memoryview, header: BatchHeader) -> int | None:
+    """ABORT, COMMIT, or None when the control batch is not a transaction marker."""
+    for record in iter_record_tuples(batch, header):
+        key = record[3]
+        if key is not None and len(key) >= 4:
+            _, kind = _CONTROL_KEY.unpack_from(key)
+            return kind if kind in (ABORT, COMMIT) else None
+        return None
+    return None
+
+
+class PartitionTxns:
+    def __init__(self) -> None:
+        self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # Ended transactions whose marker is not yet durable: (marker offset, first offset).
+        self._ending: list[tuple[int, int]] = []
+        self._aborted: list[AbortedTxn] = []  # by last_offset
+
+    @property
+    def has_ongoing(self) -> bool:
+        return bool(self._ongoing)
+
+    def is_ongoing(self, producer_id: int) -> bool:
+        return producer_id in self._ongoing
+
+    def on_data(self, producer_id: int, first_offset: int) -> None:
+        """A transactional data batch was appended."""
+        self._ongoing.setdefault(producer_id, first_offset)
+
+    def on_marker(self, producer_id: int, marker_offset: int, commit: bool, default_first_offset: int) -> None:
+        """A marker was appended at `marker_offset`; its transaction is stable once it is durable.
+        A marker of a producer with no open transaction here (a second marker after a
+        coordinator restart, or a transaction that wrote nothing to this partition) ends nothing."""
+        first = self._ongoing.pop(producer_id, None)
+        if first is None:
+            return
+        self._ending.append((marker_offset, first))
+        if not commit:
+            self._aborted.append(AbortedTxn(producer_id, first, marker_offset))
+
+    def truncate_to(self, offset: int) -> None:
+        """The log was cut at `offset` (nothing at or above it remains)."""
+        self._ongoing = {p: f for p, f in self._ongoing.items() if f < offset}
+        self._ending = [(m, f) for m, f in self._ending if m < offset]
+        self._aborted = [a for a in self._aborted if a.last_offset < offset]
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        if self._ending:
+            self._ending = [(m, f) for m, f in self._ending if m >= high_watermark]
+        lso = high_watermark
+        for first in self._ongoing.values():
+            lso = min(lso, first)
+        for _, first in self._ending:
+            lso = min(lso, first)
+        return lso
+
+    def aborted_between(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions a fetch of [start_offset, end_offset) must tell the consumer
+        about (Kafka's collectAbortedTransactions): those ending at or after `start_offset`
+        and starting before `end_offset`."""
+        i = bisect_left([a.last_offset for a in self._aborted], start_offset)
+        return [a for a in self._aborted[i:] if a.first_offset < end_offset]
+
+    def forget_below(self, offset: int) -> None:
+        """Retention moved the log start: aborted transactions wholly below it go."""
+        if self._aborted and self._aborted[0].last_offset < offset:
+            self._aborted = [a for a in self._aborted if a.last_offset >= offset]
+
+    def rebuild(self, batches: Iterable[tuple[BatchHeader, bytes]], high_watermark: int) -> None:
+        """Fold the local log's batches, in order: (header, batch bytes), the bytes needed
+        only for control batches (the marker's type is in its record key)."""
+        for header, data in batches:
+            if not header.is_transactional:
+                continue
+            if header.is_control:
+                kind = marker_type(data, header)
+                if kind is not None:
+                    self.on_marker(header.producer_id, header.base_offset, kind == COMMIT, header.base_offset)
+            else:
+                self.on_data(header.producer_id, header.base_offset)
+        self.last_stable_offset(high_watermark)
+
+
+def trim_to(data: bytes | memoryview, end_offset: int) -> bytes | memoryview | None:
+    """The whole batches of `data` that start below `end_offset` (a read_committed read from
+    the bucket, which answers whole chunks, stops at the last stable offset)."""
+    end = 0
+    for header in iter_headers(data, check_crc=False):
+        if header.base_offset >= end_offset:
+            break
+        end = header.position + header.size_bytes
+    if end == 0:
+        return None
+    return data if end == len(data) else data[:end]

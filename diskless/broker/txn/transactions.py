@@ -1,0 +1,262 @@
+"""`Transactions`: the transaction coordinator's async shell around the sans-IO core
+(coordinator.py). It persists every transition in the metadata store before applying it
+(the store is Kafka's `__transaction_state`), writes the markers of a transaction that
+prepares to commit or abort into each partition through its leader and waits until they are
+durable, commits the transaction's offsets to its groups, and aborts transactions that stay
+silent past their timeout.
+
+The coordinator is the broker that coordinates groups (the controller, one coordinator slot):
+`is_coordinator` says whether this broker holds it now. On taking the slot the state is read
+from the store, and every transaction found preparing is finished; on losing it the state is
+dropped (the next holder reads the store). A coordinator epoch per slot, carried in markers
+and checked by the store on each write, is the seam for a cluster (markers carry 0 today).
+
+Markers go to partitions this broker leads; a partition led by another broker is retried
+until it is led here (WriteTxnMarkers to other brokers is not implemented yet).
+
+Only the event-loop task calls it. Operations on one transactional id are serialised by a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from metadata import CommittedOffset, MetadataStore
+from metadata.transactions import PREPARE_COMMIT, TransactionRecord
+
+from .coordinator import InitProducerIdDecision, NeedProducerId, TransactionCoordinator, is_preparing
+
+if TYPE_CHECKING:
+    from ..partition import PartitionLeader
+
+log = logging.getLogger(__name__)
+
+COORDINATOR_EPOCH = 0  # the seam for coordinator slots (see the module header)
+END_TXN_WAIT_S = 10.0  # EndTxn answers once the markers are durable, or after this (the outcome is decided)
+MARKER_RETRY_S = 0.2
+MAX_TIMER_SLEEP_S = 1.0
+
+
+class Transactions:
+    def __init__(
+        self,
+        store: MetadataStore,
+        leader: Callable[[str, int], PartitionLeader | None],
+        allocate_producer_id: Callable[[], Awaitable[int]],
+        clock: Callable[[], int],
+        is_coordinator: Callable[[], bool],
+        transaction_max_timeout_ms: int,
+    ) -> None:
+        self.store = store
+        self.core = TransactionCoordinator(transaction_max_timeout_ms)
+        self._leader = leader
+        self._allocate_producer_id = allocate_producer_id
+        self._clock = clock
+        self._is_coordinator = is_coordinator
+        self._loaded = False
+        self._load_lock = asyncio.Lock()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._completions: dict[str, asyncio.Task[None]] = {}
+        self._timer: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._timer = asyncio.create_task(self._run_timers(), name="transaction-timeouts")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._timer, *self._completions.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def ensure_loaded(self) -> bool:
+        """Whether this broker coordinates transactions; reads the store on taking the slot."""
+        if not self._is_coordinator():
+            if self._loaded:
+                self._loaded = False
+                self.core.load(())
+            return False
+        if self._loaded:
+            return True
+        async with self._load_lock:
+            if not self._loaded:
+                preparing = self.core.load(await self.store.list_transactions())
+                self._loaded = True
+                for record in preparing:
+                    log.info("transaction %r found in %s: finishing it", record.transactional_id, record.state)
+                    self._start_completion(record)
+                self._wake.set()
+        return True
+
+    def _lock(self, transactional_id: str) -> asyncio.Lock:
+        lock = self._locks.get(transactional_id)
+        if lock is None:
+            lock = self._locks[transactional_id] = asyncio.Lock()
+        return lock
+
+    async def _write(self, record: TransactionRecord) -> None:
+        """Persist, then apply; a preparing record starts its completion."""
+        await self.store.put_transaction(record)
+        self.core.apply(record)
+        if is_preparing(record):
+            self._start_completion(record)
+        self._wake.set()
+
+    # --- requests ----------------------------------------------------------------------------
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        async with self._lock(transactional_id):
+            fresh = None
+            while True:
+                decision = self.core.init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch, self._clock(), fresh)
+                if not isinstance(decision, NeedProducerId):
+                    break
+                fresh = await self._allocate_producer_id()
+            assert isinstance(decision, InitProducerIdDecision)
+            if decision.record is not None:
+                await self._write(decision.record)
+            if decision.error is ErrorCode.concurrent_transactions and decision.record is not None:
+                log.info("InitProducerId of %r fenced epoch %d and aborts its open transaction",
+                         transactional_id, decision.record.producer_epoch - 1)  # fmt: skip
+            return decision.error, decision.producer_id, decision.producer_epoch
+
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> ErrorCode:
+        async with self._lock(transactional_id):
+            decision = self.core.add_partitions(transactional_id, producer_id, producer_epoch, partitions, self._clock())
+            if decision.record is not None:
+                await self._write(decision.record)
+            return decision.error
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> ErrorCode:
+        async with self._lock(transactional_id):
+            decision = self.core.add_offsets(transactional_id, producer_id, producer_epoch, group_id, self._clock())
+            if decision.record is not None:
+                await self._write(decision.record)
+            return decision.error
+
+    async def txn_offset_commit(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, offsets: list[CommittedOffset]
+    ) -> ErrorCode:
+        async with self._lock(transactional_id):
+            decision = self.core.txn_offset_commit(transactional_id, producer_id, producer_epoch, group_id, offsets, self._clock())
+            if decision.record is not None:
+                await self._write(decision.record)
+            return decision.error
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        """EndTxn: the outcome is decided once PrepareCommit/PrepareAbort is in the store; the
+        answer waits (a bounded time) for the markers to be durable, so a read_committed
+        consumer told of the commit finds the records readable."""
+        async with self._lock(transactional_id):
+            decision = self.core.end_txn(transactional_id, producer_id, producer_epoch, commit, self._clock())
+            if decision.record is not None:
+                await self._write(decision.record)
+            completion = self._completions.get(transactional_id) if decision.record is not None else None
+        if completion is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(completion), END_TXN_WAIT_S)
+        return decision.error
+
+    def verify(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> ErrorCode:
+        """KIP-890 part 1, asked by a partition leader (in process: the coordinator is local
+        when the partition's broker coordinates; otherwise unknown, and refused)."""
+        if not self._loaded:
+            return ErrorCode.not_coordinator
+        return self.core.verify_partition(producer_id, producer_epoch, topic, partition)
+
+    # --- completion ----------------------------------------------------------------------------
+
+    def _start_completion(self, record: TransactionRecord) -> None:
+        running = self._completions.get(record.transactional_id)
+        if running is not None and not running.done():
+            return
+        task = asyncio.create_task(self._complete(record), name=f"txn-complete-{record.transactional_id}")
+        self._completions[record.transactional_id] = task
+
+    async def _complete(self, record: TransactionRecord) -> None:
+        """Write the markers (each durable), commit the offsets, then record CompleteCommit /
+        CompleteAbort. Repeated after a crash: a second marker for a transaction a partition
+        already ended ends nothing there, and offsets are overwritten with the same values."""
+        commit = record.state == PREPARE_COMMIT
+        pending = list(record.partitions)
+        while pending:
+            waits = []
+            missing = []
+            for topic, index in pending:
+                leader = self._leader(topic, index)
+                if leader is None:
+                    missing.append((topic, index))
+                    continue
+                try:
+                    offset = leader.append_marker(record.producer_id, record.producer_epoch, commit, COORDINATOR_EPOCH, self._clock())
+                except Exception as exc:
+                    log.warning("transaction %r: marker for %s-%d failed (%s); will retry", record.transactional_id, topic, index, exc)
+                    missing.append((topic, index))
+                    continue
+                waits.append(((topic, index), leader.until_durable(offset + 1)))
+            for key, wait in waits:
+                try:
+                    await wait
+                except Exception as exc:
+                    log.warning("transaction %r: marker for %s-%d not durable (%s); will retry", record.transactional_id, *key, exc)
+                    missing.append(key)
+            pending = missing
+            if pending:
+                await asyncio.sleep(MARKER_RETRY_S)
+        if commit:
+            by_group: dict[str, list[CommittedOffset]] = {}
+            for group_id, offset in record.pending_offsets:
+                by_group.setdefault(group_id, []).append(offset)
+            for group_id, offsets in by_group.items():
+                await self._retry(lambda g=group_id, o=offsets: self.store.commit_offsets(g, o))
+        async with self._lock(record.transactional_id):
+            done = self.core.complete(record.transactional_id, self._clock())
+            if done is not None:
+                await self._retry(lambda: self.store.put_transaction(done))
+                self.core.apply(done)
+        log.debug("transaction %r of producer %d: %s complete", record.transactional_id, record.producer_id, "commit" if commit else "abort")
+
+    async def _retry(self, operation: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            try:
+                await operation()
+                return
+            except Exception as exc:
+                log.warning("transaction coordinator: store write failed (%s); will retry", exc)
+                await asyncio.sleep(MARKER_RETRY_S)
+
+    # --- timeouts ------------------------------------------------------------------------------
+
+    async def _run_timers(self) -> None:
+        while True:
+            try:
+                if await self.ensure_loaded():
+                    for expired in self.core.timed_out(self._clock()):
+                        async with self._lock(expired.transactional_id):  # decided again: a request may have come first
+                            record = next((r for r in self.core.timed_out(self._clock()) if r.transactional_id == expired.transactional_id), None)
+                            if record is None:
+                                continue
+                            log.info("transaction %r of producer %d timed out after %d ms: aborting it",
+                                     record.transactional_id, record.producer_id, record.timeout_ms)  # fmt: skip
+                            await self._write(record)
+            except Exception:
+                log.exception("transaction timeout pass failed; will retry")
+            next_ms = self.core.next_timeout_ms()
+            sleep_s = MAX_TIMER_SLEEP_S if next_ms is None else min(MAX_TIMER_SLEEP_S, max(0.01, (next_ms - self._clock() + 1) / 1000))
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), sleep_s)

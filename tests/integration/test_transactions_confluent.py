@@ -1,0 +1,226 @@
+"""Transactions through librdkafka (confluent-kafka), against a real broker process.
+
+- committed and aborted transactions interleaved over several partitions: read_committed
+  sees exactly the committed records, in order; read_uncommitted sees all of them and no
+  control record (the offsets it skips are exactly the markers);
+- two producers with one transactional.id: the older is fenced, its open transaction aborted;
+- a transaction that goes silent is aborted after transaction.timeout.ms and the last stable
+  offset moves on;
+- SIGKILL of the broker mid-transaction and after a commit: the outcome is what the client
+  was told;
+- consume-transform-produce with send_offsets_to_transaction, one transaction aborted and
+  retried: the output holds every input record once, the group's offsets at the input's end.
+
+Every test runs on both metadata backends (the coordinator's state lives in the store).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from .conftest import ON_EVERY_METADATA_BACKEND
+
+pytestmark = ON_EVERY_METADATA_BACKEND
+
+PARTITIONS = 3
+DEADLINE_S = 30.0
+
+
+def tid() -> str:
+    return f"tx-{uuid.uuid4().hex[:10]}"
+
+
+def transactional_producer(bootstrap: str, transactional_id: str, **extra: object) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5, **extra})
+    producer.init_transactions(DEADLINE_S)
+    return producer
+
+
+def consume_all(bootstrap: str, topic: str, isolation: str, expected: int, partitions: int = PARTITIONS) -> dict[int, list[tuple[int, str]]]:
+    """Every (offset, value) per partition, read from the start until `expected` records came
+    and each partition's position reached the end a consumer of `isolation` may read to."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}", "isolation.level": isolation,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got[message.partition()].append((message.offset(), message.value().decode()))
+                continue
+            if sum(map(len, got.values())) >= expected and all(
+                consumer.position([TopicPartition(topic, p)])[0].offset >= end_offset(consumer, topic, p, isolation) for p in range(partitions)
+            ):
+                return got
+        raise AssertionError(f"{isolation}: {sum(map(len, got.values()))} of {expected} records within {DEADLINE_S}s")
+    finally:
+        consumer.close()
+
+
+def end_offset(consumer: Consumer, topic: str, partition: int, isolation: str) -> int:
+    """The high watermark; for read_committed the last stable offset (ListOffsets read_committed)."""
+    return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)[1]
+
+
+def values(got: dict[int, list[tuple[int, str]]]) -> dict[int, list[str]]:
+    return {p: [v for _, v in records] for p, records in got.items()}
+
+
+def test_interleaved_commits_and_aborts(broker, create_topic) -> None:
+    topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    producer = transactional_producer(broker.bootstrap, tid())
+    committed: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    everything: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    for txn in range(8):
+        producer.begin_transaction()
+        for i in range(25):
+            value = f"{txn}-{i}"
+            producer.produce(topic, value=value.encode(), partition=i % PARTITIONS)
+            everything[i % PARTITIONS].append(value)
+            if txn % 3 != 1:
+                committed[i % PARTITIONS].append(value)
+        if txn % 3 == 1:
+            producer.flush(DEADLINE_S)  # librdkafka drops what it has not sent when it aborts
+            producer.abort_transaction(DEADLINE_S)
+        else:
+            producer.commit_transaction(DEADLINE_S)
+    aborted_count = sum(map(len, everything.values())) - sum(map(len, committed.values()))
+    assert aborted_count == 75  # transactions 1, 4 and 7
+    read_committed = consume_all(broker.bootstrap, topic, "read_committed", sum(map(len, committed.values())))
+    assert values(read_committed) == committed
+    read_uncommitted = consume_all(broker.bootstrap, topic, "read_uncommitted", sum(map(len, everything.values())))
+    assert values(read_uncommitted) == everything
+    # One marker per transaction per partition: the offsets nobody reads are exactly those.
+    for p in range(PARTITIONS):
+        offsets = [o for o, _ in read_uncommitted[p]]
+        assert len(offsets) + 8 == offsets[-1] + 2  # 8 markers, the last one after the last record
+    producer.flush(1)
+
+
+def test_an_older_producer_is_fenced_and_its_transaction_aborted(broker, create_topic) -> None:
+    topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    transactional_id = tid()
+    older = transactional_producer(broker.bootstrap, transactional_id)
+    older.begin_transaction()
+    for i in range(10):
+        older.produce(topic, value=f"old-{i}".encode(), partition=i % PARTITIONS)
+    older.flush(DEADLINE_S)
+    newer = transactional_producer(broker.bootstrap, transactional_id)  # fences `older`, aborts its transaction
+    newer.begin_transaction()
+    for i in range(6):
+        newer.produce(topic, value=f"new-{i}".encode(), partition=i % PARTITIONS)
+    newer.commit_transaction(DEADLINE_S)
+    with pytest.raises(KafkaException) as raised:
+        older.commit_transaction(DEADLINE_S)
+    assert raised.value.args[0].fatal() or "fenced" in str(raised.value).lower()
+    got = consume_all(broker.bootstrap, topic, "read_committed", 6)
+    assert sorted(v for vs in values(got).values() for v in vs) == [f"new-{i}" for i in range(6)]
+    assert len(consume_all(broker.bootstrap, topic, "read_uncommitted", 16)) == PARTITIONS
+
+
+def test_a_silent_transaction_is_aborted_after_its_timeout(broker, create_topic) -> None:
+    topic = create_topic(broker.bootstrap, partitions=1)
+    silent = transactional_producer(broker.bootstrap, tid(), **{"transaction.timeout.ms": 2000})
+    silent.begin_transaction()
+    for i in range(5):
+        silent.produce(topic, value=f"silent-{i}".encode(), partition=0)
+    silent.flush(DEADLINE_S)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(3):
+        plain.produce(topic, value=f"plain-{i}".encode(), partition=0)
+    plain.flush(DEADLINE_S)
+    started = time.monotonic()
+    got = consume_all(broker.bootstrap, topic, "read_committed", 3, partitions=1)
+    assert values(got) == {0: [f"plain-{i}" for i in range(3)]}
+    assert time.monotonic() - started < DEADLINE_S
+    assert "timed out after 2000 ms: aborting it" in broker.log_text()
+    with pytest.raises(KafkaException):
+        silent.commit_transaction(DEADLINE_S)
+
+
+def test_broker_killed_mid_transaction_and_after_a_commit(broker, create_topic) -> None:
+    topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    producer = transactional_producer(broker.bootstrap, tid())
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(topic, value=f"a-{i}".encode(), partition=i % PARTITIONS)
+    producer.commit_transaction(DEADLINE_S)  # told: committed
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(topic, value=f"b-{i}".encode(), partition=i % PARTITIONS)
+    producer.flush(DEADLINE_S)  # acknowledged (acks=all: durable), the transaction open
+    broker.kill()
+    broker.start()
+    producer.commit_transaction(DEADLINE_S)  # the coordinator found it Ongoing in the store
+    expected = {p: [f"a-{i}" for i in range(30) if i % PARTITIONS == p] + [f"b-{i}" for i in range(30) if i % PARTITIONS == p] for p in range(PARTITIONS)}
+    assert values(consume_all(broker.bootstrap, topic, "read_committed", 60)) == expected
+    producer.begin_transaction()
+    for i in range(9):
+        producer.produce(topic, value=f"c-{i}".encode(), partition=i % PARTITIONS)
+    producer.flush(DEADLINE_S)
+    producer.abort_transaction(DEADLINE_S)  # told: aborted
+    broker.kill()
+    broker.start()
+    assert values(consume_all(broker.bootstrap, topic, "read_committed", 60)) == expected
+    assert sum(map(len, consume_all(broker.bootstrap, topic, "read_uncommitted", 69).values())) == 69
+
+
+def test_consume_transform_produce_exactly_once(broker, create_topic) -> None:
+    source = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    sink = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    count = 600
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(count):
+        plain.produce(source, value=str(i).encode(), partition=i % PARTITIONS)
+    plain.flush(DEADLINE_S)
+    group = f"ctp-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+    })  # fmt: skip
+    consumer.subscribe([source])
+    producer = transactional_producer(broker.bootstrap, tid())
+    done = 0
+    transactions = 0
+    deadline = time.monotonic() + 2 * DEADLINE_S
+    try:
+        while done < count and time.monotonic() < deadline:
+            batch = consumer.consume(50, 1.0)
+            if not batch:
+                continue
+            producer.begin_transaction()
+            for message in batch:
+                assert message.error() is None
+                producer.produce(sink, value=b"out-" + message.value(), partition=message.partition())
+            transactions += 1
+            if transactions == 3:  # this one fails: abort and go back to the committed offsets
+                producer.flush(DEADLINE_S)
+                producer.abort_transaction(DEADLINE_S)
+                committed = consumer.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=10)
+                for tp in committed:
+                    consumer.seek(TopicPartition(source, tp.partition, tp.offset if tp.offset >= 0 else 0))
+                continue
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), DEADLINE_S)
+            producer.commit_transaction(DEADLINE_S)
+            done += len(batch)
+        assert done == count
+    finally:
+        consumer.close()
+    got = consume_all(broker.bootstrap, sink, "read_committed", count)
+    out = sorted(int(v.removeprefix("out-")) for vs in values(got).values() for v in vs)
+    assert out == list(range(count))
+    checker = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        offsets = checker.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=10)
+        assert [tp.offset for tp in offsets] == [count // PARTITIONS] * PARTITIONS
+    finally:
+        checker.close()

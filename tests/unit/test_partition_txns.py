@@ -1,0 +1,68 @@
+"""A partition's transactions (txn/partition_txns.py): markers, the last stable offset,
+aborted transactions for a fetch range, and the rebuild from batches."""
+
+from __future__ import annotations
+
+from hot_tier.records import Record, encode_batch, read_header
+from hot_tier.records.header import iter_headers
+
+from diskless.broker.txn.partition_txns import ABORT, COMMIT, AbortedTxn, PartitionTxns, encode_marker, marker_type, trim_to
+
+
+def test_marker_layout() -> None:
+    data = encode_marker(7, 3, True, 5, 1_000)
+    header = read_header(data)
+    assert (header.is_control, header.is_transactional, header.producer_id, header.producer_epoch, header.base_sequence) == (True, True, 7, 3, -1)
+    assert header.records_count == 1
+    assert marker_type(data, header) == COMMIT
+    assert marker_type(encode_marker(7, 3, False, 5, 1_000), header) == ABORT
+    # key: version 0, type 1; value: version 0, coordinator epoch 5 (Kafka's EndTransactionMarker)
+    assert data.endswith(b"\x08\x00\x00\x00\x01\x0c\x00\x00\x00\x00\x00\x05\x00")
+
+
+def test_last_stable_offset_waits_for_durable_markers() -> None:
+    txns = PartitionTxns()
+    assert txns.last_stable_offset(10) == 10
+    txns.on_data(1, 10)
+    txns.on_data(1, 12)  # the first offset stays
+    txns.on_data(2, 11)
+    assert txns.last_stable_offset(13) == 10
+    txns.on_marker(1, 13, True, 0)
+    assert txns.last_stable_offset(13) == 10  # marker 13 not durable yet
+    assert txns.last_stable_offset(14) == 11  # producer 2 still open
+    txns.on_marker(2, 14, False, 0)
+    assert txns.last_stable_offset(14) == 11
+    assert txns.last_stable_offset(15) == 15
+    assert txns.aborted_between(0, 15) == [AbortedTxn(2, 11, 14)]
+    assert txns.aborted_between(15, 20) == []
+    assert txns.aborted_between(0, 11) == []  # starts at the end of the range
+    txns.on_marker(3, 15, False, 0)  # no open transaction of producer 3 here: nothing
+    assert txns.aborted_between(0, 100) == [AbortedTxn(2, 11, 14)]
+    txns.forget_below(15)
+    assert txns.aborted_between(0, 100) == []
+
+
+def test_rebuild_from_the_log() -> None:
+    def data(pid: int, offset: int) -> bytes:
+        return encode_batch([Record(offset, 1, b"k", b"v")], base_offset=offset, producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+
+    def marker(pid: int, offset: int, commit: bool) -> bytes:
+        b = bytearray(encode_marker(pid, 0, commit, 0, 1))
+        b[0:8] = offset.to_bytes(8, "big")
+        return bytes(b)
+
+    log = data(1, 0) + data(2, 1) + marker(1, 2, False) + encode_batch([Record(3, 1, b"k", b"v")], base_offset=3) + data(2, 4)
+    batches = [log[h.position : h.position + h.size_bytes] for h in iter_headers(log, check_crc=False)]
+    txns = PartitionTxns()
+    txns.rebuild(((read_header(b), b) for b in batches), 5)
+    assert txns.aborted_between(0, 5) == [AbortedTxn(1, 0, 2)]
+    assert txns.last_stable_offset(5) == 1
+
+
+def test_trim_to_whole_batches_below_an_offset() -> None:
+    log = b"".join(encode_batch([Record(o, 1, None, b"v"), Record(o + 1, 1, None, b"w")], base_offset=o) for o in (0, 2, 4))
+    assert trim_to(log, 6) == log
+    trimmed = trim_to(log, 4)
+    assert [h.base_offset for h in iter_headers(trimmed)] == [0, 2]
+    assert [h.base_offset for h in iter_headers(trim_to(log, 3))] == [0, 2]  # the batch holding 3 starts below it
+    assert trim_to(log, 0) is None
