@@ -383,3 +383,19 @@ async def test_a_coordinator_restart_keeps_committed_offsets_and_members_rejoin(
     counts = Counter(value for _, _, _, value in members.consumed)
     assert set(counts) == {b"v%d" % i for i in range(140)}
     assert {v for v, n in counts.items() if n > 1} <= {b"v%d" % i for i in range(100, 140)}  # all committed before
+
+
+async def test_a_pattern_subscription_is_resolved_by_the_broker(fast_group_broker) -> None:
+    """subscribe(pattern=...) sends the regular expression (SubscribedTopicRegex): the broker
+    assigns the matching topics, and a topic created later that matches joins the assignment."""
+    bootstrap = fast_group_broker.bootstrap
+    prefix = _name("p")
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics(f"{prefix}-a", 2)
+        await admin.create_topics(f"other-{prefix}", 1)
+        async with Consumer(bootstrap_servers=bootstrap, group_id=_name("g"), pattern=f"{prefix}-.*", group_protocol="consumer",
+                            auto_offset_reset="earliest", metadata_max_age_ms=500) as member:  # fmt: skip
+            await wait_until(lambda: member.assignment() == {TopicPartition(f"{prefix}-a", 0), TopicPartition(f"{prefix}-a", 1)}, "the first topic")
+            await admin.create_topics(f"{prefix}-b", 1)
+            await wait_until(lambda: TopicPartition(f"{prefix}-b", 0) in member.assignment(), "the topic created later")
+            assert {tp.topic for tp in member.assignment()} == {f"{prefix}-a", f"{prefix}-b"}
