@@ -224,3 +224,49 @@ def test_consume_transform_produce_exactly_once(broker, create_topic) -> None:
         assert [tp.offset for tp in offsets] == [count // PARTITIONS] * PARTITIONS
     finally:
         checker.close()
+
+
+def store_url(broker) -> str:
+    args = broker.extra_args
+    return args[args.index("--metadata") + 1] if "--metadata" in args else f"sqlite:///{broker.data_dir / 'metadata.db'}"
+
+
+def test_a_restart_finishes_transactions_found_preparing(broker, create_topic) -> None:
+    """The broker dies after PrepareCommit / PrepareAbort reached the store and before any
+    marker: the restarted coordinator writes the markers, and the clients' EndTxn retries
+    are answered as the outcome decided."""
+    import asyncio
+    import dataclasses
+
+    from metadata import open_metadata_store
+    from metadata.transactions import PREPARE_ABORT, PREPARE_COMMIT
+
+    topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    committing, aborting = tid(), tid()
+    to_commit = transactional_producer(broker.bootstrap, committing)
+    to_abort = transactional_producer(broker.bootstrap, aborting)
+    for producer, prefix in ((to_commit, "c"), (to_abort, "a")):
+        producer.begin_transaction()
+        for i in range(12):
+            producer.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % PARTITIONS)
+        producer.flush(DEADLINE_S)
+    broker.kill()
+
+    async def prepare() -> None:
+        store = await open_metadata_store(store_url(broker))
+        try:
+            for record in await store.list_transactions():
+                state = {committing: PREPARE_COMMIT, aborting: PREPARE_ABORT}.get(record.transactional_id)
+                if state is not None:
+                    await store.put_transaction(dataclasses.replace(record, state=state))
+        finally:
+            await store.close()
+
+    asyncio.run(prepare())
+    broker.start()
+    expected = {p: [f"c-{i}" for i in range(12) if i % PARTITIONS == p] for p in range(PARTITIONS)}
+    assert values(consume_all(broker.bootstrap, topic, "read_committed", 12)) == expected
+    assert sum(map(len, consume_all(broker.bootstrap, topic, "read_uncommitted", 24).values())) == 24
+    assert "found in PrepareCommit: finishing it" in broker.log_text()
+    to_commit.commit_transaction(DEADLINE_S)  # the retry is answered: committed
+    to_abort.abort_transaction(DEADLINE_S)

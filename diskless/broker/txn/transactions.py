@@ -172,10 +172,11 @@ class Transactions:
         return decision.error
 
     def verify(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> ErrorCode:
-        """KIP-890 part 1, asked by a partition leader (in process: the coordinator is local
-        when the partition's broker coordinates; otherwise unknown, and refused)."""
+        """KIP-890 part 1, asked by a partition leader, in process. A broker that does not
+        coordinate transactions cannot ask yet (no AddPartitionsToTxn v4 verifyOnly between
+        brokers): it accepts, as Kafka before 3.6 did."""
         if not self._loaded:
-            return ErrorCode.not_coordinator
+            return ErrorCode.none
         return self.core.verify_partition(producer_id, producer_epoch, topic, partition)
 
     # --- completion ----------------------------------------------------------------------------

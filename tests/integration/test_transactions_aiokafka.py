@@ -1,0 +1,57 @@
+"""aiokafka's transactional producer and read_committed consumer against a real broker:
+committed and aborted transactions interleaved over several partitions, read back exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+PARTITIONS = 3
+DEADLINE_S = 30.0
+
+
+async def read_all(bootstrap: str, topic: str, isolation: str, expected: int) -> dict[int, list[str]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    got: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)  # read_committed: the last stable offsets
+        async with asyncio.timeout(DEADLINE_S):
+            while sum(map(len, got.values())) < expected or any([await consumer.position(tp) < ends[tp] for tp in partitions]):
+                for tp, messages in (await consumer.getmany(timeout_ms=200)).items():
+                    got[tp.partition] += [m.value.decode() for m in messages]
+    finally:
+        await consumer.stop()
+    return got
+
+
+async def test_aiokafka_transactions(broker, create_topic) -> None:
+    topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}", enable_idempotence=True)
+    await producer.start()
+    committed: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    everything: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        for txn in range(6):
+            await producer.begin_transaction()
+            sends = []
+            for i in range(20):
+                value = f"{txn}-{i}"
+                sends.append(await producer.send(topic, value.encode(), partition=i % PARTITIONS))
+                everything[i % PARTITIONS].append(value)
+                if txn % 2 == 0:
+                    committed[i % PARTITIONS].append(value)
+            await asyncio.gather(*sends)
+            if txn % 2 == 0:
+                await producer.commit_transaction()
+            else:
+                await producer.abort_transaction()
+    finally:
+        await producer.stop()
+    assert await read_all(broker.bootstrap, topic, "read_committed", 60) == committed
+    assert await read_all(broker.bootstrap, topic, "read_uncommitted", 120) == everything
