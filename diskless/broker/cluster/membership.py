@@ -38,7 +38,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from metadata import BrokerIdInUse, BrokerRegistration, MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.errors import MetadataError
@@ -49,6 +49,11 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_LEASE = "controller"
 NUDGE_COALESCE_S = 0.01  # a burst of changes (a controller moving many topics) gives one beat
+# How long Metadata still lists a broker after it left. A broker dropped from Metadata in the
+# same answer that moves its partitions makes librdkafka decommission it while it migrates them,
+# and the partitions fall back to "no leader" for another second (its next topic scan); listed a
+# little longer, they migrate first and the broker is dropped by a later answer.
+DEPARTED_LISTED_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,9 @@ class ClusterView:
     leaders: dict[tuple[str, int], PartitionLeadership] = field(default_factory=dict)
     controller_id: int | None = None
     read_at: float = 0.0  # monotonic time the reads began: what changed locally after it is newer than the view
+    # Brokers that left (session expired, or shut down) within DEPARTED_LISTED_S: Metadata still
+    # lists them, see DEPARTED_LISTED_S.
+    departed: dict[int, BrokerRegistration] = field(default_factory=dict)
 
 
 class Membership:
@@ -97,6 +105,7 @@ class Membership:
         self._nudged = asyncio.Event()  # the store told of a change since the last beat
         self._balance_checked_at = 0.0  # monotonic time of the controller's last balance check
         self._brokers_seen: set[int] = set()  # live brokers at the controller's last pass
+        self._departed: dict[int, tuple[BrokerRegistration, float]] = {}  # left, and until when listed
 
     # --- what leaders and handlers ask ------------------------------------------------------
 
@@ -241,8 +250,16 @@ class Membership:
                 await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms)
         self._valid_until = sent + s.session_timeout_ms / 2000
         controller = await self.store.acquire_lease(CONTROLLER_LEASE, s.node_id, s.session_timeout_ms)
-        self.view = await self._read_view(read_at, controller)
+        self.view = self._with_departed(await self._read_view(read_at, controller))
         self._view_ready.set()
+
+    def _with_departed(self, view: ClusterView) -> ClusterView:
+        now = time.monotonic()
+        for node_id, registration in self.view.brokers.items():
+            if node_id not in view.brokers:
+                self._departed[node_id] = (registration, now + DEPARTED_LISTED_S)
+        self._departed = {n: (b, until) for n, (b, until) in self._departed.items() if until > now and n not in view.brokers}
+        return replace(view, departed={n: b for n, (b, _) in self._departed.items()})
 
     async def _read_view(self, read_at: float, controller: bool) -> ClusterView:
         """The cluster as the store has it now; the controller's pass first, if this broker is it."""

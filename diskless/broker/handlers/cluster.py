@@ -84,7 +84,7 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
     return make(
         mod.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=tuple(make(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=r) for n, h, p, r in _brokers(broker)),
+        brokers=tuple(make(mod.MetadataResponseBroker, node_id=n, host=h, port=p, rack=r) for n, h, p, r in _brokers(broker, departed=True)),
         cluster_id=broker.cluster_id,
         controller_id=_controller(broker),
         topics=tuple(topics),
@@ -114,11 +114,14 @@ def _partition(broker: BrokerApi, mod: Any, topic: str, index: int) -> Any:
     )  # fmt: skip
 
 
-def _brokers(broker: BrokerApi) -> list[tuple[int, str, int, str | None]]:
-    """Every live broker (node id, host, port, rack); this one always, as it answers."""
+def _brokers(broker: BrokerApi, departed: bool = False) -> list[tuple[int, str, int, str | None]]:
+    """Every live broker (node id, host, port, rack); this one always, as it answers. With
+    `departed`, also those that left moments ago (membership.py's DEPARTED_LISTED_S: clients
+    move their partitions before they drop the broker)."""
     me = broker.settings.node_id
     host, port = broker.advertised_address
-    others = [(b.node_id, b.host, b.port, b.rack) for b in broker.cluster.brokers.values() if b.node_id != me]
+    listed = [*broker.cluster.brokers.values(), *(broker.cluster.departed.values() if departed else ())]
+    others = [(b.node_id, b.host, b.port, b.rack) for b in listed if b.node_id != me]
     mine = broker.cluster.brokers.get(me)
     return sorted([(me, host, port, mine.rack if mine else None), *others])
 
