@@ -35,7 +35,7 @@ class TransactionRecord:
     """One transactional id's state. `partitions` are (topic, partition), sorted; `groups`
     the consumer groups added with AddOffsetsToTxn; `pending_offsets` (group id, offset)
     pairs written by TxnOffsetCommit, visible once the transaction commits.
-    `txn_start_ms` is -1 outside a transaction."""
+    `txn_start_ms` is the last transaction's start, -1 before the first one."""
 
     transactional_id: str
     producer_id: int

@@ -53,6 +53,8 @@ SUPPORTED = MappingProxyType(
         50: ("DescribeUserScramCredentials", 0, 0),
         51: ("AlterUserScramCredentials", 0, 0),
         60: ("DescribeCluster", 0, 1),
+        65: ("DescribeTransactions", 0, 0),
+        66: ("ListTransactions", 0, 1),
         68: ("ConsumerGroupHeartbeat", 0, 1),
         69: ("ConsumerGroupDescribe", 0, 1),
     }

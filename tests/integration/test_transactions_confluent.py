@@ -270,3 +270,32 @@ def test_a_restart_finishes_transactions_found_preparing(broker, create_topic) -
     assert "found in PrepareCommit: finishing it" in broker.log_text()
     to_commit.commit_transaction(DEADLINE_S)  # the retry is answered: committed
     to_abort.abort_transaction(DEADLINE_S)
+
+
+def test_describe_and_list_transactions(broker, create_topic, wire) -> None:
+    """KIP-664 over the wire: an open transaction's state, partitions, producer and timeout."""
+    from kio.schema.describe_transactions.v0 import request as describe_v0
+    from kio.schema.errors import ErrorCode
+    from kio.schema.list_transactions.v1 import request as list_v1
+
+    topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    transactional_id = tid()
+    producer = transactional_producer(broker.bootstrap, transactional_id, **{"transaction.timeout.ms": 45_000})
+    producer.begin_transaction()
+    producer.produce(topic, value=b"x", partition=2)
+    producer.produce(topic, value=b"y", partition=0)
+    producer.flush(DEADLINE_S)
+    client = wire(broker.bootstrap)
+    (state, missing) = client.request(describe_v0.DescribeTransactionsRequest(transactional_ids=(transactional_id, "nobody"))).transaction_states
+    assert (state.error_code, state.transactional_id, state.transaction_state) == (ErrorCode.none, transactional_id, "Ongoing")
+    assert (state.transaction_timeout.total_seconds(), state.producer_epoch) == (45.0, 0)
+    assert [(t.topic, sorted(t.partitions)) for t in state.topics] == [(topic, [0, 2])]
+    assert missing.error_code is ErrorCode.transactional_id_not_found
+    listed = client.request(list_v1.ListTransactionsRequest(state_filters=("Ongoing", "Bogus"), producer_id_filters=(state.producer_id,), duration_filter=-1))
+    assert (listed.error_code, listed.unknown_state_filters) == (ErrorCode.none, ("Bogus",))
+    assert [(s.transactional_id, s.transaction_state) for s in listed.transaction_states] == [(transactional_id, "Ongoing")]
+    producer.commit_transaction(DEADLINE_S)
+    (state,) = client.request(describe_v0.DescribeTransactionsRequest(transactional_ids=(transactional_id,))).transaction_states
+    assert (state.transaction_state, state.topics) == ("CompleteCommit", ())
+    listed = client.request(list_v1.ListTransactionsRequest(state_filters=("Ongoing",), producer_id_filters=(), duration_filter=-1))
+    assert transactional_id not in [s.transactional_id for s in listed.transaction_states]

@@ -140,3 +140,16 @@ def test_epoch_exhaustion_moves_to_a_new_producer_id() -> None:
     assert isinstance(core.init_producer_id(TID, 60_000, -1, -1, 5), NeedProducerId)
     decision = core.init_producer_id(TID, 60_000, -1, -1, 5, fresh_producer_id=2000)
     assert (decision.producer_id, decision.producer_epoch) == (2000, 0)
+
+
+def test_list_transactions_filters() -> None:
+    core = TransactionCoordinator()
+    init(core)
+    apply(core, core.add_partitions(TID, 1000, 0, [("a", 0)], 100))
+    other = core.init_producer_id("other", 60_000, -1, -1, 0, fresh_producer_id=2000)
+    core.apply(other.record)
+    assert [r.transactional_id for r in core.list_transactions((), (), -1, 200)[0]] == ["other", TID]
+    assert core.list_transactions(("Ongoing", "Nope"), (), -1, 200) == ([core.get(TID)], ["Nope"])
+    assert core.list_transactions((), (2000,), -1, 200) == ([core.get("other")], [])
+    assert core.list_transactions((), (), 100, 200) == ([core.get(TID)], [])  # open 100 ms
+    assert core.list_transactions((), (), 101, 200) == ([], [])

@@ -1,5 +1,6 @@
 """The transaction coordinator's APIs: InitProducerId with a transactional id,
-AddPartitionsToTxn (v0-v3, the client's form), AddOffsetsToTxn, TxnOffsetCommit and EndTxn.
+AddPartitionsToTxn (v0-v3, the client's form), AddOffsetsToTxn, TxnOffsetCommit and EndTxn;
+DescribeTransactions and ListTransactions (KIP-664).
 
 Transaction state is reached only through `broker.transactions` (txn/transactions.py). The
 coordinator is the broker that coordinates groups (FindCoordinator key type 1 answers the same
@@ -10,6 +11,7 @@ A failure while serving (the metadata store failing) answers as the group coordi
 
 from __future__ import annotations
 
+import datetime
 import logging
 from typing import Any
 
@@ -28,6 +30,11 @@ log = logging.getLogger(__name__)
 
 def _ms(value: Any) -> int:
     return round(value.total_seconds() * 1000)
+
+
+def _start_time(ms: int) -> datetime.datetime:
+    """An int64 millisecond timestamp kio writes even when it is -1 (no transaction open)."""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
 
 async def _coordinating(broker: BrokerApi) -> bool:
@@ -165,3 +172,60 @@ async def handle_end_txn(broker: BrokerApi, request: Request) -> Any:
     except Exception as exc:
         error = coordinator_error(exc, "EndTxn", (), request)
     return make(mod.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=_fenced(error, version, 2))
+
+
+async def handle_describe_transactions(broker: BrokerApi, request: Request) -> Any:
+    """DescribeTransactions (KIP-664): each id's state, or TRANSACTIONAL_ID_NOT_FOUND with the
+    other fields at their schema defaults (0, ""), as Kafka answers it."""
+    body, version = request.body, request.header.api_version
+    mod = response_module(65, version)
+    states = []
+    try:
+        coordinating = await _coordinating(broker)
+        failure = ErrorCode.none if coordinating else ErrorCode.not_coordinator
+    except Exception as exc:
+        failure = coordinator_error(exc, "DescribeTransactions", (), request)
+    for transactional_id in body.transactional_ids:
+        record = broker.transactions.core.get(transactional_id) if failure is ErrorCode.none else None
+        error = failure if failure is not ErrorCode.none else ErrorCode.none if record is not None else ErrorCode.transactional_id_not_found
+        topics: dict[str, list[int]] = {}
+        for topic, index in record.partitions if record is not None else ():
+            topics.setdefault(topic, []).append(index)
+        states.append(
+            make(
+                mod.TransactionState,
+                error_code=error,
+                transactional_id=transactional_id,
+                transaction_state=record.state if record is not None else "",
+                transaction_timeout=datetime.timedelta(milliseconds=record.timeout_ms if record is not None else 0),
+                transaction_start_time=_start_time(record.txn_start_ms if record is not None else 0),
+                producer_id=record.producer_id if record is not None else 0,
+                producer_epoch=record.producer_epoch if record is not None else 0,
+                topics=tuple(make(mod.TopicData, topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
+            )
+        )
+    return make(mod.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(states))
+
+
+async def handle_list_transactions(broker: BrokerApi, request: Request) -> Any:
+    """ListTransactions (KIP-664; v1 the duration filter of KIP-994)."""
+    body, version = request.body, request.header.api_version
+    mod = response_module(66, version)
+    try:
+        if not await _coordinating(broker):
+            return make(mod.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.not_coordinator, unknown_state_filters=(), transaction_states=())
+    except Exception as exc:
+        error = coordinator_error(exc, "ListTransactions", (), request)
+        return make(mod.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=error, unknown_state_filters=(), transaction_states=())
+    listed, unknown = broker.transactions.core.list_transactions(
+        body.state_filters, body.producer_id_filters, getattr(body, "duration_filter", -1), broker.clock()
+    )
+    return make(
+        mod.ListTransactionsResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        unknown_state_filters=tuple(unknown),
+        transaction_states=tuple(
+            make(mod.TransactionState, transactional_id=r.transactional_id, producer_id=r.producer_id, transaction_state=r.state) for r in listed
+        ),
+    )

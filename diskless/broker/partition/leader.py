@@ -453,6 +453,7 @@ class PartitionLeader:
                 self._uploads.rolled()
         self._log.maybe_flush(now_ms)
         self.producers.expire(now_ms)
+        self.txns.forget_below(self.log_start_offset)
         before = self.log_start_offset
         deleted = self._log.delete_retention_segments(now_ms)
         if deleted:

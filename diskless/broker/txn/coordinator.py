@@ -40,6 +40,7 @@ from metadata.transactions import (
     ONGOING,
     PREPARE_ABORT,
     PREPARE_COMMIT,
+    TRANSACTION_STATES,
     TransactionRecord,
 )
 
@@ -104,6 +105,22 @@ class TransactionCoordinator:
 
     def records(self) -> list[TransactionRecord]:
         return sorted(self._records.values(), key=lambda r: r.transactional_id)
+
+    def list_transactions(
+        self, states: Iterable[str], producer_ids: Iterable[int], min_duration_ms: int, now_ms: int
+    ) -> tuple[list[TransactionRecord], list[str]]:
+        """ListTransactions (KIP-664): the records matching every filter given (an empty
+        filter matches all; `min_duration_ms` >= 0 keeps transactions open at least that
+        long, KIP-994), and the state filters that name no state."""
+        wanted_states, wanted_ids = set(states), set(producer_ids)
+        unknown = sorted(wanted_states - set(TRANSACTION_STATES))
+        listed = [
+            r for r in self.records()
+            if (not wanted_states or r.state in wanted_states)
+            and (not wanted_ids or r.producer_id in wanted_ids)
+            and (min_duration_ms < 0 or (r.txn_start_ms >= 0 and now_ms - r.txn_start_ms >= min_duration_ms))
+        ]  # fmt: skip
+        return listed, unknown
 
     # --- InitProducerId ----------------------------------------------------------------------
 
@@ -241,7 +258,8 @@ class TransactionCoordinator:
         if record is None or not is_preparing(record):
             return None
         state = COMPLETE_COMMIT if record.state == PREPARE_COMMIT else COMPLETE_ABORT
-        return replace(record, state=state, partitions=(), groups=(), pending_offsets=(), txn_start_ms=-1, last_update_ms=now_ms)
+        # The start time stays, as Kafka's prepareComplete keeps txnStartTimestamp (DescribeTransactions).
+        return replace(record, state=state, partitions=(), groups=(), pending_offsets=(), last_update_ms=now_ms)
 
     def timed_out(self, now_ms: int) -> list[TransactionRecord]:
         """Ongoing transactions silent past their timeout, as PrepareAbort records with the
