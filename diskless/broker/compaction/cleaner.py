@@ -82,6 +82,9 @@ class CleanablePartition(Protocol):
     def local_log_start_offset(self) -> int: ...
     @property
     def high_watermark(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int, int]]: ...
     def producer_last_offsets(self) -> dict[int, int]: ...
     def replace_cleaned_segment(self, base_offset: int, size_bytes: int) -> bool: ...
 
@@ -170,19 +173,43 @@ def iter_batches(path: Path, size_bytes: int, throttle: Throttler, stop: threadi
         os.close(fd)
 
 
+class AbortedBatches:
+    """Which transactional data batches belong to aborted transactions: (producer id, first
+    offset, abort marker's offset) of each, as the partition's transactions (txn/) know them."""
+
+    def __init__(self, aborted: Sequence[tuple[int, int, int]]) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for producer_id, first_offset, last_offset in aborted:
+            self._by_producer.setdefault(producer_id, []).append((first_offset, last_offset))
+
+    def __contains__(self, header: BatchHeader) -> bool:
+        ranges = self._by_producer.get(header.producer_id)
+        return ranges is not None and any(first <= header.base_offset <= last for first, last in ranges)
+
+
+def passes_through(header: BatchHeader, aborted: AbortedBatches) -> bool:
+    """Batches the cleaner neither uses nor changes: transaction markers, and data of aborted
+    transactions (read_committed consumers skip them by the aborted list rebuilt from the log;
+    Kafka removes both once their transaction is cleaned, which is not done here yet)."""
+    return header.is_control or (header.is_transactional and header in aborted)
+
+
 def clean_partition(
     segments: Sequence[SegmentInfo], views: Sequence[SegmentView], cleaning: CleaningPlan, rules: CompactionRules, *,
     map_capacity: int, producer_last_offsets: dict[int, int], now_ms: int, throttle: Throttler, stop: threading.Event,
+    aborted: Sequence[tuple[int, int, int]] = (),
 ) -> PassResult:
     """Steps 1 and 2 of a pass (see the module header); runs in a worker thread, touches no
-    state but the .cleaned files it writes."""
+    state but the .cleaned files it writes. `cleaning` stops at the last stable offset: open
+    transactions are not cleaned; records of aborted ones supersede nothing."""
+    aborted_batches = AbortedBatches(aborted)
     first_dirty, uncleanable = cleaning.first_dirty_offset, cleaning.first_uncleanable_offset
     offset_map = OffsetMap(map_capacity, first_dirty)
     for segment, view in zip(segments, views):
         if view.active or view.base_offset >= uncleanable or view.end_offset <= first_dirty:
             continue
         for header, data in iter_batches(segment.log_path, segment.size_bytes, throttle, stop):
-            if header.last_offset < first_dirty or header.is_control:
+            if header.last_offset < first_dirty or passes_through(header, aborted_batches):
                 continue
             if header.base_offset >= uncleanable:
                 break
@@ -202,7 +229,7 @@ def clean_partition(
             continue
         drop_tombstones = view.max_timestamp >= 0 and view.max_timestamp + rules.delete_retention_ms <= now_ms
         kept_before = result.stats.tombstones_kept
-        if _write_cleaned(segment, offset_map, producer_last_offsets, drop_tombstones, result.stats, throttle, stop):
+        if _write_cleaned(segment, offset_map, producer_last_offsets, drop_tombstones, result.stats, throttle, stop, aborted_batches):
             result.cleaned.append((segment.base_offset, segment.size_bytes))
         if result.stats.tombstones_kept > kept_before and view.max_timestamp >= 0:
             candidate = view.max_timestamp + rules.delete_retention_ms
@@ -213,7 +240,7 @@ def clean_partition(
 
 def _write_cleaned(
     segment: SegmentInfo, offset_map: OffsetMap, producer_last_offsets: dict[int, int], drop_tombstones: bool,
-    stats: CleanStats, throttle: Throttler, stop: threading.Event,
+    stats: CleanStats, throttle: Throttler, stop: threading.Event, aborted: AbortedBatches,
 ) -> bool:
     """Write segment's cleaned copy; True if it differs from the segment (else no copy is left)."""
     path = cleaned_path(segment.log_path.parent, segment.base_offset)
@@ -223,8 +250,11 @@ def _write_cleaned(
         pending: list[bytes] = []
         pending_bytes = 0
         for header, data in iter_batches(segment.log_path, segment.size_bytes, throttle, stop):
-            retain_empty = header.has_producer_id and producer_last_offsets.get(header.producer_id) == header.last_offset
-            cleaned = clean_batch(data, header, offset_map, drop_tombstones=drop_tombstones, retain_empty=retain_empty, stats=stats)
+            if passes_through(header, aborted):
+                cleaned: bytes | None = data
+            else:
+                retain_empty = header.has_producer_id and producer_last_offsets.get(header.producer_id) == header.last_offset
+                cleaned = clean_batch(data, header, offset_map, drop_tombstones=drop_tombstones, retain_empty=retain_empty, stats=stats)
             if cleaned is not data:
                 changed = True
             if cleaned is not None:
@@ -313,7 +343,7 @@ class LogCleaner:
             views = segment_views(segments)
             cleaning = plan(
                 views, checkpoint=read_checkpoint(leader.dir), log_start_offset=leader.local_log_start_offset,
-                high_watermark=leader.high_watermark, rules=rules, now_ms=now_ms,
+                high_watermark=leader.last_stable_offset, rules=rules, now_ms=now_ms,
                 tombstone_horizon_ms=self._horizons.get((leader.topic, leader.index)),
             )  # fmt: skip
             if cleaning.should_clean(rules):
@@ -340,6 +370,7 @@ class LogCleaner:
         result = await asyncio.to_thread(
             clean_partition, segments, views, cleaning, rules, map_capacity=capacity // ENTRY_BYTES,
             producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms, throttle=self._throttle, stop=self._stop,
+            aborted=leader.aborted_transactions(0, cleaning.first_uncleanable_offset),
         )  # fmt: skip
         swapped = 0
         for base_offset, size_bytes in result.cleaned:  # in offset order: see the module header

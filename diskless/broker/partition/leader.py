@@ -516,6 +516,10 @@ class PartitionLeader:
         entries = (self.producers.last_entry(pid) for pid in self.producers.producer_ids())
         return {e.producer_id: e.last_offset for e in entries if e is not None}
 
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int, int]]:
+        """(producer id, first offset, abort marker offset) of aborted transactions in the range."""
+        return [(a.producer_id, a.first_offset, a.last_offset) for a in self.txns.aborted_between(start_offset, end_offset)]
+
     def replace_cleaned_segment(self, base_offset: int, size_bytes: int) -> bool:
         """Swap in the cleaner's copy of a rolled segment (hot_tier Log.replace_segment)."""
         return self._log.replace_segment(base_offset, size_bytes) is not None

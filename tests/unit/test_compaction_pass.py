@@ -1,0 +1,90 @@
+"""One cleaning pass of the shell over a real local log (compaction/cleaner.py clean_partition,
+then Log.replace_segment): a full map cleans the whole dirty section, a small one stops where
+it is full, and transactions are respected (aborted data supersedes nothing, markers stay)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from hot_tier import Log, LogConfig
+from hot_tier.records import Record, decode_batches, encode_batch
+
+from diskless.broker.compaction.cleaner import Throttler, clean_partition, segment_views
+from diskless.broker.compaction.config import CompactionRules
+from diskless.broker.compaction.policy import plan
+from diskless.broker.txn.partition_txns import encode_marker
+
+NOW = 10**12
+RULES = CompactionRules(delete=False, delete_retention_ms=10**9)
+
+
+def records_of(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    out = []
+    for segment in log.segments:
+        for batch in decode_batches(segment.log_path.read_bytes()):
+            out += [(r.offset, r.key, r.value) for r in batch.records]
+    return out
+
+
+def run_pass(log: Log, map_capacity: int, aborted=(), checkpoint: int | None = None) -> int:
+    segments = list(log.segments)
+    views = segment_views(segments)
+    cleaning = plan(views, checkpoint=checkpoint, log_start_offset=0, high_watermark=log.log_end_offset, rules=RULES, now_ms=NOW)
+    result = clean_partition(
+        segments, views, cleaning, RULES, map_capacity=map_capacity, producer_last_offsets={}, now_ms=NOW,
+        throttle=Throttler(1e308), stop=threading.Event(), aborted=aborted,
+    )  # fmt: skip
+    for base_offset, size_bytes in result.cleaned:
+        assert log.replace_segment(base_offset, size_bytes) is not None
+    return result.end_offset
+
+
+def keyed_log(dir: Path) -> Log:
+    log = Log.open(dir, LogConfig(segment_bytes=600), 0)
+    for i in range(30):
+        log.append(bytearray(encode_batch([Record(0, NOW, b"k%d" % (i % 3), b"v%d" % i)])), 0)
+    log.roll(0)
+    return log
+
+
+def test_a_full_map_cleans_to_one_record_per_key(tmp_path: Path) -> None:
+    log = keyed_log(tmp_path)
+    assert run_pass(log, map_capacity=10) == 30
+    assert records_of(log) == [(27, b"k0", b"v27"), (28, b"k1", b"v28"), (29, b"k2", b"v29")]
+
+
+def test_a_small_map_cleans_as_far_as_it_covers_and_the_next_pass_goes_on(tmp_path: Path) -> None:
+    log = Log.open(tmp_path, LogConfig(segment_bytes=600), 0)
+    for i in range(30):  # keys k0..k9 three times
+        log.append(bytearray(encode_batch([Record(0, NOW, b"k%d" % (i % 10), b"v%d" % i)])), 0)
+    log.roll(0)
+    end = run_pass(log, map_capacity=4)  # k0..k3, then k4 does not fit: the map ends at offset 4
+    assert end == 4
+    kept = records_of(log)
+    # Nothing at or past the map's end went; below it the map's keys kept their last record
+    # in its range (k0..k3 at 0..3: their later records are past the map).
+    assert [o for o, _, _ in kept] == list(range(30))
+    ends = [end]
+    while end < 30:
+        end = run_pass(log, map_capacity=4, checkpoint=end)
+        ends.append(end)
+    assert ends == [4, 8, 12, 16, 20, 24, 28, 30]
+    assert records_of(log) == [(o, b"k%d" % (o % 10), b"v%d" % o) for o in range(20, 30)]
+
+
+def test_aborted_transactions_supersede_nothing_and_markers_stay(tmp_path: Path) -> None:
+    log = Log.open(tmp_path, LogConfig(segment_bytes=100_000), 0)
+    log.append(bytearray(encode_batch([Record(0, NOW, b"a", b"committed-1")])), 0)  # 0
+    aborted = encode_batch([Record(0, NOW, b"a", b"aborted")], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append(bytearray(aborted), 0)  # 1
+    log.append(bytearray(encode_marker(5, 0, False, 0, NOW)), 0)  # 2: abort
+    committed = encode_batch([Record(0, NOW, b"b", b"txn-1")], producer_id=6, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append(bytearray(committed), 0)  # 3
+    log.append(bytearray(encode_marker(6, 0, True, 0, NOW)), 0)  # 4: commit
+    log.append(bytearray(encode_batch([Record(0, NOW, b"b", b"plain-2")])), 0)  # 5
+    log.roll(0)
+    run_pass(log, map_capacity=10, aborted=[(5, 1, 2)])
+    kept = records_of(log)
+    assert [(o, k, v) for o, k, v in kept if k in (b"a", b"b")] == [(0, b"a", b"committed-1"), (1, b"a", b"aborted"), (5, b"b", b"plain-2")]
+    assert [o for o, _, _ in kept] == [0, 1, 2, 4, 5]  # both markers kept, the superseded committed record gone
