@@ -1,6 +1,6 @@
 """Local log cleaning throughput and memory: the log cleaner's pass over a compacted partition.
 
-    python bench/compaction.py [--quick] [--records N] [--keys K] [--dir DIR]
+    python bench/compaction.py [--quick] [--records N] [--keys K] [--dedupe-buffer-mib M] [--dir DIR]
 
 A local log of N records with 100-byte values (10-byte keys, K distinct keys written in
 turn, uncompressed producer batches of 100 records, 64 MiB segments, every segment rolled) is
@@ -9,8 +9,8 @@ offset map over the dirty section, cleaned copies written and fsynced, then swap
 Log.replace_segment with indexes rebuilt). Throughput is MB/s (10^6 bytes) of the log read by
 the pass, wall clock; then the same pass over a fresh copy under tracemalloc gives the peak of
 Python memory it allocated (the map is bounded by log.cleaner.dedupe.buffer.size, 128 MiB by
-default; the batches being read are 4 MiB chunks). Best of the rounds; the last line is one
-JSON object.
+default, `--dedupe-buffer-mib`; with more keys than it holds a pass cleans as far as its map
+covers, `cleaned_to` below the log end). Best of the rounds; the last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def build_log(dir: Path, records: int, keys: int) -> int:
     return size
 
 
-def one_pass(dir: Path, cleaner: CleanerConfig) -> tuple[float, int, int]:
-    """(seconds, bytes read, records kept) of one cleaning pass and its swaps."""
+def one_pass(dir: Path, cleaner: CleanerConfig) -> tuple[float, int, int, int]:
+    """(seconds, bytes read, records kept, offset cleaned to) of one cleaning pass and its swaps."""
     log = Log.open(dir, CONFIG, 0)
     try:
         started = time.perf_counter()
@@ -68,7 +68,7 @@ def one_pass(dir: Path, cleaner: CleanerConfig) -> tuple[float, int, int]:
         )  # fmt: skip
         for base_offset, size_bytes in result.cleaned:
             assert log.replace_segment(base_offset, size_bytes) is not None
-        return time.perf_counter() - started, result.stats.bytes_read, result.stats.records_kept
+        return time.perf_counter() - started, result.stats.bytes_read, result.stats.records_kept, result.end_offset
     finally:
         log.close()
 
@@ -79,11 +79,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=None)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--dedupe-buffer-mib", type=int, default=128)
     parser.add_argument("--dir", type=Path, default=None)
     args = parser.parse_args()
     records = args.records or (200_000 if args.quick else 1_000_000)
     rounds = args.rounds or (1 if args.quick else 3)
-    cleaner = CleanerConfig()
+    cleaner = CleanerConfig(dedupe_buffer_size=args.dedupe_buffer_mib * 2**20)
     root = Path(tempfile.mkdtemp(dir=args.dir, prefix="bench-compaction-"))
     try:
         source = root / "source"
@@ -93,10 +94,10 @@ def main() -> None:
         for round_ in range(rounds):
             work = root / f"round-{round_}"
             shutil.copytree(source, work)
-            seconds, read_bytes, kept = one_pass(work, cleaner)
+            seconds, read_bytes, kept, cleaned_to = one_pass(work, cleaner)
             shutil.rmtree(work)
             rate = read_bytes / seconds / 1e6
-            print(f"round {round_ + 1}: {seconds:.2f} s, {rate:.1f} MB/s, {kept} records kept")
+            print(f"round {round_ + 1}: {seconds:.2f} s, {rate:.1f} MB/s, {kept} records kept, cleaned to offset {cleaned_to}")
             best = rate if best is None else max(best, rate)
         work = root / "traced"
         shutil.copytree(source, work)
@@ -109,8 +110,9 @@ def main() -> None:
             "records": records,
             "keys": args.keys,
             "log_mb": round(log_bytes / 1e6, 1),
+            "cleaned_to": cleaned_to,
             "peak_python_mib": round(peak / 2**20, 1),
-            "dedupe_buffer_mib": cleaner.dedupe_buffer_size / 2**20,
+            "dedupe_buffer_mib": args.dedupe_buffer_mib,
         }
         print(f"memory: peak {peak / 2**20:.1f} MiB of Python allocations (dedupe buffer {cleaner.dedupe_buffer_size / 2**20:.0f} MiB)")
         print(json.dumps(figures))
