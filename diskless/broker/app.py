@@ -143,7 +143,7 @@ class Broker:
         # The transaction coordinator sits with the group coordinator (the controller's slot).
         self.transactions = Transactions(
             self.store, self.registry.leader, self.allocate_producer_id, self.clock,
-            lambda: self.cluster.controller_id == c.node_id, DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+            lambda: self.cluster.controller_id == c.node_id, DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, self._partition_leader_address,
         )  # fmt: skip
         await self.server.start()
         # Join the cluster once the listener's port is known: register, take the first view,
@@ -234,6 +234,12 @@ class Broker:
         if not self._ready.is_set():
             await self._ready.wait()
         return await HANDLERS[request.header.api_key](self, request)
+
+    def _partition_leader_address(self, topic: str, index: int) -> tuple[str, int] | None:
+        """(host, port) of the other broker leading a partition, or None (led here, or unknown)."""
+        node_id, _ = self.registry.leadership(topic, index)
+        registration = self.cluster.brokers.get(node_id) if node_id is not None and node_id != self.config.node_id else None
+        return None if registration is None else (registration.host, registration.port)
 
     async def allocate_producer_id(self) -> int:
         assert self.store is not None

@@ -39,6 +39,7 @@ SUPPORTED = MappingProxyType(
         24: ("AddPartitionsToTxn", 0, 3),
         25: ("AddOffsetsToTxn", 0, 4),
         26: ("EndTxn", 0, 4),
+        27: ("WriteTxnMarkers", 1, 1),  # broker to broker: the transaction coordinator to partition leaders
         28: ("TxnOffsetCommit", 0, 4),
         29: ("DescribeAcls", 1, 3),
         30: ("CreateAcls", 1, 3),

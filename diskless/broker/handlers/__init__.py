@@ -34,6 +34,7 @@ HANDLERS = metrics.instrument({
     24: transactions.handle_add_partitions_to_txn,
     25: transactions.handle_add_offsets_to_txn,
     26: transactions.handle_end_txn,
+    27: transactions.handle_write_txn_markers,
     28: transactions.handle_txn_offset_commit,
     29: security.handle_describe_acls,
     30: security.handle_create_acls,

@@ -1,6 +1,7 @@
 """The transaction coordinator's APIs: InitProducerId with a transactional id,
 AddPartitionsToTxn (v0-v3, the client's form), AddOffsetsToTxn, TxnOffsetCommit and EndTxn;
-DescribeTransactions and ListTransactions (KIP-664).
+DescribeTransactions and ListTransactions (KIP-664); WriteTxnMarkers, which the coordinator sends
+to the leaders of partitions it does not lead.
 
 Transaction state is reached only through `broker.transactions` (txn/transactions.py). The
 coordinator is the broker that coordinates groups (FindCoordinator key type 1 answers the same
@@ -11,6 +12,7 @@ A failure while serving (the metadata store failing) answers as the group coordi
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 from typing import Any
@@ -20,9 +22,10 @@ from kio.schema.errors import ErrorCode
 from diskless.wire import Request
 from metadata import CommittedOffset
 
-from ..api import BrokerApi
+from ..api import BrokerApi, absent
+from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
-from ..security.authorizer import TOPIC, WRITE
+from ..security.authorizer import CLUSTER_ACTION, TOPIC, WRITE
 from .groups import coordinator_error
 
 log = logging.getLogger(__name__)
@@ -229,3 +232,59 @@ async def handle_list_transactions(broker: BrokerApi, request: Request) -> Any:
             make(mod.TransactionState, transactional_id=r.transactional_id, producer_id=r.producer_id, transaction_state=r.state) for r in listed
         ),
     )
+
+
+MARKER_DURABLE_TIMEOUT_S = 10.0
+
+
+async def handle_write_txn_markers(broker: BrokerApi, request: Request) -> Any:
+    """WriteTxnMarkers v1, from the transaction coordinator on another broker: append each
+    marker to the partitions this broker leads, answer once each is durable (or its error:
+    NOT_LEADER_OR_FOLLOWER, and the coordinator asks the new leader)."""
+    body, version = request.body, request.header.api_version
+    mod = response_module(27, version)
+    allowed = broker.security.cluster_allowed(CLUSTER_ACTION)
+    results = []
+    for marker in body.markers:
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        waits = []
+        for topic in marker.topics:
+            for index in topic.partition_indexes:
+                key = (topic.name, index)
+                partition = broker.registry.leader(topic.name, index)
+                if not allowed:
+                    errors[key] = ErrorCode.cluster_authorization_failed
+                elif partition is None:
+                    errors[key] = absent(broker, topic.name, index)
+                else:
+                    try:
+                        offset = partition.append_marker(
+                            marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch, broker.clock()
+                        )
+                    except Exception as exc:
+                        errors[key] = error_code_for(exc, f"transaction marker for {topic.name}-{index}")
+                    else:
+                        errors[key] = ErrorCode.none
+                        waits.append((key, partition.until_durable(offset + 1)))
+        for key, wait in waits:
+            try:
+                await asyncio.wait_for(wait, MARKER_DURABLE_TIMEOUT_S)
+            except Exception as exc:
+                errors[key] = error_code_for(exc, f"transaction marker for {key[0]}-{key[1]}")
+        results.append(
+            make(
+                mod.WritableTxnMarkerResult,
+                producer_id=marker.producer_id,
+                topics=tuple(
+                    make(
+                        mod.WritableTxnMarkerTopicResult,
+                        name=t.name,
+                        partitions=tuple(
+                            make(mod.WritableTxnMarkerPartitionResult, partition_index=i, error_code=errors[(t.name, i)]) for i in t.partition_indexes
+                        ),
+                    )
+                    for t in marker.topics
+                ),
+            )
+        )
+    return make(mod.WriteTxnMarkersResponse, markers=tuple(results))

@@ -11,8 +11,9 @@ from the store, and every transaction found preparing is finished; on losing it 
 dropped (the next holder reads the store). A coordinator epoch per slot, carried in markers
 and checked by the store on each write, is the seam for a cluster (markers carry 0 today).
 
-Markers go to partitions this broker leads; a partition led by another broker is retried
-until it is led here (WriteTxnMarkers to other brokers is not implemented yet).
+Markers go through the leader of each partition: in process for the partitions this broker
+leads, with WriteTxnMarkers (markers_client.py) to the broker leading the others; a partition
+whose leader cannot be reached or refuses is retried until one writes the marker.
 
 Only the event-loop task calls it. Operations on one transactional id are serialised by a lock.
 """
@@ -31,6 +32,7 @@ from metadata import CommittedOffset, MetadataStore
 from metadata.transactions import PREPARE_COMMIT, TransactionRecord
 
 from .coordinator import InitProducerIdDecision, NeedProducerId, TransactionCoordinator, is_preparing
+from .markers_client import write_txn_markers
 
 if TYPE_CHECKING:
     from ..partition import PartitionLeader
@@ -52,10 +54,12 @@ class Transactions:
         clock: Callable[[], int],
         is_coordinator: Callable[[], bool],
         transaction_max_timeout_ms: int,
+        remote_leader: Callable[[str, int], tuple[str, int] | None] = lambda topic, index: None,
     ) -> None:
         self.store = store
         self.core = TransactionCoordinator(transaction_max_timeout_ms)
         self._leader = leader
+        self._remote_leader = remote_leader  # (host, port) of another broker leading the partition
         self._allocate_producer_id = allocate_producer_id
         self._clock = clock
         self._is_coordinator = is_coordinator
@@ -215,7 +219,7 @@ class Transactions:
                 except Exception as exc:
                     log.warning("transaction %r: marker for %s-%d not durable (%s); will retry", record.transactional_id, *key, exc)
                     missing.append(key)
-            pending = missing
+            pending = await self._remote_markers(record, commit, missing)
             if pending:
                 await asyncio.sleep(MARKER_RETRY_S)
         if commit:
@@ -230,6 +234,32 @@ class Transactions:
                 await self._retry(lambda: self.store.put_transaction(done))
                 self.core.apply(done)
         log.debug("transaction %r of producer %d: %s complete", record.transactional_id, record.producer_id, "commit" if commit else "abort")
+
+    async def _remote_markers(self, record: TransactionRecord, commit: bool, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Send the markers of partitions other brokers lead; returns those still to write."""
+        by_broker: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        left = []
+        for key in partitions:
+            address = self._remote_leader(*key)
+            if address is None:
+                left.append(key)
+            else:
+                by_broker.setdefault(address, []).append(key)
+        for (host, port), keys in by_broker.items():
+            try:
+                answers = await write_txn_markers(
+                    host, port, record.producer_id, record.producer_epoch, commit, COORDINATOR_EPOCH, keys, END_TXN_WAIT_S
+                )
+            except Exception as exc:
+                log.warning("transaction %r: WriteTxnMarkers to %s:%d failed (%s); will retry", record.transactional_id, host, port, exc)
+                left += keys
+                continue
+            for key, error in answers.items():
+                if error is not ErrorCode.none:
+                    log.info("transaction %r: marker for %s-%d refused by %s:%d (%s); will retry",
+                             record.transactional_id, *key, host, port, error.name.upper())  # fmt: skip
+                    left.append(key)
+        return left
 
     async def _retry(self, operation: Callable[[], Awaitable[None]]) -> None:
         while True:

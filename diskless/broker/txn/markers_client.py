@@ -1,0 +1,49 @@
+"""WriteTxnMarkers (API 27, v1) sent by the transaction coordinator to the broker leading a
+partition of a transaction that this broker does not lead (Kafka's TransactionMarkerChannel
+Manager). One short connection per request, plaintext, without SASL: inter-broker security
+is not configured yet. The receiving broker answers once each marker is durable.
+
+Only the coordinator's completion tasks (txn/transactions.py) call it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from kio.schema.errors import ErrorCode
+from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
+
+from diskless.wire import encode_request, parse_response, response_type
+
+CLIENT_ID = "diskless-txn-coordinator"
+_SIZE = struct.Struct(">i")
+
+
+async def write_txn_markers(
+    host: str, port: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+    partitions: list[tuple[str, int]], timeout_s: float,
+) -> dict[tuple[str, int], ErrorCode]:  # fmt: skip
+    """Each partition's error code as the remote leader answered (NONE: the marker is durable).
+    Raises OSError / asyncio.TimeoutError when the broker cannot be reached in time."""
+    mod = write_txn_markers_v1
+    topics: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        topics.setdefault(topic, []).append(index)
+    body = mod.WriteTxnMarkersRequest(markers=(
+        mod.WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit, coordinator_epoch=coordinator_epoch,
+            topics=tuple(mod.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items()),
+        ),
+    ))  # fmt: skip
+    async with asyncio.timeout(timeout_s):
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(encode_request(1, CLIENT_ID, body))
+            await writer.drain()
+            (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
+            _, response = parse_response(await reader.readexactly(size), response_type(27, 1))
+        finally:
+            writer.close()
+    answered = {(t.name, p.partition_index): p.error_code for m in response.markers for t in m.topics for p in t.partitions}
+    return {key: answered.get(key, ErrorCode.unknown_server_error) for key in partitions}
