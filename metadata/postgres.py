@@ -568,6 +568,17 @@ class PostgresMetadataStore:
     async def delete_transaction(self, transactional_id: str) -> None:
         await self._call(txn_ops.delete_transaction, transactional_id, idempotent=True)
 
+    async def put_aborted_transactions(
+        self, topic: str, partition: int, entries: Sequence[tuple[int, int, int]], *, delete_below: int, leader_epoch: int
+    ) -> None:
+        await self._call(
+            txn_ops.put_aborted_transactions, topic, partition, list(entries), delete_below, leader_epoch,
+            idempotent=True, key=("partition", topic, partition),
+        )  # fmt: skip
+
+    async def list_aborted_transactions(self, topic: str, partition: int) -> list[tuple[int, int, int]]:
+        return await self._call(txn_ops.list_aborted_transactions, topic, partition, idempotent=True, transaction=False)
+
     # --- administration (diskless metadata migrate / check) -------------------------------------
 
     async def schema_version(self) -> int:

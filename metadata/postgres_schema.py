@@ -27,7 +27,7 @@ import asyncpg
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Any fixed 64-bit number, the same for every broker of every version: "diskless" in ASCII.
 MIGRATION_LOCK_ID = 0x6469736B6C657373
@@ -213,7 +213,20 @@ CREATE TABLE transactions (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6}
+# v7: each partition's aborted transactions whose batches reached the bucket (metadata/transactions.py).
+_SCHEMA_V7 = """
+CREATE TABLE aborted_transactions (
+    topic_id      UUID    NOT NULL,
+    partition     INTEGER NOT NULL,
+    last_offset   BIGINT  NOT NULL,
+    producer_id   BIGINT  NOT NULL,
+    first_offset  BIGINT  NOT NULL,
+    PRIMARY KEY (topic_id, partition, last_offset),
+    FOREIGN KEY (topic_id, partition) REFERENCES partitions (topic_id, partition) ON DELETE CASCADE
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7}
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -5,7 +5,7 @@ Same contract as postgres_ops.py (each runs inside the store's transaction or ca
 
 from __future__ import annotations
 
-from .postgres_ops import Conn
+from .postgres_ops import Conn, _fenced_partition, _partition_row
 from .transactions import COLUMNS, TransactionRecord
 
 
@@ -27,3 +27,26 @@ async def list_transactions(conn: Conn) -> list[TransactionRecord]:
 
 async def delete_transaction(conn: Conn, transactional_id: str) -> None:
     await conn.execute("DELETE FROM transactions WHERE transactional_id = $1", transactional_id)
+
+
+async def put_aborted_transactions(
+    conn: Conn, topic: str, partition: int, entries: list[tuple[int, int, int]], delete_below: int, leader_epoch: int
+) -> None:
+    topic_id = await _fenced_partition(conn, topic, partition, leader_epoch)
+    await conn.execute(
+        "DELETE FROM aborted_transactions WHERE topic_id = $1 AND partition = $2 AND last_offset < $3", topic_id, partition, delete_below
+    )
+    await conn.executemany(
+        "INSERT INTO aborted_transactions (topic_id, partition, last_offset, producer_id, first_offset) VALUES ($1, $2, $3, $4, $5) "
+        "ON CONFLICT (topic_id, partition, last_offset) DO UPDATE SET producer_id = EXCLUDED.producer_id, first_offset = EXCLUDED.first_offset",
+        [(topic_id, partition, last, pid, first) for pid, first, last in entries],
+    )
+
+
+async def list_aborted_transactions(conn: Conn, topic: str, partition: int) -> list[tuple[int, int, int]]:
+    topic_id, _ = await _partition_row(conn, topic, partition)
+    rows = await conn.fetch(
+        "SELECT producer_id, first_offset, last_offset FROM aborted_transactions WHERE topic_id = $1 AND partition = $2 ORDER BY last_offset",
+        topic_id, partition,
+    )
+    return [(r[0], r[1], r[2]) for r in rows]

@@ -350,6 +350,14 @@ class SqliteMetadataStore:
     async def delete_transaction(self, transactional_id: str) -> None:
         await self._call(txn_ops.delete_transaction, transactional_id)
 
+    async def put_aborted_transactions(
+        self, topic: str, partition: int, entries: Sequence[tuple[int, int, int]], *, delete_below: int, leader_epoch: int
+    ) -> None:
+        await self._call(txn_ops.put_aborted_transactions, topic, partition, list(entries), delete_below, leader_epoch)
+
+    async def list_aborted_transactions(self, topic: str, partition: int) -> list[tuple[int, int, int]]:
+        return await self._call(txn_ops.list_aborted_transactions, topic, partition)
+
     # --- lifecycle -------------------------------------------------------------------------
 
     async def close(self) -> None:

@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -200,7 +200,20 @@ CREATE TABLE transactions (
 ) WITHOUT ROWID;
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6}
+# v7: each partition's aborted transactions whose batches reached the bucket (metadata/transactions.py).
+_SCHEMA_V7 = """
+CREATE TABLE aborted_transactions (
+    topic_id      TEXT    NOT NULL,
+    partition     INTEGER NOT NULL,
+    last_offset   INTEGER NOT NULL,              -- the abort marker's offset
+    producer_id   INTEGER NOT NULL,
+    first_offset  INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, partition, last_offset),
+    FOREIGN KEY (topic_id, partition) REFERENCES partitions (topic_id, partition) ON DELETE CASCADE
+) WITHOUT ROWID;
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .sqlite_ops import _read, _write
+from .sqlite_ops import _fenced_partition, _partition_row, _read, _write
 from .transactions import COLUMNS, TransactionRecord
 
 
@@ -25,3 +25,27 @@ def list_transactions(conn: sqlite3.Connection) -> list[TransactionRecord]:
 def delete_transaction(conn: sqlite3.Connection, transactional_id: str) -> None:
     with _write(conn):
         conn.execute("DELETE FROM transactions WHERE transactional_id = ?", (transactional_id,))
+
+
+def put_aborted_transactions(
+    conn: sqlite3.Connection, topic: str, partition: int, entries: list[tuple[int, int, int]], delete_below: int, leader_epoch: int
+) -> None:
+    with _write(conn):
+        topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
+        conn.execute(
+            "DELETE FROM aborted_transactions WHERE topic_id = ? AND partition = ? AND last_offset < ?", (topic_id, partition, delete_below)
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO aborted_transactions (topic_id, partition, last_offset, producer_id, first_offset) VALUES (?, ?, ?, ?, ?)",
+            [(topic_id, partition, last, pid, first) for pid, first, last in entries],
+        )
+
+
+def list_aborted_transactions(conn: sqlite3.Connection, topic: str, partition: int) -> list[tuple[int, int, int]]:
+    with _read(conn):
+        topic_id, _ = _partition_row(conn, topic, partition)
+        rows = conn.execute(
+            "SELECT producer_id, first_offset, last_offset FROM aborted_transactions WHERE topic_id = ? AND partition = ? ORDER BY last_offset",
+            (topic_id, partition),
+        ).fetchall()
+    return [tuple(row) for row in rows]  # type: ignore[misc]

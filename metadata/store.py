@@ -344,6 +344,18 @@ class MetadataStore(Protocol):
         """Forget a transactional id (transactional.id.expiration.ms); no-op if unknown."""
         ...
 
+    async def put_aborted_transactions(
+        self, topic: str, partition: int, entries: Sequence[tuple[int, int, int]], *, delete_below: int, leader_epoch: int
+    ) -> None:
+        """Record a partition's aborted transactions, (producer id, first offset, abort marker
+        offset) each, replacing any at the same marker offset, and forget those whose marker
+        is below `delete_below` (the log start offset). Fenced on `leader_epoch`."""
+        ...
+
+    async def list_aborted_transactions(self, topic: str, partition: int) -> list[tuple[int, int, int]]:
+        """The partition's recorded aborted transactions, by marker offset. Raises UnknownTopic."""
+        ...
+
     # --- lifecycle -------------------------------------------------------------------------
 
     async def close(self) -> None:

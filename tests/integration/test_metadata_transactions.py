@@ -41,3 +41,21 @@ async def test_transactions_round_trip(store: MetadataStore) -> None:
     await store.delete_transaction("tx-a")
     await store.delete_transaction("unknown")
     assert await store.list_transactions() == [preparing]
+
+
+async def test_aborted_transactions_per_partition(store: MetadataStore) -> None:
+    from metadata import FencedLeaderEpoch
+
+    await store.create_topic("orders", 2, {})
+    assert await store.list_aborted_transactions("orders", 0) == []
+    await store.put_aborted_transactions("orders", 0, [(7, 10, 15), (8, 12, 20)], delete_below=0, leader_epoch=0)
+    await store.put_aborted_transactions("orders", 1, [(9, 0, 3)], delete_below=0, leader_epoch=0)
+    await store.put_aborted_transactions("orders", 0, [(8, 12, 20), (7, 30, 31)], delete_below=16, leader_epoch=0)
+    assert await store.list_aborted_transactions("orders", 0) == [(8, 12, 20), (7, 30, 31)]
+    assert await store.list_aborted_transactions("orders", 1) == [(9, 0, 3)]
+    await store.bump_leader_epoch("orders", 0)
+    with pytest.raises(FencedLeaderEpoch):
+        await store.put_aborted_transactions("orders", 0, [(1, 40, 41)], delete_below=0, leader_epoch=0)
+    await store.delete_topic("orders")
+    await store.create_topic("orders", 1, {})
+    assert await store.list_aborted_transactions("orders", 0) == []

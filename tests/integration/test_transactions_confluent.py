@@ -299,3 +299,33 @@ def test_describe_and_list_transactions(broker, create_topic, wire) -> None:
     assert (state.transaction_state, state.topics) == ("CompleteCommit", ())
     listed = client.request(list_v1.ListTransactionsRequest(state_filters=("Ongoing",), producer_id_filters=(), duration_filter=-1))
     assert transactional_id not in [s.transactional_id for s in listed.transaction_states]
+
+
+def test_aborted_transactions_in_the_bucket_stay_aborted_after_a_restart(broker, create_topic) -> None:
+    """Small segments: the aborted transaction's segments are uploaded and their local copies
+    dropped (local.retention.ms 0); after a SIGKILL and a restart, read_committed still skips it."""
+    topic = create_topic(broker.bootstrap, partitions=1, configs={"segment.bytes": "2048"})
+    producer = transactional_producer(broker.bootstrap, tid(), **{"batch.size": 1000})
+    for txn, prefix in enumerate(("a", "b", "c")):
+        producer.begin_transaction()
+        for i in range(40):
+            producer.produce(topic, value=f"{prefix}-{i}-".encode() + b"x" * 60, partition=0)
+        if prefix == "b":
+            producer.flush(DEADLINE_S)
+            producer.abort_transaction(DEADLINE_S)
+        else:
+            producer.commit_transaction(DEADLINE_S)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "batch.size": 1000})
+    for i in range(40):
+        plain.produce(topic, value=f"p-{i}-".encode() + b"x" * 60, partition=0)
+    plain.flush(DEADLINE_S)
+    log_dir = broker.data_dir / "logs" / f"{topic}-0"
+    deadline = time.monotonic() + DEADLINE_S
+    while (log_dir / "00000000000000000000.log").exists():  # uploaded, then its local copy dropped
+        assert time.monotonic() < deadline, f"the first segment of {topic}-0 never left the local disk"
+        time.sleep(0.05)  # polling the data directory with a deadline: nothing to wait on instead
+    broker.kill()
+    broker.start()
+    expected = [f"{prefix}-{i}-" + "x" * 60 for prefix in ("a", "c", "p") for i in range(40)]
+    assert values(consume_all(broker.bootstrap, topic, "read_committed", 120, partitions=1)) == {0: expected}
+    assert sum(map(len, consume_all(broker.bootstrap, topic, "read_uncommitted", 160, partitions=1).values())) == 160

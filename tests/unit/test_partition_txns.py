@@ -66,3 +66,22 @@ def test_trim_to_whole_batches_below_an_offset() -> None:
     assert [h.base_offset for h in iter_headers(trimmed)] == [0, 2]
     assert [h.base_offset for h in iter_headers(trim_to(log, 3))] == [0, 2]  # the batch holding 3 starts below it
     assert trim_to(log, 0) is None
+
+
+def test_aborted_transactions_recorded_once_and_merged_back() -> None:
+    txns = PartitionTxns()
+    txns.on_data(1, 0)
+    txns.on_marker(1, 5, False, 0)
+    txns.on_data(2, 6)
+    txns.on_marker(2, 9, False, 0)
+    assert txns.unrecorded(6) == [(1, 0, 5)]
+    txns.recorded(6)
+    assert txns.unrecorded(6) == []
+    assert txns.unrecorded(20) == [(2, 6, 9)]
+    # After a restart: the store's entries (the segment's local copy is gone) and the local tail's.
+    reopened = PartitionTxns()
+    reopened.on_data(2, 6)
+    reopened.on_marker(2, 9, False, 0)
+    reopened.merge_aborted([(1, 0, 5), (2, 6, 9)])
+    assert reopened.aborted_between(0, 20) == [AbortedTxn(1, 0, 5), AbortedTxn(2, 6, 9)]
+    assert reopened.unrecorded(20) == []

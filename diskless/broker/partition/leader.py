@@ -148,6 +148,8 @@ class PartitionLeader:
             producer_id_expiration_ms=producer_id_expiration_ms,
         )  # fmt: skip
         leader._resubmit_tail()
+        leader.txns.merge_aborted(await store.list_aborted_transactions(topic, index))
+        await leader.record_aborted_transactions()
         return leader
 
     # --- state others read ------------------------------------------------------------------
@@ -287,6 +289,17 @@ class PartitionLeader:
         if self._rules.tiered and self._log.active_base_offset != active_before:
             self._uploads.rolled()
         return info.first_offset
+
+    async def record_aborted_transactions(self) -> None:
+        """Aborted transactions whose marker is in the bucket's segments, into the store
+        (txn/partition_txns.py: rebuilt from the local log, which keeps only the tail)."""
+        end = self.remote.end_offset
+        entries = self.txns.unrecorded(end)
+        if entries:
+            await self._store.put_aborted_transactions(
+                self.topic, self.index, entries, delete_below=self.log_start_offset, leader_epoch=self.leader_epoch
+            )
+        self.txns.recorded(end)
 
     @property
     def last_stable_offset(self) -> int:
@@ -490,7 +503,12 @@ class PartitionLeader:
             )  # fmt: skip
 
     async def segment_committed(self) -> None:
-        """A segment reached the bucket: write-ahead batches inside it are no longer needed."""
+        """A segment reached the bucket: write-ahead batches inside it are no longer needed,
+        and its aborted transactions go to the store before its local copy may go."""
+        try:
+            await self.record_aborted_transactions()
+        except Exception as exc:  # kept in memory: the next commit or the next open writes them
+            logger.warning("%s-%d: recording aborted transactions failed: %s", self.topic, self.index, exc)
         if self._tail_uploaded is not None and self.remote.end_offset >= self._tail_uploaded[0]:
             if not self._tail_uploaded[1].done():
                 self._tail_uploaded[1].set_result(None)

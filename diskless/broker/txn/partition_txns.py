@@ -16,9 +16,12 @@ not yet durable, and never above the high watermark. A transaction ends at its m
 durability, not at its append (a marker is acknowledged like acks=all).
 
 Rebuilt at open from the batch headers of the local log (`rebuild`); headers only, no record
-is decoded except the one key of each marker. Transactions whose batches live only in the
-bucket (segments uploaded and dropped locally) are not seen then: a `.txnindex` per segment
-in the bucket is what would carry them (not written yet).
+is decoded except the one key of each marker. Aborted transactions whose marker reached the
+bucket in a segment are also recorded in the metadata store (`unrecorded` / `recorded`, by the
+leader when a segment is committed), and merged back at open (`merge_aborted`): the local copy
+of a segment goes soon after its upload. A transaction still open whose first batches are only
+in the bucket is not seen after a restart (a `.txnindex` per segment in the bucket, which
+Spark could read too, is not written yet).
 
 Used by the partition leader's task only.
 """
@@ -78,6 +81,7 @@ class PartitionTxns:
         # Ended transactions whose marker is not yet durable: (marker offset, first offset).
         self._ending: list[tuple[int, int]] = []
         self._aborted: list[AbortedTxn] = []  # by last_offset
+        self._recorded_end = 0  # aborted transactions with a marker below it are in the store
 
     @property
     def has_ongoing(self) -> bool:
@@ -100,6 +104,20 @@ class PartitionTxns:
         self._ending.append((marker_offset, first))
         if not commit:
             self._aborted.append(AbortedTxn(producer_id, first, marker_offset))
+
+    def merge_aborted(self, entries: Iterable[tuple[int, int, int]]) -> None:
+        """Aborted transactions from the store, (producer id, first offset, marker offset)."""
+        known = {a.last_offset for a in self._aborted}
+        merged = self._aborted + [AbortedTxn(p, f, m) for p, f, m in entries if m not in known]
+        self._aborted = sorted(merged, key=lambda a: a.last_offset)
+        self._recorded_end = max([self._recorded_end] + [m + 1 for _, _, m in entries])
+
+    def unrecorded(self, end_offset: int) -> list[tuple[int, int, int]]:
+        """Aborted transactions with a marker below `end_offset` not yet in the store."""
+        return [(a.producer_id, a.first_offset, a.last_offset) for a in self._aborted if self._recorded_end <= a.last_offset < end_offset]
+
+    def recorded(self, end_offset: int) -> None:
+        self._recorded_end = max(self._recorded_end, end_offset)
 
     def truncate_to(self, offset: int) -> None:
         """The log was cut at `offset` (nothing at or above it remains)."""
