@@ -329,3 +329,33 @@ def test_aborted_transactions_in_the_bucket_stay_aborted_after_a_restart(broker,
     expected = [f"{prefix}-{i}-" + "x" * 60 for prefix in ("a", "c", "p") for i in range(40)]
     assert values(consume_all(broker.bootstrap, topic, "read_committed", 120, partitions=1)) == {0: expected}
     assert sum(map(len, consume_all(broker.bootstrap, topic, "read_uncommitted", 160, partitions=1).values())) == 160
+
+
+def test_offsets_of_an_open_transaction_are_unstable(broker, create_topic, wire) -> None:
+    """KIP-447: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition
+    whose offset an open transaction holds; without it, the last committed offset."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.offset_fetch.v8 import request as offset_fetch_v8
+
+    source = create_topic(broker.bootstrap, partitions=2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    producer = transactional_producer(broker.bootstrap, tid())
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition(source, 1, 17)], consumer.consumer_group_metadata(), DEADLINE_S)
+    client = wire(broker.bootstrap)
+
+    def fetch(require_stable: bool) -> dict[int, tuple[ErrorCode, int]]:
+        mod = offset_fetch_v8
+        request = mod.OffsetFetchRequest(
+            groups=(mod.OffsetFetchRequestGroup(group_id=group, topics=(mod.OffsetFetchRequestTopics(name=source, partition_indexes=(0, 1)),)),),
+            require_stable=require_stable,
+        )
+        (answer,) = client.request(request).groups
+        return {p.partition_index: (p.error_code, p.committed_offset) for t in answer.topics for p in t.partitions}
+
+    assert fetch(True) == {0: (ErrorCode.none, -1), 1: (ErrorCode.unstable_offset_commit, -1)}
+    assert fetch(False) == {0: (ErrorCode.none, -1), 1: (ErrorCode.none, -1)}
+    producer.commit_transaction(DEADLINE_S)
+    assert fetch(True) == {0: (ErrorCode.none, -1), 1: (ErrorCode.none, 17)}
+    consumer.close()

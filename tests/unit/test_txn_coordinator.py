@@ -153,3 +153,16 @@ def test_list_transactions_filters() -> None:
     assert core.list_transactions((), (2000,), -1, 200) == ([core.get("other")], [])
     assert core.list_transactions((), (), 100, 200) == ([core.get(TID)], [])  # open 100 ms
     assert core.list_transactions((), (), 101, 200) == ([], [])
+
+
+def test_pending_offsets_are_unstable_until_complete() -> None:
+    core = TransactionCoordinator()
+    init(core)
+    apply(core, core.add_offsets(TID, 1000, 0, "g", 1))
+    apply(core, core.txn_offset_commit(TID, 1000, 0, "g", [CommittedOffset("in", 2, 5, None, "", 2)], 2))
+    assert core.pending_offset_partitions("g") == {("in", 2)}
+    assert core.pending_offset_partitions("other") == set()
+    apply(core, core.end_txn(TID, 1000, 0, True, 3))
+    assert core.pending_offset_partitions("g") == {("in", 2)}  # PrepareCommit: being written
+    core.apply(core.complete(TID, 4))
+    assert core.pending_offset_partitions("g") == set()

@@ -80,7 +80,11 @@ def _offset_fetch_partition(mod: Any, partition_cls: str, partition: int, found:
     )
 
 
-async def _fetch_group(broker: BrokerApi, mod: Any, group_id: str, topics: Any, partition_cls: str, topic_cls: str) -> tuple:
+async def _fetch_group(
+    broker: BrokerApi, mod: Any, group_id: str, topics: Any, partition_cls: str, topic_cls: str, require_stable: bool = False
+) -> tuple:
+    """With `require_stable` (KIP-447), a partition whose offset an open transaction is about to
+    commit answers UNSTABLE_OFFSET_COMMIT (retriable) instead of the offset it will replace."""
     if not broker.security.allowed(DESCRIBE, GROUP, group_id):
         raise GroupAuthorizationFailed(SESSION.get().principal, "DESCRIBE", "GROUP", group_id)
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
@@ -88,9 +92,13 @@ async def _fetch_group(broker: BrokerApi, mod: Any, group_id: str, topics: Any, 
     if wanted is None:  # as Kafka: every committed offset of the topics the principal may DESCRIBE
         wanted = [tp for tp in sorted(committed) if broker.security.allowed(DESCRIBE, TOPIC, tp[0])]
     by_topic: dict[str, list[Any]] = defaultdict(list)
+    unstable = broker.transactions.core.pending_offset_partitions(group_id) if require_stable else set()
     for topic, partition in wanted:
         if not broker.security.allowed(DESCRIBE, TOPIC, topic):
             by_topic[topic].append(_offset_fetch_partition(mod, partition_cls, partition, None, ErrorCode.topic_authorization_failed))
+            continue
+        if (topic, partition) in unstable:
+            by_topic[topic].append(_offset_fetch_partition(mod, partition_cls, partition, None, ErrorCode.unstable_offset_commit))
             continue
         by_topic[topic].append(_offset_fetch_partition(mod, partition_cls, partition, committed.get((topic, partition)), ErrorCode.none))
     return tuple(make(getattr(mod, topic_cls), name=topic, partitions=tuple(parts)) for topic, parts in by_topic.items())
@@ -107,13 +115,17 @@ async def handle_offset_fetch(broker: BrokerApi, request: Request) -> Any:
                 if version >= 9:  # a consumer-protocol member fetches with its member epoch (KIP-848)
                     error = broker.groups.validate_offset_fetch(group.group_id, group.member_id, group.member_epoch)
                 if error is ErrorCode.none:
-                    topics = await _fetch_group(broker, mod, group.group_id, group.topics, "OffsetFetchResponsePartitions", "OffsetFetchResponseTopics")
+                    topics = await _fetch_group(
+                        broker, mod, group.group_id, group.topics, "OffsetFetchResponsePartitions", "OffsetFetchResponseTopics", body.require_stable
+                    )
             except Exception as exc:
                 error = coordinator_error(exc, "OffsetFetch", (group.group_id,), request)
             groups.append(make(mod.OffsetFetchResponseGroup, group_id=group.group_id, topics=topics, error_code=error))
         return make(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
     try:
-        topics = await _fetch_group(broker, mod, body.group_id, body.topics, "OffsetFetchResponsePartition", "OffsetFetchResponseTopic")
+        topics = await _fetch_group(
+            broker, mod, body.group_id, body.topics, "OffsetFetchResponsePartition", "OffsetFetchResponseTopic", getattr(body, "require_stable", False)
+        )
     except Exception as exc:
         error = coordinator_error(exc, "OffsetFetch", (body.group_id,), request)
         if version >= 2:

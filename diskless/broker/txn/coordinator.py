@@ -106,6 +106,15 @@ class TransactionCoordinator:
     def records(self) -> list[TransactionRecord]:
         return sorted(self._records.values(), key=lambda r: r.transactional_id)
 
+    def pending_offset_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions whose offsets in `group_id` an open or committing transaction holds
+        (OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT, KIP-447)."""
+        return {
+            (o.topic, o.partition)
+            for r in self._records.values() if r.state in (ONGOING, PREPARE_COMMIT)
+            for g, o in r.pending_offsets if g == group_id
+        }  # fmt: skip
+
     def list_transactions(
         self, states: Iterable[str], producer_ids: Iterable[int], min_duration_ms: int, now_ms: int
     ) -> tuple[list[TransactionRecord], list[str]]:
