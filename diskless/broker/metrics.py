@@ -66,6 +66,8 @@ class PartitionLeader(Protocol):
     @property
     def log_end_offset(self) -> int: ...
     @property
+    def last_stable_offset(self) -> int: ...
+    @property
     def local_segments(self) -> tuple[Any, ...]: ...
     def segments_to_upload(self) -> list[Any]: ...
 
@@ -408,6 +410,10 @@ class BrokerStateCollector:
         lag_seconds = family(
             "diskless_remote_copy_lag_seconds", "Age of the oldest segment waiting for the bucket, from its last write (0 when none waits)."
         )
+        lso_lag = family(
+            "kafka_cluster_partition_laststableoffsetlag",
+            "High watermark minus the last stable offset: offsets open transactions hold from read_committed consumers (Kafka's LastStableOffsetLag).",
+        )
         leaders = self.leaders
         for leader in leaders:
             if leader.closed:
@@ -427,7 +433,9 @@ class BrokerStateCollector:
             lag_segments.add_metric(labels, len(waiting))
             lag_bytes.add_metric(labels, sum(s.size_bytes for s in waiting))
             lag_seconds.add_metric(labels, _age_s(waiting[0].log_path, self.now_s) if waiting else 0.0)
+            lso_lag.add_metric(labels, leader.high_watermark - leader.last_stable_offset)
         yield from (log_start, log_end, high_watermark, local_start, size, segments, remote_bytes, remote_segments, lag_segments, lag_bytes, lag_seconds)
+        yield lso_lag
 
         partitions = family("kafka_server_replicamanager_partitioncount", "Partitions on this broker (Kafka's ReplicaManager PartitionCount).", [])
         partitions.add_metric([], len(leaders))

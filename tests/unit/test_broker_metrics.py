@@ -70,7 +70,7 @@ def test_partition_state_at_scrape_time(tmp_path) -> None:
     waiting = [segment(40, 300, now_s - 42.5), segment(60, 200, now_s - 3)]
     active = segment(80, 50, now_s)
     leader = SimpleNamespace(
-        topic="orders", index=3, high_watermark=85, closed=False, tiered=True, log_start_offset=10,
+        topic="orders", index=3, high_watermark=85, last_stable_offset=81, closed=False, tiered=True, log_start_offset=10,
         local_log_start_offset=40, log_end_offset=90, local_segments=(*waiting, active),
         remote=SimpleNamespace(segments=(SimpleNamespace(size_bytes=1000), SimpleNamespace(size_bytes=24))),
         segments_to_upload=lambda: waiting,
@@ -89,7 +89,7 @@ def test_partition_state_at_scrape_time(tmp_path) -> None:
         "kafka_log_log_logendoffset": 90, "kafka_log_log_size": 550, "kafka_log_log_numlogsegments": 3,
         "kafka_server_brokertopicmetrics_remotelogsizebytes": 1024, "kafka_server_brokertopicmetrics_remotelogmetadatacount": 2,
         "kafka_server_brokertopicmetrics_remotecopylagsegments": 2, "kafka_server_brokertopicmetrics_remotecopylagbytes": 500,
-        "diskless_remote_copy_lag_seconds": 42.5,
+        "diskless_remote_copy_lag_seconds": 42.5, "kafka_cluster_partition_laststableoffsetlag": 4,
     }  # fmt: skip
     assert {name: samples[(name, p)] for name in expected} == expected
     g = (("consumergroup", "g"), ("partition", "3"), ("topic", "orders"))
