@@ -166,3 +166,16 @@ def test_pending_offsets_are_unstable_until_complete() -> None:
     assert core.pending_offset_partitions("g") == {("in", 2)}  # PrepareCommit: being written
     core.apply(core.complete(TID, 4))
     assert core.pending_offset_partitions("g") == set()
+
+
+def test_idle_transactional_ids_expire() -> None:
+    core = TransactionCoordinator()
+    init(core, now=0)
+    other = core.init_producer_id("busy", 60_000, -1, -1, 0, fresh_producer_id=2000)
+    core.apply(other.record)
+    apply(core, core.add_partitions("busy", 2000, 0, [("a", 0)], 10))
+    assert core.expired_ids(999, 1_000) == []
+    assert core.expired_ids(1_000, 1_000) == [TID]  # an open transaction never expires
+    core.forget(TID)
+    assert core.get(TID) is None and core.verify_partition(1000, 0, "a", 0) is ErrorCode.invalid_producer_id_mapping
+    assert isinstance(core.init_producer_id(TID, 60_000, -1, -1, 2_000), NeedProducerId)  # a new id, as for a new transactional id

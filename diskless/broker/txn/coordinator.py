@@ -48,6 +48,7 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32_767  # Short.MAX_VALUE; Kafka moves to a new producer id before it
 DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
+DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS = 604_800_000  # transactional.id.expiration.ms (7 days)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +279,19 @@ class TransactionCoordinator:
             for r in self._records.values()
             if r.state == ONGOING and r.txn_start_ms >= 0 and now_ms - r.txn_start_ms > r.timeout_ms
         ]
+
+    def expired_ids(self, now_ms: int, expiration_ms: int) -> list[str]:
+        """Transactional ids with no transaction open and no request for `expiration_ms`
+        (Kafka's transactional.id.expiration.ms): the store forgets them, then `forget`."""
+        return sorted(
+            r.transactional_id for r in self._records.values()
+            if r.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and now_ms - r.last_update_ms >= expiration_ms
+        )  # fmt: skip
+
+    def forget(self, transactional_id: str) -> None:
+        record = self._records.pop(transactional_id, None)
+        if record is not None and self._by_producer.get(record.producer_id) == transactional_id:
+            del self._by_producer[record.producer_id]
 
     def next_timeout_ms(self) -> int | None:
         """When the earliest ongoing transaction times out, or None."""

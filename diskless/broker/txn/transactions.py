@@ -31,7 +31,7 @@ from kio.schema.errors import ErrorCode
 from metadata import CommittedOffset, MetadataStore
 from metadata.transactions import PREPARE_COMMIT, TransactionRecord
 
-from .coordinator import InitProducerIdDecision, NeedProducerId, TransactionCoordinator, is_preparing
+from .coordinator import DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS, InitProducerIdDecision, NeedProducerId, TransactionCoordinator, is_preparing
 from .markers_client import write_txn_markers
 
 if TYPE_CHECKING:
@@ -55,7 +55,9 @@ class Transactions:
         is_coordinator: Callable[[], bool],
         transaction_max_timeout_ms: int,
         remote_leader: Callable[[str, int], tuple[str, int] | None] = lambda topic, index: None,
+        transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
     ) -> None:
+        self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.store = store
         self.core = TransactionCoordinator(transaction_max_timeout_ms)
         self._leader = leader
@@ -284,6 +286,13 @@ class Transactions:
                             log.info("transaction %r of producer %d timed out after %d ms: aborting it",
                                      record.transactional_id, record.producer_id, record.timeout_ms)  # fmt: skip
                             await self._write(record)
+                    for transactional_id in self.core.expired_ids(self._clock(), self.transactional_id_expiration_ms):
+                        async with self._lock(transactional_id):
+                            if transactional_id in self.core.expired_ids(self._clock(), self.transactional_id_expiration_ms):
+                                await self.store.delete_transaction(transactional_id)
+                                self.core.forget(transactional_id)
+                                self._locks.pop(transactional_id, None)
+                                log.info("transactional id %r expired", transactional_id)
             except Exception:
                 log.exception("transaction timeout pass failed; will retry")
             next_ms = self.core.next_timeout_ms()
