@@ -52,9 +52,9 @@ _OFFSET_OUT_OF_RANGE = 1
 class CompletedFetch:
     """The record bytes of one partition from one Fetch answer, consumed batch by batch."""
 
-    __slots__ = ("tp", "epoch", "data", "position", "end", "records", "index", "aborted", "error", "batch_next_offset")
+    __slots__ = ("tp", "epoch", "data", "position", "end", "records", "index", "aborted", "aborting", "error", "batch_next_offset")
 
-    def __init__(self, tp: TopicPartition, epoch: int, data: bytes, end: int, aborted: dict[int, int] | None) -> None:
+    def __init__(self, tp: TopicPartition, epoch: int, data: bytes, end: int, aborted: list[tuple[int, int]] | None) -> None:
         self.tp = tp
         self.epoch = epoch
         self.data = data
@@ -62,7 +62,12 @@ class CompletedFetch:
         self.end = end  # the whole batches end here; a partial batch may follow
         self.records: list[ConsumerRecord] = []  # of the decoded batch, from the position on
         self.index = 0
-        self.aborted = aborted  # producer id -> first offset of its aborted transaction
+        # As Java's CompletedFetch: the aborted transactions, (first offset, producer id) by first
+        # offset, move into `aborting` once the batches reach their first offset; a producer's
+        # control batch (its abort marker) takes it out. One producer aborts many transactions
+        # over time, each its own entry: a commit marker before an abort must not end it.
+        self.aborted = aborted
+        self.aborting: set[int] = set()
         self.error: Exception | None = None
         self.batch_next_offset = -1
 
@@ -102,16 +107,17 @@ class CompletedFetch:
             self.position = at + batch_length + 12
             return True
         if attributes & ATTR_CONTROL:
-            if self.aborted is not None:
+            if self.aborting:
                 (producer_id,) = _PRODUCER_ID.unpack_from(data, at + 43)
-                self.aborted.pop(producer_id, None)  # the marker ends its transaction
+                self.aborting.discard(producer_id)  # its marker ends the aborted transaction
             self.position = at + batch_length + 12
             state.position = max(state.position, next_offset)
             return True
-        if self.aborted and attributes & ATTR_TRANSACTIONAL:
+        if (self.aborted or self.aborting) and attributes & ATTR_TRANSACTIONAL:
+            while self.aborted and self.aborted[0][0] < next_offset:
+                self.aborting.add(self.aborted.pop(0)[1])
             (producer_id,) = _PRODUCER_ID.unpack_from(data, at + 43)
-            first = self.aborted.get(producer_id)
-            if first is not None and first <= base_offset:
+            if producer_id in self.aborting:
                 self.position = at + batch_length + 12
                 state.position = max(state.position, next_offset)
                 return True
@@ -370,7 +376,7 @@ class Fetcher:
             return False
         aborted = None
         if self.config.isolation_level and p.aborted_transactions:
-            aborted = {a.producer_id: a.first_offset for a in p.aborted_transactions}
+            aborted = sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions)
         self.completed.append(CompletedFetch(tp, state.epoch, data, end, aborted))
         state.buffered += 1
         state.fetch_offset = max(state.fetch_offset or 0, next_offset)

@@ -55,3 +55,42 @@ async def test_aiokafka_transactions(broker, create_topic) -> None:
         await producer.stop()
     assert await read_all(broker.bootstrap, topic, "read_committed", 60) == committed
     assert await read_all(broker.bootstrap, topic, "read_uncommitted", 120) == everything
+
+
+async def read_with_our_client(bootstrap: str, topic: str, isolation: str, expected: int) -> dict[int, list[str]]:
+    from diskless.client import Consumer
+    from diskless.client import TopicPartition as OurTopicPartition
+
+    got: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    async with Consumer(bootstrap_servers=bootstrap, isolation_level=isolation, auto_offset_reset="earliest") as consumer:
+        partitions = [OurTopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        async with asyncio.timeout(DEADLINE_S):
+            while sum(map(len, got.values())) < expected or any([await consumer.position(tp) < ends[tp] for tp in partitions]):
+                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                    got[tp.partition] += [r.value.decode() for r in records]
+    return got
+
+
+async def test_our_client_reads_committed_transactions(broker, create_topic) -> None:
+    """Transactions written by aiokafka, read by our asyncio client: read_committed skips the
+    aborted ones and every control record, read_uncommitted only the control records."""
+    topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}", enable_idempotence=True)
+    await producer.start()
+    committed: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    everything: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        for txn in range(4):
+            await producer.begin_transaction()
+            for i in range(12):
+                await (await producer.send(topic, f"{txn}-{i}".encode(), partition=i % PARTITIONS))
+                everything[i % PARTITIONS].append(f"{txn}-{i}")
+                if txn != 1:
+                    committed[i % PARTITIONS].append(f"{txn}-{i}")
+            await (producer.abort_transaction() if txn == 1 else producer.commit_transaction())
+    finally:
+        await producer.stop()
+    assert await read_with_our_client(broker.bootstrap, topic, "read_committed", 36) == committed
+    assert await read_with_our_client(broker.bootstrap, topic, "read_uncommitted", 48) == everything

@@ -79,9 +79,28 @@ def test_aborted_transactions_are_dropped_with_read_committed() -> None:
     later = batch(4, 2, is_transactional=True, producer_id=7, producer_epoch=0, base_sequence=3)
     data = aborted + marker + later
     state = PartitionState(position=0, fetch_offset=0)
-    records = take_all(CompletedFetch(TP, 0, data, len(data), {7: 0}), state)
+    records = take_all(CompletedFetch(TP, 0, data, len(data), [(0, 7)]), state)
     assert [r.offset for r in records] == [4, 5]  # the marker closed the aborted transaction
     assert state.position == 6
+
+
+def test_a_producer_commits_then_aborts_then_commits() -> None:
+    """One transactional producer's committed, aborted and committed transactions in a row:
+    the commit marker before the aborted transaction does not end it."""
+
+    def marker(offset: int) -> bytes:
+        return encode_batch([Record(offset, 0, b"\x00\x00\x00\x01", b"\x00\x00")], base_offset=offset, is_control=True,
+                            is_transactional=True, producer_id=7, producer_epoch=0)  # fmt: skip
+
+    data = b"".join((
+        batch(0, 2, is_transactional=True, producer_id=7, producer_epoch=0, base_sequence=0), marker(2),
+        batch(3, 2, is_transactional=True, producer_id=7, producer_epoch=0, base_sequence=2), marker(5),
+        batch(6, 2, is_transactional=True, producer_id=7, producer_epoch=0, base_sequence=4), marker(8),
+    ))  # fmt: skip
+    state = PartitionState(position=0, fetch_offset=0)
+    records = take_all(CompletedFetch(TP, 0, data, len(data), [(3, 7)]), state)
+    assert [r.offset for r in records] == [0, 1, 6, 7]
+    assert state.position == 9
 
 
 def test_a_batch_whose_last_records_were_compacted_away_still_advances_the_position() -> None:
