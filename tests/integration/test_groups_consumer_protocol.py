@@ -353,3 +353,75 @@ def test_group_configs_are_kept_in_the_metadata_store_across_a_restart(group_bro
             return member._group.heartbeat_interval_ms
 
     assert asyncio.run(joined_interval_ms()) == 6000
+
+
+def test_members_join_and_leave_one_at_a_time_while_records_are_produced(short_session_broker, create_topic):
+    """librdkafka members join one at a time and leave one at a time while a producer writes:
+    after each change the assignments are disjoint and cover the topic, at no moment do two
+    members hold the same partition, committed offsets never go back, and every record is
+    consumed (at least once: a partition's new owner starts from the last commit)."""
+    import threading
+
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    bootstrap = short_session_broker.bootstrap
+    partitions = 6
+    topic = create_topic(bootstrap, partitions=partitions)
+    group = _group()
+    produced: list[bytes] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        i = 0
+        while not stop.is_set():
+            value = f"v{i}".encode()
+            producer.produce(topic, value, partition=i % partitions, on_delivery=lambda err, msg: err is None and produced.append(msg.value()))
+            producer.poll(0)
+            i += 1
+            time.sleep(0.002)
+        assert producer.flush(30) == 0
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    overlaps: list[str] = []
+    commits: list[dict[int, int]] = []
+
+    class Watched(Members):
+        def poll_until(self, condition, deadline_s, what):
+            def checked() -> bool:
+                held = [(n, _partitions(c)) for n, c in self.consumers.items()]
+                for i, (a, pa) in enumerate(held):
+                    for b, pb in held[i + 1 :]:
+                        if pa & pb:
+                            overlaps.append(f"{a} and {b} both hold {sorted(pa & pb)}")
+                request = [ConsumerGroupTopicPartitions(group)]
+                offsets = admin.list_consumer_group_offsets(request)[group].result(timeout=20)
+                commits.append({tp.partition: tp.offset for tp in offsets.topic_partitions if tp.offset >= 0})
+                return condition()
+
+            super().poll_until(checked, deadline_s, what)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    members = Watched()
+    try:
+        for name in ("a", "b", "c"):
+            members.consumers[name] = _consumer(bootstrap, group, topic, name, **{"auto.commit.interval.ms": "200"})
+            members.consumed[name] = []
+            members.poll_until(lambda: members.covering(partitions) and all(_partitions(c) for c in members.consumers.values()), 60, f"{name} to join")
+        for name in ("b", "a"):
+            members.consumers.pop(name).close()
+            members.poll_until(lambda: members.covering(partitions), 60, f"{name} to leave")
+        members.poll_until(lambda: len(produced) >= 300, 60, "300 records produced")
+        stop.set()
+        producer.join(60)
+        members.poll_until(lambda: set(produced) <= set(members.values()), 60, "every record consumed")
+    finally:
+        stop.set()
+        producer.join(60)
+        for consumer in members.consumers.values():
+            consumer.close()
+    assert overlaps == []
+    assert set(members.values()) == set(produced)
+    for before, after in zip(commits, commits[1:]):
+        assert all(after.get(p, -1) >= offset for p, offset in before.items()), (before, after)
