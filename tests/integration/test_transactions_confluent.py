@@ -359,3 +359,77 @@ def test_offsets_of_an_open_transaction_are_unstable(broker, create_topic, wire)
     producer.commit_transaction(DEADLINE_S)
     assert fetch(True) == {0: (ErrorCode.none, -1), 1: (ErrorCode.none, 17)}
     consumer.close()
+
+
+def test_consume_transform_produce_through_broker_kills(broker, create_topic) -> None:
+    """The broker is killed (SIGKILL) and restarted three times while a consume-transform-produce
+    loop runs: on an abortable error the loop aborts and goes back to the committed offsets, on
+    a fatal one (fenced) it starts a new producer with the same transactional.id. The output
+    holds each input record exactly once and the group's offsets end at the input's end."""
+    import threading
+
+    source = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    sink = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    count = 1500
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(count):
+        plain.produce(source, value=str(i).encode(), partition=i % PARTITIONS)
+    plain.flush(DEADLINE_S)
+    group, transactional_id = f"ctp-{uuid.uuid4().hex[:8]}", tid()
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+    })  # fmt: skip
+    consumer.subscribe([source])
+    producer = transactional_producer(broker.bootstrap, transactional_id)
+    kills = 0
+    stop = threading.Event()
+
+    def killer() -> None:
+        nonlocal kills
+        while kills < 3 and not stop.wait(1.5):
+            broker.kill()
+            broker.start()
+            kills += 1
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+
+    def rewind() -> None:
+        committed = consumer.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=DEADLINE_S)
+        for tp in committed:
+            if tp.partition in {a.partition for a in consumer.assignment()}:
+                consumer.seek(TopicPartition(source, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+    deadline = time.monotonic() + 4 * DEADLINE_S
+    finished = False
+    try:
+        while time.monotonic() < deadline and not finished:
+            try:
+                batch = [m for m in consumer.consume(100, 0.5) if m.error() is None]
+                if not batch:
+                    positions = consumer.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=DEADLINE_S)
+                    finished = kills == 3 and sum(max(tp.offset, 0) for tp in positions) == count
+                    continue
+                producer.begin_transaction()
+                for message in batch:
+                    producer.produce(sink, value=b"out-" + message.value(), partition=message.partition())
+                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), DEADLINE_S)
+                producer.commit_transaction(DEADLINE_S)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.txn_requires_abort():
+                    producer.abort_transaction(DEADLINE_S)
+                elif error.fatal():
+                    producer = transactional_producer(broker.bootstrap, transactional_id)
+                elif not error.retriable():
+                    raise
+                rewind()
+        assert finished, f"{kills} kills; not every input record committed within the deadline"
+    finally:
+        stop.set()
+        thread.join(60)
+        consumer.close()
+    got = consume_all(broker.bootstrap, sink, "read_committed", count)
+    out = sorted(int(v.removeprefix("out-")) for vs in values(got).values() for v in vs)
+    assert out == list(range(count))
