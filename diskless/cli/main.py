@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         if extras:
             _unrecognized(_chosen_parser(parser, args), extras)
         return tools.run(args)
-    from . import bucket_tool, groups_tool, metadata_tools, partitions_tool, security_tools, settings
+    from . import bucket_tool, groups_tool, metadata_tools, partitions_tool, security_tools, settings, transactions_tool
 
     serve = commands.add_parser(
         "serve",
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     metadata_tools.add_commands(commands)
     partitions_tool.add_commands(commands)
     security_tools.add_commands(commands)
+    transactions_tool.add_commands(commands)
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unrecognized(_chosen_parser(parser, args), extras)

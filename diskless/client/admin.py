@@ -28,6 +28,7 @@ from . import protocol
 from .cluster import NO_LEADER, Cluster
 from .admin_groups import GroupAdmin
 from .admin_security import SecurityAdmin
+from .admin_transactions import TransactionAdmin
 from .security import ClientSecurity
 from .errors import (
     ClientClosedError,
@@ -60,7 +61,7 @@ _TOPIC_ANSWERS = frozenset({UnknownTopicOrPartitionError.errno})  # final answer
 _SPECS = {"earliest": EARLIEST, "latest": LATEST, "max_timestamp": MAX_TIMESTAMP}
 
 
-class Admin(GroupAdmin, SecurityAdmin):
+class Admin(GroupAdmin, SecurityAdmin, TransactionAdmin):
     def __init__(
         self,
         bootstrap_servers: str = "127.0.0.1:9092",

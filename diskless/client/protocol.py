@@ -48,6 +48,8 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLUSTER = 60
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
 
@@ -80,6 +82,8 @@ CLIENT_VERSIONS = MappingProxyType(
         DELETE_GROUPS: ("DeleteGroups", 0, 2),
         INCREMENTAL_ALTER_CONFIGS: ("IncrementalAlterConfigs", 0, 1),
         DESCRIBE_CLUSTER: ("DescribeCluster", 0, 1),
+        DESCRIBE_TRANSACTIONS: ("DescribeTransactions", 0, 0),
+        LIST_TRANSACTIONS: ("ListTransactions", 0, 1),
         CONSUMER_GROUP_HEARTBEAT: ("ConsumerGroupHeartbeat", 0, 1),
         CONSUMER_GROUP_DESCRIBE: ("ConsumerGroupDescribe", 0, 1),
     }

@@ -433,3 +433,40 @@ def test_consume_transform_produce_through_broker_kills(broker, create_topic) ->
     got = consume_all(broker.bootstrap, sink, "read_committed", count)
     out = sorted(int(v.removeprefix("out-")) for vs in values(got).values() for v in vs)
     assert out == list(range(count))
+
+
+def test_cli_lists_and_describes_transactions(broker, create_topic) -> None:
+    """`diskless transactions list|describe`, as kafka-transactions.sh prints them."""
+    import subprocess
+    import sys
+
+    topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    open_id, done_id = tid(), tid()
+    done = transactional_producer(broker.bootstrap, done_id)
+    done.begin_transaction()
+    done.produce(topic, value=b"d", partition=0)
+    done.commit_transaction(DEADLINE_S)
+    ongoing = transactional_producer(broker.bootstrap, open_id)
+    ongoing.begin_transaction()
+    ongoing.produce(topic, value=b"o", partition=2)
+    ongoing.produce(topic, value=b"o", partition=1)
+    ongoing.flush(DEADLINE_S)
+
+    def cli(*args: str) -> list[list[str]]:
+        result = subprocess.run(
+            [sys.executable, "-m", "diskless.cli.main", "transactions", *args, "-b", broker.bootstrap], capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        return [line.split() for line in result.stdout.splitlines()]
+
+    header, *rows = cli("list")
+    assert header == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    states = {row[0]: (row[1], row[3]) for row in rows}
+    assert (states[open_id], states[done_id]) == (("1", "Ongoing"), ("1", "CompleteCommit"))
+    header, *rows = cli("list", "--state", "Ongoing")
+    assert [row[0] for row in rows] == [open_id]
+    header, row = cli("describe", "--transactional-id", open_id)
+    assert header[:5] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState"]
+    assert (row[0], row[1], row[3], row[4]) == ("1", open_id, "0", "Ongoing")
+    assert int(row[6]) >= 0 and row[7] == f"{topic}-1,{topic}-2"
+    ongoing.abort_transaction(DEADLINE_S)

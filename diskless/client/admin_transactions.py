@@ -1,0 +1,107 @@
+"""The transactions half of the admin client (KIP-664): list the transactions the brokers
+coordinate (ListTransactions, asked of every broker; those that coordinate none answer
+NOT_COORDINATOR and are skipped) and describe transactional ids (DescribeTransactions, asked of
+each id's transaction coordinator, FindCoordinator key type 1).
+
+A mixin of `Admin` (admin.py), which supplies `_cluster` and `_retrying`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from . import protocol
+from .cluster import Cluster
+from .errors import KafkaError, error_for
+
+T = TypeVar("T")
+TRANSACTION_KEY = 1
+_SKIPPED = (15, 16)  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: this broker coordinates no transactions
+_COORDINATOR_ERRORS = (14, 15, 16)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str  # Kafka's names: Empty, Ongoing, PrepareCommit, CompleteCommit, ...
+    coordinator_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    transactional_id: str
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int  # -1 before the first transaction
+    partitions: tuple[tuple[str, int], ...]
+
+
+class TransactionAdmin:
+    _cluster: Cluster
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]], final: frozenset[int] = frozenset()) -> T:
+        """Admin's retries through retry.retrying (this class is a mixin of Admin, which defines it)."""
+        ...
+
+    async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = ()) -> list[TransactionListing]:
+        """Every transactional id the cluster's coordinators know, sorted by id; `states` and
+        `producer_ids` keep only those that match."""
+        states_filter, ids_filter = tuple(states), tuple(producer_ids)
+
+        async def attempt() -> list[TransactionListing]:
+            await self._cluster.fetch_metadata(())
+            nodes = list(self._cluster.metadata.brokers)
+
+            def make(version: int) -> Any:
+                cls = protocol.request_class(protocol.LIST_TRANSACTIONS, version)
+                return protocol.build(cls, state_filters=states_filter, producer_id_filters=ids_filter, duration_filter=-1)
+
+            responses = await asyncio.gather(*(self._cluster.request_node(n, protocol.LIST_TRANSACTIONS, make) for n in nodes))
+            listed = []
+            for node, response in zip(nodes, responses):
+                if response.error_code in _SKIPPED:
+                    continue
+                if response.error_code:
+                    raise error_for(response.error_code)
+                listed += [TransactionListing(s.transactional_id, s.producer_id, s.transaction_state, node) for s in response.transaction_states]
+            return sorted(listed, key=lambda t: t.transactional_id)
+
+        return await self._retrying(attempt)
+
+    async def describe_transactions(self, transactional_ids: str | Iterable[str]) -> dict[str, TransactionDescription]:
+        """Each transactional id's state, producer, timeout, start time and partitions."""
+        ids = [transactional_ids] if isinstance(transactional_ids, str) else list(transactional_ids)
+
+        async def describe(transactional_id: str) -> TransactionDescription:
+            async def attempt() -> TransactionDescription:
+                node = await self._cluster.coordinator(transactional_id, TRANSACTION_KEY)
+
+                def make(version: int) -> Any:
+                    return protocol.build(protocol.request_class(protocol.DESCRIBE_TRANSACTIONS, version), transactional_ids=(transactional_id,))
+
+                try:
+                    (state,) = (await self._cluster.request_node(node, protocol.DESCRIBE_TRANSACTIONS, make)).transaction_states
+                except KafkaError:
+                    self._cluster.forget_coordinator(transactional_id, TRANSACTION_KEY)
+                    raise
+                if state.error_code:
+                    if state.error_code in _COORDINATOR_ERRORS:
+                        self._cluster.forget_coordinator(transactional_id, TRANSACTION_KEY)
+                    raise error_for(state.error_code)
+                return TransactionDescription(
+                    transactional_id, node, state.transaction_state, state.producer_id, state.producer_epoch,
+                    round(state.transaction_timeout.total_seconds() * 1000), round(state.transaction_start_time.timestamp() * 1000),
+                    tuple((t.topic, p) for t in state.topics for p in t.partitions),
+                )  # fmt: skip
+
+            return await self._retrying(attempt)
+
+        found = await asyncio.gather(*(describe(i) for i in ids))
+        return dict(zip(ids, found))
