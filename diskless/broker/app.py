@@ -261,8 +261,8 @@ class Broker:
         stop writing, make what was written since durable, then hand every partition and the
         controller lease to the other brokers (which rebuild only that last bit)."""
         assert self.membership is not None
-        if self.wal is not None:
-            await self.registry.hand_over_tails(HAND_OVER_UPLOAD_S)
+        if self.wal is not None and any(node_id != self.config.node_id for node_id in self.membership.view.brokers):
+            await self.registry.hand_over_tails(HAND_OVER_UPLOAD_S)  # only worth it if someone takes over
         leaderships = self.registry.leaderships()
         self.membership.stop_writing()
         if self.wal is not None:

@@ -41,6 +41,8 @@ from .wal.writer import WalWriter
 
 log = logging.getLogger(__name__)
 
+HAND_OVER_CONCURRENCY = 8  # tails rolled and uploaded at once in a controlled shutdown
+
 DYNAMIC_CONFIGS_REFRESH_S = 5.0  # how soon dynamic broker configs set through another broker apply here
 
 
@@ -211,17 +213,31 @@ class Registry:
         return (None, -1) if p is None else (p.leader_id, p.leader_epoch)
 
     async def hand_over_tails(self, timeout_s: float) -> None:
-        """Controlled shutdown: every led partition's active segment into the bucket, within
-        `timeout_s` (what does not make it is rebuilt from write-ahead objects instead)."""
-        now = self.clock()
-        waits = [asyncio.ensure_future(leader.hand_over_tail(now)) for leader in self._leaders.values()]
-        if not waits:
+        """Controlled shutdown: led partitions' active segments into the bucket, the longest
+        tails first, a few at a time, starting no more after `timeout_s` (the rest are rebuilt
+        from write-ahead objects by their next leaders instead)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        leaders = sorted((leader for leader in self._leaders.values() if leader.tiered and leader.unrolled_offsets > 0),
+                         key=lambda leader: -leader.unrolled_offsets)  # fmt: skip
+        if not leaders:
             return
-        done, pending = await asyncio.wait(waits, timeout=timeout_s)
+        slots = asyncio.Semaphore(HAND_OVER_CONCURRENCY)
+        uploaded = 0
+
+        async def hand_over(leader: PartitionLeader) -> None:
+            nonlocal uploaded
+            async with slots:
+                if loop.time() < deadline:
+                    await leader.hand_over_tail(self.clock())
+                    uploaded += 1
+
+        waits = [asyncio.ensure_future(hand_over(leader)) for leader in leaders]
+        _, pending = await asyncio.wait(waits, timeout=timeout_s)
         for wait in pending:
             wait.cancel()
         await asyncio.gather(*waits, return_exceptions=True)
-        log.info("controlled shutdown: %d of %d partition(s) have their whole log in the bucket", len(done), len(waits))
+        log.info("controlled shutdown: %d of %d partition(s) with a tail uploaded it", uploaded, len(leaders))
 
     def leaderships(self) -> list[tuple[str, int, int]]:
         """(topic, partition, epoch) of every partition led here."""

@@ -315,3 +315,19 @@ def test_pipelined_produce_requests_are_appended_and_answered_in_request_order(s
         (fetched,) = client.recv(body).responses[0].partitions
         values = [record.value for fetched_batch in decode_batches(fetched.records) for record in fetched_batch.records]
         assert values == [b"v%d" % n for n in range(partition, 40, 2) for _ in range(sizes[n])]
+
+
+def test_metadata_v10_by_an_unknown_topic_id_is_unknown_topic_id(shared_broker, wire) -> None:
+    # v10 asks by topic id with a null name; the answer's name cannot be null before v12.
+    import uuid
+
+    from kio.schema.metadata.v10 import request as metadata_v10
+
+    client = wire(shared_broker.bootstrap)
+    body = metadata_v10.MetadataRequest(
+        topics=(metadata_v10.MetadataRequestTopic(topic_id=uuid.uuid4(), name=None),), allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False, include_topic_authorized_operations=False,
+    )  # fmt: skip
+    (topic,) = client.request(body).topics
+    assert (topic.error_code, topic.name) == (ErrorCode.unknown_topic_id, "")
+    assert client.request(api_versions()).error_code == ErrorCode.none  # the connection stays open

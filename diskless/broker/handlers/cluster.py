@@ -64,8 +64,10 @@ async def handle_metadata(broker: BrokerApi, request: Request) -> Any:
             error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
             if name is not None and not _legal(name):
                 error = ErrorCode.invalid_topic_exception
+            # Before v12 a response topic's name cannot be null: an unknown topic id gets "".
+            shown = name if name is not None or version >= 12 else ""
             topics.append(
-                make(mod.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id, is_internal=False, partitions=())
+                make(mod.MetadataResponseTopic, error_code=error, name=shown, topic_id=topic_id, is_internal=False, partitions=())
             )
             continue
         topic_partitions = tuple(_partition(broker, mod, topic.name, index) for index in range(topic.num_partitions))

@@ -515,11 +515,16 @@ class PartitionLeader:
         if self._wal is not None:
             await self._store.delete_wal_batches_below(self.topic, self.index, self.remote.end_offset, leader_epoch=self.leader_epoch)
 
+    @property
+    def unrolled_offsets(self) -> int:
+        """Offsets in the active segment: what a new leader would rebuild from write-ahead objects."""
+        return self._log.log_end_offset - self._log.active_base_offset
+
     async def hand_over_tail(self, now_ms: int) -> None:
         """Controlled shutdown, while still serving: roll the active segment and return once
         the bucket holds it. The next leader then rebuilds only what is written after it from
         write-ahead objects, not every batch since the last roll (one ranged GET each)."""
-        if not self.tiered or self.closed or self._log.log_end_offset == self._log.active_base_offset:
+        if not self.tiered or self.closed or self.unrolled_offsets == 0:
             return
         target = self._log.log_end_offset
         self._tail_uploaded = (target, asyncio.get_running_loop().create_future())
