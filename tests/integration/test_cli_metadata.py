@@ -65,7 +65,7 @@ def test_postgresql_migrate_then_check(postgres_database: str) -> None:
     assert (report["backend"], report["connection"], report["schema_version"]) == ("postgresql", "ok", SCHEMA_VERSION)
     assert report["row_counts"] == {
         "topics": 1, "partitions": 3, "topic_configs": 1, "committed_offsets": 0, "remote_segments": 0,
-        "producer_snapshots": 0, "wal_objects": 0, "wal_batches": 0,
+        "producer_snapshots": 0, "wal_objects": 0, "wal_batches": 0, "transactions": 0, "aborted_transactions": 0,
     }  # fmt: skip
     human = diskless("metadata", "check", "--metadata", postgres_database)
     assert f"schema version: {SCHEMA_VERSION} (current)" in human.stdout
