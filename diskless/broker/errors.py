@@ -125,6 +125,15 @@ class TxnVerificationFailed(Exception):
         self.coordinator_error = coordinator_error
 
 
+class NotTransactionCoordinator(Exception):
+    """This broker lost the transaction coordinator's slot before writing a transition: the
+    client looks the coordinator up again (NOT_COORDINATOR)."""
+
+    def __init__(self, transactional_id: str) -> None:
+        super().__init__(f"no longer the transaction coordinator of {transactional_id!r}")
+        self.transactional_id = transactional_id
+
+
 class OutOfOrderSequence(Exception):
     def __init__(self, producer_id: int, base_sequence: int, last_sequence: int) -> None:
         super().__init__(f"producer {producer_id}: sequence {base_sequence} does not follow {last_sequence}")
@@ -171,6 +180,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (CorruptWalBatch, ErrorCode.kafka_storage_error),
     (TransactionsUnsupported, ErrorCode.invalid_txn_state),
     (TxnVerificationFailed, ErrorCode.invalid_txn_state),
+    (NotTransactionCoordinator, ErrorCode.not_coordinator),
     (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
     (InvalidProducerEpoch, ErrorCode.invalid_producer_epoch),
     (TopicAuthorizationFailed, ErrorCode.topic_authorization_failed),

@@ -31,6 +31,7 @@ from kio.schema.errors import ErrorCode
 from metadata import CommittedOffset, MetadataStore
 from metadata.transactions import PREPARE_COMMIT, TransactionRecord
 
+from ..errors import NotTransactionCoordinator
 from .coordinator import DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS, InitProducerIdDecision, NeedProducerId, TransactionCoordinator, is_preparing
 from .markers_client import write_txn_markers
 
@@ -111,7 +112,11 @@ class Transactions:
         return lock
 
     async def _write(self, record: TransactionRecord) -> None:
-        """Persist, then apply; a preparing record starts its completion."""
+        """Persist, then apply; a preparing record starts its completion. A broker that lost the
+        coordinator's slot writes nothing more (checked before each write, not fenced by the
+        store: the coordinator epoch is the seam for that)."""
+        if not self._is_coordinator():
+            raise NotTransactionCoordinator(record.transactional_id)
         await self.store.put_transaction(record)
         self.core.apply(record)
         if is_preparing(record):
@@ -201,6 +206,9 @@ class Transactions:
         commit = record.state == PREPARE_COMMIT
         pending = list(record.partitions)
         while pending:
+            if not self._is_coordinator():  # the next holder of the slot finishes it from the store
+                log.info("transaction %r: coordinator slot lost; leaving its completion to the next coordinator", record.transactional_id)
+                return
             waits = []
             missing = []
             for topic, index in pending:
@@ -232,7 +240,7 @@ class Transactions:
                 await self._retry(lambda g=group_id, o=offsets: self.store.commit_offsets(g, o))
         async with self._lock(record.transactional_id):
             done = self.core.complete(record.transactional_id, self._clock())
-            if done is not None:
+            if done is not None and self._is_coordinator():
                 await self._retry(lambda: self.store.put_transaction(done))
                 self.core.apply(done)
         log.debug("transaction %r of producer %d: %s complete", record.transactional_id, record.producer_id, "commit" if commit else "abort")
