@@ -149,7 +149,10 @@ class PartitionLeader:
         )  # fmt: skip
         leader._resubmit_tail()
         leader.txns.merge_aborted(await store.list_aborted_transactions(topic, index))
-        await leader.record_aborted_transactions()
+        try:
+            await leader.record_aborted_transactions()
+        except Exception as exc:  # kept in memory: the next segment commit writes them
+            logger.warning("%s-%d: recording aborted transactions failed: %s", topic, index, exc)
         return leader
 
     # --- state others read ------------------------------------------------------------------
