@@ -76,6 +76,7 @@ class AccumulatorParams:
     compression: int
     idempotent: bool
     max_in_flight: int
+    transactional: bool = False  # batches carry the transactional attribute (transaction.py)
 
 
 class _PartitionState:
@@ -269,6 +270,7 @@ class Accumulator:
             producer_id=batch.producer_id,
             producer_epoch=batch.producer_epoch,
             base_sequence=batch.base_sequence,
+            is_transactional=self.params.transactional,
         )
         return batch.data
 

@@ -45,6 +45,8 @@ class ProducerConfig:
     max_in_flight_requests_per_connection: int = 5
     enable_idempotence: bool = True
     metadata_max_age_ms: int = 300000
+    transactional_id: str | None = None  # transactional.id: transactions (transaction.py)
+    transaction_timeout_ms: int = 60000  # transaction.timeout.ms
 
     @classmethod
     def from_kwargs(
@@ -60,6 +62,10 @@ class ProducerConfig:
         if compression_type not in _COMPRESSION:
             raise ValueError(f"compression_type must be one of none, gzip, snappy, lz4, zstd, not {compression_type!r}")
         acks_value = _ACKS[acks]
+        if kwargs.get("transactional_id") is not None:
+            if enable_idempotence is False or acks_value != -1:
+                raise ValueError("a transactional producer is idempotent: transactional_id needs acks='all' and idempotence")
+            enable_idempotence = True
         if enable_idempotence is None:
             # As the Java client: on by default, quietly off when other settings rule it out.
             enable_idempotence = acks_value == -1 and int(kwargs.get("max_in_flight_requests_per_connection", 5)) <= 5  # type: ignore[call-overload]

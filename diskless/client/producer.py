@@ -20,7 +20,8 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Generator, Iterable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
 from time import time as _time
 from typing import Any
 
@@ -29,10 +30,11 @@ from .accumulator import Accumulator, AccumulatorParams, ProducerBatch
 from .builder import record_size_bytes
 from .cluster import Cluster, now_ms
 from .config import ProducerConfig
-from .errors import ClientClosedError, KafkaTimeoutError, MessageSizeTooLargeError
+from .errors import ClientClosedError, IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
 from .partitioner import StickyPartitioner, partition_for_key
 from .sender import Sender
-from .structs import RecordMetadata
+from .structs import RecordMetadata, TopicPartition
+from .transaction import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,7 @@ class Producer:
         self._started = False
         self._starting: asyncio.Future[None] | None = None
         self._closed = False
+        self._txn: TransactionManager | None = None  # with a transactional_id (transaction.py)
 
     # --- life cycle ------------------------------------------------------------------------
 
@@ -179,11 +182,19 @@ class Producer:
                 compression=config.compression_type,
                 idempotent=idempotent,
                 max_in_flight=config.max_in_flight_requests_per_connection,
+                transactional=config.transactional_id is not None,
             )
         )
         self._loop = asyncio.get_running_loop()
         self._cluster = cluster
         self._sender = Sender(self.config, accumulator, cluster, self._batch_done)
+        if config.transactional_id is not None:
+            # The producer id comes from the transaction coordinator, before the sender runs.
+            self._txn = TransactionManager(
+                config.transactional_id, config.transaction_timeout_ms, cluster, config.retry_backoff_ms, config.max_block_ms
+            )
+            accumulator.reset_producer_id(*await self._txn.init())
+            self._sender._need_producer_id = False
         self._sender.start()
         self._accumulator = accumulator  # last: send() takes a set accumulator to mean "started"
         self._started = True
@@ -281,6 +292,8 @@ class Producer:
                 partition = self._partitioner.partition(topic, num_partitions, cluster.metadata.available_partitions(topic))
         elif not 0 <= partition < num_partitions:
             raise ValueError(f"partition {partition} is not in the range [0, {num_partitions}) of topic {topic!r}")
+        if self._txn is not None:
+            await self._txn.add_partition(topic, partition)  # AddPartitionsToTxn before its first record
         if size > self.config.max_request_size:
             raise MessageSizeTooLargeError(
                 f"the record is {size} bytes, more than max_request_size={self.config.max_request_size}", topic=topic
@@ -323,6 +336,8 @@ class Producer:
         """
         if self._closed:
             raise ClientClosedError("producer")
+        if self._txn is not None:
+            raise IllegalStateError("send_many does not add partitions to a transaction: use send() in transactions")
         count = len(values)
         if keys is not None and len(keys) != count:
             raise ValueError(f"send_many: {len(keys)} keys for {count} values")
@@ -464,6 +479,45 @@ class Producer:
             self._accumulator.flushing -= 1
         if not_done:
             raise KafkaTimeoutError("flushing the producer", timeout_ms or 0)
+
+    # --- transactions (transaction.py) ----------------------------------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalStateError("transactions need a producer with a transactional_id, started")
+        return self._txn
+
+    async def begin_transaction(self) -> None:
+        if self._accumulator is None:
+            await self.start()
+        self._transactions().begin()
+
+    async def commit_transaction(self) -> None:
+        """Wait for every record of the transaction, then commit it (EndTxn)."""
+        txn = self._transactions()
+        await self.flush()
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: its records (sent first) are never read committed."""
+        txn = self._transactions()
+        await self.flush()
+        await txn.end(commit=False)
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
+        """Commit `group_id`'s offsets (the next offset to read) with the transaction."""
+        await self._transactions().send_offsets(offsets, group_id)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """begin; the block; commit, or abort if the block raises."""
+        await self.begin_transaction()
+        try:
+            yield
+        except BaseException:
+            await self.abort_transaction()
+            raise
+        await self.commit_transaction()
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The partition numbers of `topic`."""

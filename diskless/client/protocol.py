@@ -43,6 +43,10 @@ CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
@@ -77,6 +81,10 @@ CLIENT_VERSIONS = MappingProxyType(
         DELETE_TOPICS: ("DeleteTopics", 1, 6),
         DELETE_RECORDS: ("DeleteRecords", 0, 2),
         INIT_PRODUCER_ID: ("InitProducerId", 0, 4),
+        ADD_PARTITIONS_TO_TXN: ("AddPartitionsToTxn", 0, 3),
+        ADD_OFFSETS_TO_TXN: ("AddOffsetsToTxn", 0, 3),
+        END_TXN: ("EndTxn", 0, 3),
+        TXN_OFFSET_COMMIT: ("TxnOffsetCommit", 0, 3),
         DESCRIBE_CONFIGS: ("DescribeConfigs", 1, 4),
         CREATE_PARTITIONS: ("CreatePartitions", 0, 3),
         DELETE_GROUPS: ("DeleteGroups", 0, 2),

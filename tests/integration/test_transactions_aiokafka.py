@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 PARTITIONS = 3
@@ -94,3 +95,49 @@ async def test_our_client_reads_committed_transactions(broker, create_topic) -> 
         await producer.stop()
     assert await read_with_our_client(broker.bootstrap, topic, "read_committed", 36) == committed
     assert await read_with_our_client(broker.bootstrap, topic, "read_uncommitted", 48) == everything
+
+
+async def test_our_client_produces_transactions(broker, create_topic) -> None:
+    """Our asyncio Producer(transactional_id=...): committed and aborted transactions, offsets
+    sent with one, a second producer with the same id fencing the first."""
+    from diskless.client import Producer
+    from diskless.client import TopicPartition as OurTopicPartition
+    from diskless.client.errors import BrokerResponseError
+
+    topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
+    source = create_topic(broker.bootstrap, partitions=1)
+    transactional_id = f"tx-{uuid.uuid4().hex[:8]}"
+    committed: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    everything: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    async with Producer(bootstrap_servers=broker.bootstrap, transactional_id=transactional_id, linger_ms=5) as producer:
+        for txn in range(5):
+            await producer.begin_transaction()
+            for i in range(15):
+                await producer.send(topic, f"{txn}-{i}".encode(), partition=i % PARTITIONS)
+                everything[i % PARTITIONS].append(f"{txn}-{i}")
+                if txn % 2 == 0:
+                    committed[i % PARTITIONS].append(f"{txn}-{i}")
+            if txn == 2:
+                await producer.send_offsets_to_transaction({OurTopicPartition(source, 0): 7}, group)
+            await (producer.commit_transaction() if txn % 2 == 0 else producer.abort_transaction())
+        async with producer.transaction():
+            pass  # nothing added: no request
+        newer = Producer(bootstrap_servers=broker.bootstrap, transactional_id=transactional_id)
+        await newer.start()
+        try:
+            await producer.begin_transaction()
+            with pytest.raises(BrokerResponseError):
+                await producer.send(topic, b"fenced", partition=0)
+        finally:
+            await newer.close()
+    assert await read_with_our_client(broker.bootstrap, topic, "read_committed", 45) == committed
+    assert await read_all(broker.bootstrap, topic, "read_uncommitted", 75) == everything
+    from confluent_kafka import Consumer as ConfluentConsumer
+    from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+    checker = ConfluentConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        assert [tp.offset for tp in checker.committed([ConfluentTopicPartition(source, 0)], timeout=10)] == [7]
+    finally:
+        checker.close()
