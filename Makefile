@@ -43,8 +43,11 @@ system-deps:
 run: $(RUN_STAMP)
 	$(VENV)/bin/diskless serve
 
+# Two workers, a test file each at a time (module fixtures such as a shared broker stay in one
+# process); the tests marked `alone` measure start-up times and run after, by themselves.
 test: $(TEST_STAMP) system-deps
-	$(PY) -m pytest -q -p no:cacheprovider --durations=30
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not alone" --durations=30
+	$(PY) -m pytest -q -p no:cacheprovider -m alone --durations=5
 
 test-unit: $(TEST_STAMP)
 	$(PY) -m pytest -q tests/unit tests/property

@@ -128,7 +128,6 @@ class Broker:
         )  # fmt: skip
         self.registry = Registry(registry_settings, self.store, self.storage, self.uploader, self.wal, self.clock)
         await self.registry.load()
-        self.uploader.start()
         group_config = GroupConfig(
             group_min_session_timeout_ms=c.group_min_session_timeout_ms,
             group_max_session_timeout_ms=c.group_max_session_timeout_ms,
@@ -161,6 +160,7 @@ class Broker:
         self.registry.may_write = self.membership.may_write
         await self.membership.join()
         self.membership.start()
+        self.uploader.start()  # after the partitions opened: its passes go over every one of them
         self._ready.set()
         self.transactions.start()  # finishes transactions found preparing, aborts timed-out ones
         if self.config.http_host is not None:

@@ -41,6 +41,7 @@ from .wal.writer import WalWriter
 
 log = logging.getLogger(__name__)
 
+OPENING_CONCURRENCY = 8  # partitions opened (their tails rebuilt from the bucket) at once
 HAND_OVER_CONCURRENCY = 8  # tails rolled and uploaded at once in a controlled shutdown
 
 DYNAMIC_CONFIGS_REFRESH_S = 5.0  # how soon dynamic broker configs set through another broker apply here
@@ -156,25 +157,30 @@ class Registry:
             log.info("leading %d more partition(s); %d in all", len(opening), len(self._leaders))
 
     async def _open_leaders(self, opening: list[tuple[str, int]], mine: Mapping[tuple[str, int], PartitionLeadership]) -> None:
-        start_offsets: dict[str, dict[int, int]] = {}
-        for topic_name, index in opening:
+        # A few side by side: each waits mostly on the metadata store and on the bucket (a
+        # long tail to rebuild), so one partition's waits overlap another's work.
+        start_offsets = {name: await self.store.get_log_start_offsets(name) for name in dict.fromkeys(t for t, _ in opening)}
+        slots = asyncio.Semaphore(OPENING_CONCURRENCY)
+
+        async def open_one(topic_name: str, index: int) -> None:
             topic = self._topics[topic_name]
-            if topic_name not in start_offsets:
-                start_offsets[topic_name] = await self.store.get_log_start_offsets(topic_name)
-            try:
-                await self._open_leader(
-                    topic, index, self.topic_configs(topic), start_offsets[topic_name].get(index), mine[(topic_name, index)].leader_epoch
-                )
-            except Exception as exc:
-                # One partition that cannot be rebuilt (an unreadable write-ahead object, a bad
-                # disk) stays offline, as Kafka takes a failed log directory's partitions
-                # offline; the others open. Retried at every beat, logged once.
-                if (topic_name, index) not in self._offline:
-                    log.error("%s-%d cannot be opened and stays offline: %s", topic_name, index, exc)
-                self._offline[(topic_name, index)] = exc
-            else:
-                self._offline.pop((topic_name, index), None)
+            async with slots:
+                try:
+                    await self._open_leader(
+                        topic, index, self.topic_configs(topic), start_offsets[topic_name].get(index), mine[(topic_name, index)].leader_epoch
+                    )
+                except Exception as exc:
+                    # One partition that cannot be rebuilt (an unreadable write-ahead object, a bad
+                    # disk) stays offline, as Kafka takes a failed log directory's partitions
+                    # offline; the others open. Retried at every beat, logged once.
+                    if (topic_name, index) not in self._offline:
+                        log.error("%s-%d cannot be opened and stays offline: %s", topic_name, index, exc)
+                    self._offline[(topic_name, index)] = exc
+                else:
+                    self._offline.pop((topic_name, index), None)
             self._gate.end([(topic_name, index)])
+
+        await asyncio.gather(*(open_one(topic_name, index) for topic_name, index in opening))
 
     async def until_open(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> None:
         """Hold a request while any of its partitions is being opened here (opening_gate.py)."""

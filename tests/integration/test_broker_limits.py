@@ -369,6 +369,7 @@ def test_a_creation_failing_half_way_is_rolled_back_and_the_broker_restarts(star
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # its start-up deadline is for the broker, not for a machine shared with other tests
 def test_a_topic_of_20000_partitions_is_created_produced_to_and_restarted(start_broker) -> None:
     broker = start_broker()
     name = new_name()

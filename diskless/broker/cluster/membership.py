@@ -102,6 +102,7 @@ class Membership:
         self._applier: asyncio.Task[None] | None = None
         self._view_ready = asyncio.Event()  # a view the registry has not applied yet
         self._leaving = False
+        self._joined = False  # the first view applied (join returned)
         self._nudged = asyncio.Event()  # the store told of a change since the last beat
         self._balance_checked_at = 0.0  # monotonic time of the controller's last balance check
         self._brokers_seen: set[int] = set()  # live brokers at the controller's last pass
@@ -147,6 +148,7 @@ class Membership:
         # (or rebuilding long tails from the bucket) can take longer than the session timeout.
         self._task = asyncio.create_task(self._run(), name="membership")
         await self._apply(self.view)  # the partitions this broker leads are open before it says it is ready
+        self._joined = True
 
     def start(self) -> None:
         """After `join`: views of later beats are applied beside them."""
@@ -250,6 +252,8 @@ class Membership:
                 await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms)
         self._valid_until = sent + s.session_timeout_ms / 2000
         controller = await self.store.acquire_lease(CONTROLLER_LEASE, s.node_id, s.session_timeout_ms)
+        if heartbeat and not controller and not self._joined:
+            return  # the first view is still being applied: reading more (every partition's leader) only slows it
         self.view = self._with_departed(await self._read_view(read_at, controller))
         self._view_ready.set()
 

@@ -188,6 +188,8 @@ class PartitionLeader:
         return self._log.segments
 
     def segments_to_upload(self) -> list[SegmentInfo]:
+        if self._log.active_base_offset <= self.remote.end_offset:
+            return []  # nothing rolled above the bucket: no SegmentInfo built (uploader passes run over every partition)
         return policy.segments_to_upload(self._log.segments, self.remote.end_offset)
 
     # --- produce ----------------------------------------------------------------------------
