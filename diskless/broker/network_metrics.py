@@ -47,6 +47,16 @@ CONNECTIONS_CLOSED = Counter(
     "Connections closed, by either side, per listener (Kafka's connection-close-total; its rate is connection-close-rate).",
     ["listener"], registry=EVENTS,
 )  # fmt: skip
+FAILED_AUTHENTICATIONS = Counter(
+    "kafka_server_socket_server_metrics_failed_authentication",
+    "Logins refused, per listener (Kafka's failed-authentication-total); the admin HTTP endpoint's basic logins under listener=\"http\".",
+    ["listener"], registry=EVENTS,
+)  # fmt: skip
+SUCCESSFUL_AUTHENTICATIONS = Counter(
+    "kafka_server_socket_server_metrics_successful_authentication",
+    "SASL logins accepted, per listener (Kafka's successful-authentication-total).",
+    ["listener"], registry=EVENTS,
+)  # fmt: skip
 REQUEST_BYTES = Histogram(
     "kafka_network_requestmetrics_requestbytes", "Size of each request, header and body, per API (Kafka's RequestMetrics RequestBytes).",
     ["request"], buckets=_SIZE_BUCKETS, registry=EVENTS,

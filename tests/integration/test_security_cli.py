@@ -18,6 +18,7 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.broker_process import BrokerProcess, free_port
 from tests.integration.security_certs import make_pki
@@ -143,3 +144,19 @@ def test_admin_http_needs_a_scram_user(secured) -> None:
     assert get("/v1/topics", "nobody", "x") == 401
     assert get("/v1/topics", "admin", "admin-pw") == 200
     assert get("/metrics", "admin", "admin-pw") == 200
+    # The two refused logins are counted (no credentials at all is a challenge, not a login),
+    # and a SASL login through the CLI counts as a successful one.
+
+    def scrape() -> dict[tuple[str, str | None], float]:
+        request = urllib.request.Request(f"http://127.0.0.1:{http}/metrics")
+        request.add_header("Authorization", "Basic " + base64.b64encode(b"admin:admin-pw").decode())
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            text = answer.read().decode()
+        return {(s.name, s.labels.get("listener")): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+    succeeded = ("kafka_server_socket_server_metrics_successful_authentication_total", "SASL_SSL")
+    before = scrape()
+    assert before[("kafka_server_socket_server_metrics_failed_authentication_total", "http")] == 2
+    listed = diskless("users", "list", "-b", f"127.0.0.1:{_port}", "--command-config", str(_config))
+    assert listed.returncode == 0, listed.stderr
+    assert scrape().get(succeeded, 0) > before.get(succeeded, 0)

@@ -21,6 +21,7 @@ from diskless.wire.scram import MAX_ITERATIONS, MECHANISM_TYPE_OF, MECHANISM_TYP
 from metadata.security import AclBinding, StoredScramCredential
 
 from ..api import BrokerApi
+from ..network_metrics import SUCCESSFUL_AUTHENTICATIONS
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import (
     ALLOW, ALTER, CLUSTER, CLUSTER_NAME, DENY, DESCRIBE, LITERAL, OPERATIONS, PREFIXED, RESOURCE_TYPES, AclFilter,
@@ -95,6 +96,7 @@ async def handle_sasl_authenticate(broker: BrokerApi, request: Request) -> Any:
         session.exchange = None
         session.principal = f"User:{session.user}"
         log.info("client %s authenticated as %s with %s on listener %s", session.client, session.principal, mechanism, session.listener.name)
+        SUCCESSFUL_AUTHENTICATIONS.labels(session.listener.name).inc()
     return answer(ErrorCode.none, None, out)
 
 

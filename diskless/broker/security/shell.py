@@ -20,6 +20,7 @@ from diskless.wire import ProtocolError
 from diskless.wire.scram import ScramCredential, password_matches
 from metadata import MetadataStore
 
+from ..network_metrics import FAILED_AUTHENTICATIONS
 from .authorizer import (
     CLUSTER, CLUSTER_NAME, CREATE, GROUP, OPERATIONS, SUPPORTED_OPERATIONS, TOPIC, TRANSACTIONAL_ID, Authorizer,
 )  # fmt: skip
@@ -110,6 +111,7 @@ class BrokerSecurity:
             session.client, failure.user or session.user or "?", session.mechanism or "?", session.listener.name, failure.reason,
         )
         session.close_after_response = True
+        FAILED_AUTHENTICATIONS.labels(session.listener.name).inc()
         await self._sleep(self.config.failed_authentication_delay_ms / 1000)
 
     async def check_password(self, user: str, password: str, client: str) -> bool:
@@ -118,6 +120,7 @@ class BrokerSecurity:
         if found and await asyncio.to_thread(password_matches, found[0], password):
             return True
         log.warning("HTTP authentication failed: client %s, user %s: %s", client, user or "?", "wrong password" if found else "unknown user")
+        FAILED_AUTHENTICATIONS.labels("http").inc()
         await self._sleep(self.config.failed_authentication_delay_ms / 1000)
         return False
 
