@@ -234,7 +234,11 @@ KCAT_HEADERS = (("trace", b"kcat"), ("dup", b"1"), ("dup", b"2"))
 
 def kcat_produce(bootstrap: str, topic: str, records: list[Rec], codec: str = "none") -> None:
     lines = "".join(f"{r.key.decode()}\t{r.value.decode()}\n" for r in records)
-    args = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-K", "\t", "-z", codec, "-X", "topic.partitioner=murmur2_random", "-X", "acks=all"]
+    # linger.ms: each partition's records in one batch (kcat flushes at once at the end of its
+    # input). Split under load, a batch of one short record compresses to more than it is, and
+    # librdkafka then sends it uncompressed.
+    args = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-K", "\t", "-z", codec, "-X", "topic.partitioner=murmur2_random", "-X", "acks=all",
+            "-X", "linger.ms=1000"]  # fmt: skip
     for name, value in KCAT_HEADERS:
         args += ["-H", f"{name}={value.decode()}"]
     subprocess.run(args, input=lines.encode(), check=True, timeout=DEADLINE_S, capture_output=True)
