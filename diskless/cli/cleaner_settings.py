@@ -13,38 +13,17 @@ from typing import Any
 
 from diskless.broker.compaction.config import DOUBLE_MAX, CleanerConfig, InvalidCleanerConfig
 
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    lowered = str(value).strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {value!r}")
-
-
-def _integer(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ValueError(f"expected an integer, got {value!r}")
-    return int(value)
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ValueError(f"expected a number, got {value!r}")
-    return float(value)
+from .setting_values import boolean, integer, number
 
 
 CLEANER_SETTINGS: list[tuple[str, Any, Any, str, str | None]] = [
-    ("log_cleaner_enable", _boolean, True, "log.cleaner.enable: run the log cleaner of compacted topics", "BOOL"),
-    ("log_cleaner_threads", _integer, 1, "log.cleaner.threads: partitions cleaned at the same time", None),
-    ("log_cleaner_dedupe_buffer_size", _integer, 128 * 2**20, "log.cleaner.dedupe.buffer.size: bytes of key -> offset map "
+    ("log_cleaner_enable", boolean, True, "log.cleaner.enable: run the log cleaner of compacted topics", "BOOL"),
+    ("log_cleaner_threads", integer, 1, "log.cleaner.threads: partitions cleaned at the same time", None),
+    ("log_cleaner_dedupe_buffer_size", integer, 128 * 2**20, "log.cleaner.dedupe.buffer.size: bytes of key -> offset map "
      "shared by the cleaner threads; a pass cleans as far as its share of keys covers", None),
-    ("log_cleaner_io_max_bytes_per_second", _number, DOUBLE_MAX, "log.cleaner.io.max.bytes.per.second: bytes read and written "
+    ("log_cleaner_io_max_bytes_per_second", number, DOUBLE_MAX, "log.cleaner.io.max.bytes.per.second: bytes read and written "
      "per second by the cleaner", "BYTES"),
-    ("log_cleaner_backoff_ms", _integer, 15000, "log.cleaner.backoff.ms: how long the cleaner sleeps when nothing needs cleaning", None),
+    ("log_cleaner_backoff_ms", integer, 15000, "log.cleaner.backoff.ms: how long the cleaner sleeps when nothing needs cleaning", None),
 ]
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 from diskless.broker.security.config import CLIENT_AUTH, PROTOCOLS, SASL_MECHANISMS, ListenerSecurity, SecurityConfig, TlsSettings
 
+from .setting_values import boolean, integer
+
 # Kafka's class names select the ACL authorizer too.
 _AUTHORIZERS = {
     "": False, "none": False, "acl": True, "standard": True,
@@ -35,23 +37,6 @@ def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
     return value.strip()
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    lowered = _text(value).lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {value!r}")
-
-
-def _integer(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ValueError(f"expected an integer, got {value!r}")
-    return int(value)
 
 
 def _file(value: Any) -> Path:
@@ -140,11 +125,11 @@ SECURITY_SETTINGS: list[tuple[str, Any, Any, str, str | None]] = [
      "certificates (mutual TLS)", "FILE"),
     ("ssl_client_auth", client_auth, "none", "ssl.client.auth: none, requested or required (mutual TLS)", None),
     ("sasl_enabled_mechanisms", mechanisms, ",".join(SASL_MECHANISMS), "sasl.enabled.mechanisms on SASL listeners", "LIST"),
-    ("connection_failed_authentication_delay_ms", _integer, 1000, "connection.failed.authentication.delay.ms: a failed "
+    ("connection_failed_authentication_delay_ms", integer, 1000, "connection.failed.authentication.delay.ms: a failed "
      "login is answered, and its connection closed, only after this delay (Kafka's default is 100)", None),
     ("authorizer", authorizer, "none", "authorizer.class.name: acl to check Kafka ACLs on every request, none to allow all", None),
     ("super_users", super_users, None, "super.users: principals allowed everything, separated by ';' (User:admin;User:ops)", "PRINCIPALS"),
-    ("allow_everyone_if_no_acl_found", _boolean, True, "allow.everyone.if.no.acl.found: with the authorizer on, a resource "
+    ("allow_everyone_if_no_acl_found", boolean, True, "allow.everyone.if.no.acl.found: with the authorizer on, a resource "
      "no ACL names is open to everyone (Kafka's default is false)", "BOOL"),
 ]
 

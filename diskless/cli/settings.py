@@ -19,10 +19,7 @@ from diskless.broker.config import BrokerConfig, Listener
 
 from .cleaner_settings import CLEANER_SETTINGS, cleaner_config
 from .security_settings import SECURITY_SETTINGS, named_listeners, security_config
-
-
-class SettingsError(Exception):
-    pass
+from .setting_values import SettingsError, boolean, integer
 
 
 def host_port(text: str) -> tuple[str, int]:
@@ -39,28 +36,6 @@ def host_ports(text: str) -> list[tuple[str, int]]:
     if not isinstance(text, str):
         raise SettingsError(f"expected \"HOST:PORT[,HOST:PORT...]\", got {text!r}")
     return [host_port(item.strip()) for item in text.split(",")]
-
-
-def boolean(text: str | bool) -> bool:
-    if isinstance(text, bool):
-        return text
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise SettingsError(f"expected true or false, got {text!r}")
-
-
-def integer(value: str | int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise SettingsError(f"expected an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise SettingsError(f"expected an integer, got {value!r}") from None
 
 
 def directory(value: str) -> Path:
