@@ -43,6 +43,7 @@ sent and the connection closed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import re
@@ -81,6 +82,9 @@ log = logging.getLogger(__name__)
 
 PRODUCE_KEY = 0
 MAX_PIPELINED_PRODUCES = 64  # Produce requests of one connection in flight at once
+# After answering a failed login, the broker waits this long for the client to close first: a
+# client that reads the answer and the close in one read may drop the answer (kafka-python 3 does).
+REFUSED_LOGIN_LINGER_S = 1.0
 
 class RefusalLog:
     """Which refusals to log: at most one line per kind of reason per `interval_ms`.
@@ -124,6 +128,14 @@ def _describe_api(exc: BaseException, frame_start: bytes | None) -> str:
     if api_key is None:
         return ""
     return f" (api key {api_key} version {'?' if api_version is None else api_version})"
+
+
+async def _await_peer_close(reader: asyncio.StreamReader) -> None:
+    """Discard what the peer still sends until it closes, for at most REFUSED_LOGIN_LINGER_S."""
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        async with asyncio.timeout(REFUSED_LOGIN_LINGER_S):
+            while await reader.read(65536):
+                pass
 
 
 def _now_ms() -> int:
@@ -402,6 +414,7 @@ class KafkaServer:
                     if not pipelined:
                         self._give_request_bytes(taken[0])
                 if session.close_after_response:  # a failed SASL exchange: answered, then closed (as Kafka)
+                    await _await_peer_close(reader)
                     return
         except asyncio.CancelledError:
             if pipeline.failure is not None:
