@@ -11,7 +11,14 @@ and the record format through `hot_tier.records`. Nothing else of Diskless is im
 
 from typing import TYPE_CHECKING
 
-from .errors import BrokerResponseError, ClientClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from .errors import (
+    BrokerResponseError,
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SaslAuthenticationFailedError,
+)
 from .producer import DeliveryFuture, Producer
 from .structs import (
     ConfigEntry,
@@ -24,12 +31,13 @@ from .structs import (
     TopicPartition,
 )
 
-# The admin and consumer modules are imported on first use (PEP 562): `diskless produce`
+# The admin, consumer and security modules are imported on first use (PEP 562): `diskless produce`
 # needs the producer only, and the start of a short command is part of its time.
-_WHERE = {"Admin": "admin", "Consumer": "consumer", "RebalanceListener": "group"}
+_WHERE = {"Admin": "admin", "ClientSecurity": "security", "Consumer": "consumer", "RebalanceListener": "group"}
 
 if TYPE_CHECKING:
     from .admin import Admin
+    from .security import ClientSecurity
     from .consumer import Consumer
     from .group import RebalanceListener
 
@@ -55,6 +63,7 @@ __all__ = [
     "Producer",
     "BrokerResponseError",
     "ClientClosedError",
+    "ClientSecurity",
     "ConfigEntry",
     "Consumer",
     "RebalanceListener",
@@ -66,6 +75,7 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "RecordMetadata",
+    "SaslAuthenticationFailedError",
     "TopicDescription",
     "TopicPartition",
 ]

@@ -2,14 +2,19 @@
 
 The constructors of `Producer` and `Consumer` take these as keyword arguments and build the
 frozen config; the parts (accumulator, sender, fetcher, group membership) read only the few
-fields they need.
+fields they need. `security=ClientSecurity(...)` (security.py) is the one setting that is not a
+plain value: TLS and SASL, given to the producer, consumer and admin client alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hot_tier.records import Compression
+
+if TYPE_CHECKING:
+    from .security import ClientSecurity
 
 _ACKS = {"all": -1, -1: -1, "-1": -1, 0: 0, "0": 0, 1: 1, "1": 1}
 _COMPRESSION = {
@@ -47,6 +52,9 @@ class ProducerConfig:
     metadata_max_age_ms: int = 300000
     transactional_id: str | None = None  # transactional.id: transactions (transaction.py)
     transaction_timeout_ms: int = 60000  # transaction.timeout.ms
+    # security.protocol, sasl.*, ssl.*: TLS and SASL for every connection, as Admin(security=...)
+    # takes them (security.py); None is PLAINTEXT.
+    security: ClientSecurity | None = None
 
     @classmethod
     def from_kwargs(
@@ -118,6 +126,7 @@ class ConsumerConfig:
     retry_backoff_ms: int = 100
     metadata_max_age_ms: int = 300000
     exclude_internal_topics: bool = True
+    security: ClientSecurity | None = None  # TLS and SASL, as for the producer
 
     @classmethod
     def from_kwargs(

@@ -82,6 +82,7 @@ class Consumer:
             request_timeout_ms=config.request_timeout_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
             retry_backoff_ms=config.retry_backoff_ms,
+            security=config.security,
             allow_auto_topic_creation=config.allow_auto_create_topics,
         )
         await self._cluster.start()

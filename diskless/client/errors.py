@@ -265,6 +265,12 @@ class KafkaStorageError(BrokerResponseError):
     errno, name, retriable, invalid_metadata = 56, "KAFKA_STORAGE_ERROR", True, True
 
 
+class SaslAuthenticationFailedError(BrokerResponseError):
+    """The broker refused the login (wrong password, unknown user): not retried, as in Kafka."""
+
+    errno, name = 58, "SASL_AUTHENTICATION_FAILED"
+
+
 class UnknownProducerIdError(BrokerResponseError):
     errno, name = 59, "UNKNOWN_PRODUCER_ID"
 

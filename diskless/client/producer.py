@@ -161,6 +161,7 @@ class Producer:
             request_timeout_ms=config.request_timeout_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
             retry_backoff_ms=config.retry_backoff_ms,
+            security=config.security,
             allow_auto_topic_creation=True,
         )
         await cluster.start()

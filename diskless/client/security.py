@@ -8,8 +8,16 @@ in Kafka's client names, as a `--command-config` properties file gives them:
     ssl.keystore.location=client.pem        PEM certificate (and key, unless ssl.key.location)
     ssl.endpoint.identification.algorithm=  empty: do not check the broker's host name
 
-The SASL exchange runs right after ApiVersions on every new connection (KIP-152: SaslHandshake
-v1, then SaslAuthenticate); a refusal raises the broker's error (SaslAuthenticationFailed).
+or built directly with the same names in snake case:
+
+    security = ClientSecurity(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+                              sasl_username="alice", sasl_password="...", ssl_cafile="ca.pem")
+    Producer(..., security=security); Consumer(..., security=security); Admin(..., security=security)
+
+All three hand it to their `Cluster`, which opens every connection through `Connection.open`:
+one place sets up TLS and SASL. The SASL exchange runs right after ApiVersions on every new
+connection (KIP-152: SaslHandshake v1, then SaslAuthenticate); a refusal raises the broker's
+error (SaslAuthenticationFailedError, not retried) from the client's start.
 """
 
 from __future__ import annotations
