@@ -8,6 +8,10 @@ SASL or TLS listener as an administrator. Without it the tools connect in PLAINT
 
 A password is read from --password, else from the DISKLESS_USER_PASSWORD variable, else asked for
 on the terminal; it never reaches the broker: the client sends the salted password.
+
+`diskless users create|list|delete --metadata URL` (or `--data-dir DIR`) works on the metadata
+store itself, without a broker (users_store.py): how the first user is made when every listener
+asks for SASL. Only the flag chooses this; DISKLESS_METADATA alone does not.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import getpass
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from diskless.client import Admin, KafkaError
@@ -81,6 +86,14 @@ def add_commands(commands: Any) -> None:
                             help=f"broker address HOST:PORT (default {DEFAULT_BOOTSTRAP}; env DISKLESS_BOOTSTRAP_SERVERS)")  # fmt: skip
         parser.add_argument("--command-config", default=None, metavar="FILE",
                             help="Kafka client properties for SASL/TLS (security.protocol, sasl.*, ssl.*)")  # fmt: skip
+    for parser in (create, listing, delete):
+        offline = parser.add_argument_group(
+            "without a broker", "write to (or read) the metadata store itself, as kafka-storage format --add-scram: "
+            "how the first user of a cluster whose listeners all ask for SASL is made")
+        offline.add_argument("--metadata", metavar="URL", default=None,
+                             help="the store diskless serve --metadata names: sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DB")
+        offline.add_argument("--data-dir", metavar="DIR", default=None,
+                             help="the broker's data directory, for its default store sqlite:///DIR/metadata.db")  # fmt: skip
     users.set_defaults(run_command=run_users)
     acls.set_defaults(run_command=run_acls)
 
@@ -105,12 +118,18 @@ def _run(command: str, args: argparse.Namespace, action: Any) -> int:
 
 
 def run_users(args: argparse.Namespace) -> int:
+    if args.metadata is not None or args.data_dir is not None:
+        return _run_users_offline(args)
     action = {"create": _create_user, "alter": _create_user, "list": _list_users, "delete": _delete_user}[args.action]
     return _run("users", args, action)
 
 
+def _password(args: argparse.Namespace) -> str:
+    return args.password or os.environ.get("DISKLESS_USER_PASSWORD") or getpass.getpass(f"password for {args.user}: ")
+
+
 async def _create_user(args: argparse.Namespace) -> int:
-    password = args.password or os.environ.get("DISKLESS_USER_PASSWORD") or getpass.getpass(f"password for {args.user}: ")
+    password = _password(args)
     if not password:
         print("diskless users create: an empty password is refused", file=sys.stderr)
         return 2
@@ -134,6 +153,74 @@ async def _delete_user(args: argparse.Namespace) -> int:
         for mechanism in mechanisms:
             await admin.delete_user_scram_credential(args.user, mechanism)
             print(f"deleted {mechanism} credential of user {args.user}")
+    return 0
+
+
+# --- users, without a broker (users_store.py) ---------------------------------------------------
+
+
+def _run_users_offline(args: argparse.Namespace) -> int:
+    import logging
+
+    from metadata.errors import MetadataError, MetadataStorageError, UnsupportedMetadataUrl
+
+    from .users_store import NoSuchCredential
+
+    command = f"diskless users {args.action}"
+    if args.metadata is not None and args.data_dir is not None:
+        print(f"{command}: give --metadata or --data-dir, not both", file=sys.stderr)
+        return 2
+    if args.bootstrap_server is not None or args.command_config is not None:
+        print(f"{command}: --metadata and --data-dir write to the store without a broker: "
+              "they go without --bootstrap-server and --command-config", file=sys.stderr)  # fmt: skip
+        return 2
+    url = args.metadata or "sqlite:///" + str(Path(args.data_dir).absolute() / "metadata.db")
+    logging.getLogger("metadata").setLevel(logging.ERROR)  # the error line below says what failed
+    action = {"create": _create_user_offline, "alter": _create_user_offline, "list": _list_users_offline,
+              "delete": _delete_user_offline}[args.action]  # fmt: skip
+    try:
+        return asyncio.run(action(args, url))
+    except UnsupportedMetadataUrl as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    except MetadataStorageError as exc:
+        print(f"{command}: {exc.reason}", file=sys.stderr)
+        return 1
+    except (MetadataError, NoSuchCredential, ValueError, OSError) as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _create_user_offline(args: argparse.Namespace, url: str) -> int:
+    from .users_store import new_credential, upsert_credentials
+
+    password = _password(args)
+    if not password:
+        print("diskless users create: an empty password is refused", file=sys.stderr)
+        return 2
+    mechanisms = list(dict.fromkeys(args.mechanism or ["SCRAM-SHA-512"]))
+    credentials = [new_credential(args.user, password, mechanism, args.iterations) for mechanism in mechanisms]
+    await upsert_credentials(url, credentials)
+    for mechanism in mechanisms:
+        print(f"set {mechanism} credential of user {args.user} ({args.iterations} iterations)")
+    return 0
+
+
+async def _list_users_offline(args: argparse.Namespace, url: str) -> int:
+    from .users_store import list_credentials
+
+    found = await list_credentials(url, args.user or None)
+    _print_table(("USER", "MECHANISM", "ITERATIONS"), [(c.user, c.mechanism, str(c.iterations)) for c in found])
+    return 0
+
+
+async def _delete_user_offline(args: argparse.Namespace, url: str) -> int:
+    from .users_store import delete_credentials
+
+    for mechanism in await delete_credentials(url, args.user, args.mechanism):
+        print(f"deleted {mechanism} credential of user {args.user}")
     return 0
 
 
