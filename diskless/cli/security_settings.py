@@ -127,6 +127,9 @@ SECURITY_SETTINGS: list[tuple[str, Any, Any, str, str | None]] = [
     ("sasl_enabled_mechanisms", mechanisms, ",".join(SASL_MECHANISMS), "sasl.enabled.mechanisms on SASL listeners", "LIST"),
     ("connection_failed_authentication_delay_ms", integer, 1000, "connection.failed.authentication.delay.ms: a failed "
      "login is answered, and its connection closed, only after this delay (Kafka's default is 100)", None),
+    ("connections_max_reauth_ms", integer, 0, "connections.max.reauth.ms: a client that can re-authenticate (KIP-368) "
+     "is told this session lifetime and must log in again within it, or its connection is closed at its next request; "
+     "0 (Kafka's default): sessions never expire", None),
     ("authorizer", authorizer, "none", "authorizer.class.name: acl to check Kafka ACLs on every request, none to allow all", None),
     ("super_users", super_users, None, "super.users: principals allowed everything, separated by ';' (User:admin;User:ops)", "PRINCIPALS"),
     ("allow_everyone_if_no_acl_found", boolean, True, "allow.everyone.if.no.acl.found: with the authorizer on, a resource "
@@ -193,10 +196,14 @@ def security_config(values: Mapping[str, Any], sources: Mapping[str, str], secur
     delay = values.get("connection_failed_authentication_delay_ms", 1000)
     if delay < 0:
         raise ValueError(f"{sources['connection_failed_authentication_delay_ms']}: expected 0 or more, got {delay}")
+    reauth_ms = values.get("connections_max_reauth_ms", 0)
+    if reauth_ms < 0:
+        raise ValueError(f"{sources['connections_max_reauth_ms']}: expected 0 (off) or more, got {reauth_ms}")
     return SecurityConfig(
         tls=tls,
         sasl_enabled_mechanisms=values.get("sasl_enabled_mechanisms") or SASL_MECHANISMS,
         failed_authentication_delay_ms=delay,
+        connections_max_reauth_ms=reauth_ms,
         authorizer=bool(values.get("authorizer")),
         super_users=values.get("super_users") or frozenset(),
         allow_everyone_if_no_acl_found=values.get("allow_everyone_if_no_acl_found", True),

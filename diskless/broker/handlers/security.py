@@ -4,6 +4,8 @@ AlterUserScramCredentials (KIP-554), CreateAcls, DescribeAcls and DeleteAcls (KI
 The SASL handlers drive the current connection's `Session` through its states (see
 security/session.py); a failure is answered with SASL_AUTHENTICATION_FAILED after the
 failed-authentication delay, and the connection is closed after the answer, as Kafka does.
+SaslHandshake on an authenticated connection of a v1+ client starts a re-authentication
+(KIP-368); SaslAuthenticate v1+ answers session_lifetime_ms, connections.max.reauth.ms.
 Credential and ACL changes need ALTER on the cluster, their descriptions DESCRIBE, when an
 authorizer is configured.
 """
@@ -11,6 +13,7 @@ authorizer is configured.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 from typing import Any
 
@@ -39,6 +42,13 @@ async def handle_sasl_handshake(broker: BrokerApi, request: Request) -> Any:
     session = SESSION.get()
     enabled = broker.security.config.sasl_enabled_mechanisms if session.listener.uses_sasl else ()
     mechanism = request.body.mechanism
+    if session.may_reauthenticate():  # KIP-368: the same principal logs in again on its connection
+        if mechanism != session.mechanism:
+            log.warning("client %s (%s) asked to re-authenticate with %s after %s; closing",
+                        session.client, session.principal, mechanism, session.mechanism)  # fmt: skip
+            session.close_after_response = True
+            return make(mod.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=(session.mechanism,))
+        session.begin_reauthentication()
     if not session.listener.uses_sasl or session.state is not SaslState.HANDSHAKE:
         session.close_after_response = True
         return make(mod.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=tuple(enabled))
@@ -55,10 +65,11 @@ async def handle_sasl_authenticate(broker: BrokerApi, request: Request) -> Any:
     mod = response_module(36, request.header.api_version)
     session = SESSION.get()
 
-    def answer(error: ErrorCode, message: str | None, token: bytes) -> Any:
+    def answer(error: ErrorCode, message: str | None, token: bytes, session_lifetime_ms: int = 0) -> Any:
         return make(
-            mod.SaslAuthenticateResponse, error_code=error, error_message=message, auth_bytes=token, session_lifetime=NO_THROTTLE
-        )
+            mod.SaslAuthenticateResponse, error_code=error, error_message=message, auth_bytes=token,
+            session_lifetime=datetime.timedelta(milliseconds=session_lifetime_ms),
+        )  # fmt: skip
 
     if session.state is not SaslState.AUTHENTICATE:
         session.close_after_response = True
@@ -82,6 +93,12 @@ async def handle_sasl_authenticate(broker: BrokerApi, request: Request) -> Any:
             done = False
         else:
             out, done = scram_finish(session.exchange, token, session.user or "?"), True
+        reauthenticated = session.reauthenticating_from is not None
+        if done:
+            # v0 clients cannot re-authenticate: no lifetime for them, and no expiry (KIP-368).
+            lifetime_ms = session.authenticated(
+                session.user or "", request.header.api_version >= 1, security.config.connections_max_reauth_ms, security.now_ms()
+            )  # fmt: skip
     except AuthenticationFailed as failure:
         session.state = SaslState.FAILED
         session.exchange = None
@@ -91,13 +108,17 @@ async def handle_sasl_authenticate(broker: BrokerApi, request: Request) -> Any:
             f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}",
             b"",
         )
-    if done:
-        session.state = SaslState.COMPLETE
-        session.exchange = None
-        session.principal = f"User:{session.user}"
-        log.info("client %s authenticated as %s with %s on listener %s", session.client, session.principal, mechanism, session.listener.name)
+    if not done:
+        return answer(ErrorCode.none, None, out)
+    lifetime = f" (session lifetime {lifetime_ms} ms)" if lifetime_ms else ""
+    if reauthenticated:
+        log.info("client %s re-authenticated as %s with %s on listener %s%s", session.client, session.principal, mechanism,
+                 session.listener.name, lifetime)  # fmt: skip
+    else:
+        log.info("client %s authenticated as %s with %s on listener %s%s", session.client, session.principal, mechanism,
+                 session.listener.name, lifetime)  # fmt: skip
         SUCCESSFUL_AUTHENTICATIONS.labels(session.listener.name).inc()
-    return answer(ErrorCode.none, None, out)
+    return answer(ErrorCode.none, None, out, lifetime_ms)
 
 
 # --- SCRAM credentials (KIP-554) ---------------------------------------------------------------

@@ -43,6 +43,10 @@ class SecurityConfig:
     # connection.failed.authentication.delay.ms: a failed login is answered (and its connection
     # closed) only after this long, against password guessing. Kafka's default is 100.
     failed_authentication_delay_ms: int = 1000
+    # connections.max.reauth.ms (KIP-368): a client that can re-authenticate (SaslAuthenticate
+    # v1+) is told this session lifetime and must re-authenticate within it, or its connection
+    # is closed at its next other request. 0, Kafka's default: sessions never expire.
+    connections_max_reauth_ms: int = 0
     authorizer: bool = False  # authorizer.class.name set: ACLs are checked
     super_users: frozenset[str] = frozenset()  # super.users, principals such as "User:admin"
     allow_everyone_if_no_acl_found: bool = True  # allow.everyone.if.no.acl.found

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from diskless.wire import ProtocolError
@@ -47,9 +48,29 @@ class NotAuthenticated(ProtocolError):
         self.api_version = api_version
 
 
+class SessionExpired(ProtocolError):
+    """A request other than SaslHandshake on a connection whose SASL session outlived its
+    session_lifetime_ms without re-authenticating (KIP-368): Kafka closes such a connection
+    without answering ("Disconnecting expired channel")."""
+
+    def __init__(self, api_key: int, api_version: int, expired_ms: int, max_reauth_ms: int) -> None:
+        # One text for every such close, so that the TCP shell's rate-limited log line counts them.
+        super().__init__(f"SASL session expired without re-authentication (connections.max.reauth.ms={max_reauth_ms})")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.expired_ms = expired_ms
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class BrokerSecurity:
-    def __init__(self, config: SecurityConfig, sleep: Callable[[float], object] = asyncio.sleep) -> None:
+    def __init__(
+        self, config: SecurityConfig, sleep: Callable[[float], object] = asyncio.sleep, clock: Callable[[], int] = _monotonic_ms
+    ) -> None:
         self.config = config
+        self.now_ms = clock  # monotonic milliseconds, for session lifetimes (KIP-368)
         self.store: MetadataStore | None = None
         self.authorizer = (
             Authorizer(config.super_users, config.allow_everyone_if_no_acl_found) if config.authorizer else None
@@ -85,12 +106,16 @@ class BrokerSecurity:
 
     # --- authentication --------------------------------------------------------------------
 
-    @staticmethod
-    def admit(api_key: int, api_version: int) -> Session:
-        """The current session, if it may send this request; else NotAuthenticated."""
+    def admit(self, api_key: int, api_version: int) -> Session:
+        """The current session, if it may send this request; else NotAuthenticated, or
+        SessionExpired once its session lifetime passed without a re-authentication."""
         session = SESSION.get()
         if not session.may_serve(api_key):
             raise NotAuthenticated(api_key, api_version, session.state.value)
+        if session.expires_ms is not None:
+            expired_ms = session.expired_for(api_key, self.now_ms())
+            if expired_ms is not None:
+                raise SessionExpired(api_key, api_version, expired_ms, self.config.connections_max_reauth_ms)
         return session
 
     async def credentials(self, user: str, mechanism: str | None = None) -> list[ScramCredential]:
