@@ -158,6 +158,18 @@ class BrokerRegistration:
     rack: str | None
     incarnation: str
     alive: bool
+    # Milliseconds the session had left when the store answered (0 once expired): the
+    # controller wakes when a silent broker's session runs out, not up to a heartbeat later.
+    session_remaining_ms: int = field(default=0, compare=False)
+    # (listener name, advertised host, port) of each listener; host and port are the first's.
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where a client of `listener` reaches this broker; None if it has no such listener.
+        A registration without listeners (an older broker) offers its one address to all."""
+        if not self.listeners:
+            return (self.host, self.port)
+        return next(((host, port) for name, host, port in self.listeners if name == listener), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ clock every broker of the cluster shares.
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Sequence
 
 from .errors import BrokerIdInUse, FencedLeaderEpoch
@@ -33,7 +34,8 @@ def _ms(value: int) -> datetime.timedelta:
 
 
 async def register_broker(
-    conn: Conn, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
+    conn: Conn, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int,
+    listeners: tuple[tuple[str, str, int], ...] = (),
 ) -> None:
     row = await conn.fetchrow(
         "SELECT incarnation, session_expires > clock_timestamp() AS alive FROM brokers WHERE node_id = $1 FOR UPDATE", node_id
@@ -41,10 +43,11 @@ async def register_broker(
     if row is not None and row["incarnation"] != incarnation and row["alive"]:
         raise BrokerIdInUse(node_id, row["incarnation"])
     await conn.execute(
-        "INSERT INTO brokers (node_id, host, port, rack, incarnation, session_expires)"
-        " VALUES ($1, $2, $3, $4, $5, clock_timestamp() + $6::interval)"
-        " ON CONFLICT (node_id) DO UPDATE SET host = $2, port = $3, rack = $4, incarnation = $5, session_expires = clock_timestamp() + $6::interval",
-        node_id, host, port, rack, incarnation, _ms(session_timeout_ms),
+        "INSERT INTO brokers (node_id, host, port, rack, incarnation, session_expires, listeners)"
+        " VALUES ($1, $2, $3, $4, $5, clock_timestamp() + $6::interval, $7)"
+        " ON CONFLICT (node_id) DO UPDATE SET host = $2, port = $3, rack = $4, incarnation = $5,"
+        " session_expires = clock_timestamp() + $6::interval, listeners = $7",
+        node_id, host, port, rack, incarnation, _ms(session_timeout_ms), json.dumps(listeners),
     )  # fmt: skip
     await conn.execute(NOTIFY)
 
@@ -65,9 +68,17 @@ async def unregister_broker(conn: Conn, node_id: int, incarnation: str) -> None:
 
 async def list_brokers(conn: Conn) -> list[BrokerRegistration]:
     rows = await conn.fetch(
-        "SELECT node_id, host, port, rack, incarnation, session_expires > clock_timestamp() AS alive FROM brokers ORDER BY node_id"
+        "SELECT node_id, host, port, rack, incarnation, listeners, session_expires > clock_timestamp() AS alive,"
+        " GREATEST(CEIL(EXTRACT(EPOCH FROM session_expires - clock_timestamp()) * 1000), 0)::bigint AS remaining_ms"
+        " FROM brokers ORDER BY node_id"
     )
-    return [BrokerRegistration(r["node_id"], r["host"], r["port"], r["rack"], r["incarnation"], r["alive"]) for r in rows]
+    return [
+        BrokerRegistration(
+            r["node_id"], r["host"], r["port"], r["rack"], r["incarnation"], r["alive"], r["remaining_ms"],
+            tuple((name, host, port) for name, host, port in json.loads(r["listeners"])),
+        )
+        for r in rows
+    ]
 
 
 async def acquire_lease(conn: Conn, name: str, holder: int, duration_ms: int) -> bool:

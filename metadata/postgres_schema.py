@@ -27,7 +27,7 @@ import asyncpg
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Any fixed 64-bit number, the same for every broker of every version: "diskless" in ASCII.
 MIGRATION_LOCK_ID = 0x6469736B6C657373
@@ -226,7 +226,13 @@ CREATE TABLE aborted_transactions (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7}
+# v8: every listener of a broker (JSON [[name, host, port], ...]): Metadata answers a client
+# with the other brokers' addresses on the listener it came in on.
+_SCHEMA_V8 = """
+ALTER TABLE brokers ADD COLUMN listeners TEXT NOT NULL DEFAULT '[]';
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8}
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

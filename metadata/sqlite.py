@@ -278,9 +278,10 @@ class SqliteMetadataStore:
     # --- membership and leadership ----------------------------------------------------------
 
     async def register_broker(
-        self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
+        self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int,
+        listeners: Sequence[tuple[str, str, int]] = (),
     ) -> None:
-        await self._call(cluster_ops.register_broker, node_id, host, port, rack, incarnation, session_timeout_ms)
+        await self._call(cluster_ops.register_broker, node_id, host, port, rack, incarnation, session_timeout_ms, tuple(listeners))
 
     async def heartbeat_broker(self, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
         return await self._call(cluster_ops.heartbeat_broker, node_id, incarnation, session_timeout_ms)

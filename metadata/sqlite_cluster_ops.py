@@ -7,6 +7,7 @@ brokers of one machine at most.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -33,7 +34,8 @@ def _now_ms() -> int:
 
 
 def register_broker(
-    conn: sqlite3.Connection, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
+    conn: sqlite3.Connection, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int,
+    listeners: tuple[tuple[str, str, int], ...] = (),
 ) -> None:
     now = _now_ms()
     with _write(conn):
@@ -41,8 +43,8 @@ def register_broker(
         if row is not None and row[0] != incarnation and row[1] > now:
             raise BrokerIdInUse(node_id, row[0])
         conn.execute(
-            "INSERT OR REPLACE INTO brokers (node_id, host, port, rack, incarnation, session_expires_ms) VALUES (?, ?, ?, ?, ?, ?)",
-            (node_id, host, port, rack, incarnation, now + session_timeout_ms),
+            "INSERT OR REPLACE INTO brokers (node_id, host, port, rack, incarnation, session_expires_ms, listeners) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (node_id, host, port, rack, incarnation, now + session_timeout_ms, json.dumps(listeners)),
         )
 
 
@@ -64,8 +66,15 @@ def unregister_broker(conn: sqlite3.Connection, node_id: int, incarnation: str) 
 def list_brokers(conn: sqlite3.Connection) -> list[BrokerRegistration]:
     now = _now_ms()
     with _read(conn):
-        rows = conn.execute("SELECT node_id, host, port, rack, incarnation, session_expires_ms FROM brokers ORDER BY node_id").fetchall()
-    return [BrokerRegistration(n, h, p, r, i, expires > now) for n, h, p, r, i, expires in rows]
+        rows = conn.execute("SELECT node_id, host, port, rack, incarnation, session_expires_ms, listeners FROM brokers ORDER BY node_id").fetchall()
+    return [
+        BrokerRegistration(n, h, p, r, i, expires > now, max(expires - now, 0), _listeners(listeners))
+        for n, h, p, r, i, expires, listeners in rows
+    ]
+
+
+def _listeners(stored: str) -> tuple[tuple[str, str, int], ...]:
+    return tuple((name, host, port) for name, host, port in json.loads(stored))
 
 
 def acquire_lease(conn: sqlite3.Connection, name: str, holder: int, duration_ms: int) -> bool:

@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -213,7 +213,13 @@ CREATE TABLE aborted_transactions (
 ) WITHOUT ROWID;
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7}
+# v8: every listener of a broker (JSON [[name, host, port], ...]): Metadata answers a client
+# with the other brokers' addresses on the listener it came in on.
+_SCHEMA_V8 = """
+ALTER TABLE brokers ADD COLUMN listeners TEXT NOT NULL DEFAULT '[]';
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

@@ -239,11 +239,13 @@ class MetadataStore(Protocol):
     # --- membership and leadership ----------------------------------------------------------
 
     async def register_broker(
-        self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int
+        self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int,
+        listeners: Sequence[tuple[str, str, int]] = (),
     ) -> None:
         """Open (or renew) the broker's session, expiring `session_timeout_ms` from now (the
         store's clock). The same incarnation, or any incarnation once the old session expired,
-        may register; another live incarnation raises BrokerIdInUse."""
+        may register; another live incarnation raises BrokerIdInUse. `listeners`: (name, host,
+        port) of each of its listeners, for BrokerRegistration.endpoint."""
         ...
 
     async def heartbeat_broker(self, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:

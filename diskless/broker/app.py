@@ -153,7 +153,7 @@ class Broker:
             MembershipSettings(
                 c.node_id, host, port, c.broker_rack, f"{c.node_id}:{self.data_dir_lock.meta.directory_id}",
                 c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms, c.auto_leader_rebalance_enable,
-                c.leader_imbalance_check_interval_seconds, c.leader_imbalance_per_broker_percentage,
+                c.leader_imbalance_check_interval_seconds, c.leader_imbalance_per_broker_percentage, self.listener_endpoints,
             ),
             self.registry.reconcile, self._lost_session,
         )  # fmt: skip
@@ -225,6 +225,13 @@ class Broker:
     @property
     def advertised_address(self) -> tuple[str, int]:
         return (self.config.advertised_host or self.config.listen_host, self.config.advertised_port or self.server.port)
+
+    @property
+    def listener_endpoints(self) -> tuple[tuple[str, str, int], ...]:
+        """(listener name, advertised host, port) of each listener, registered in the store: the
+        other brokers tell a client this broker's address on the listener it came in on."""
+        return ((self.config.listener_security.name, self.config.advertised_host or self.config.listen_host,
+                 self.config.advertised_port or self.server.port),)  # fmt: skip
 
     # --- operations handlers call ----------------------------------------------------------
 

@@ -5,7 +5,9 @@ the listener the request came in on, so one broker can be reached both from the 
 (127.0.0.1:9092) and from a container network (diskless:19092). The broker binds its first
 listener itself; each further one is another `KafkaServer` over the same broker, whose
 requests run with that listener's advertised address in a context variable, which the
-broker's `advertised_address` returns while it is set.
+broker's `advertised_address` returns while it is set. They are bound before the broker starts
+(their requests wait for it to be ready), so it registers every listener's address in the
+store and the other brokers answer a client with its address on the listener it came in on.
 
 Built and run by the CLI's `serve` only, in the broker's event loop.
 """
@@ -30,14 +32,22 @@ ADVERTISED: contextvars.ContextVar[tuple[str, int] | None] = contextvars.Context
 class MultiListenerBroker(Broker):
     """A Broker that tells each client the address of the listener it connected to."""
 
+    def __init__(self, config: BrokerConfig) -> None:
+        super().__init__(config)
+        self.extra_endpoints: list[tuple[str, str, int]] = []  # (name, advertised host, port), once bound
+
     @property
     def advertised_address(self) -> tuple[str, int]:
         current = ADVERTISED.get()
         return current if current is not None else super().advertised_address
 
+    @property
+    def listener_endpoints(self) -> tuple[tuple[str, str, int], ...]:
+        return (*super().listener_endpoints, *self.extra_endpoints)
+
 
 class ExtraListeners:
-    def __init__(self, broker: Broker, config: BrokerConfig) -> None:
+    def __init__(self, broker: MultiListenerBroker, config: BrokerConfig) -> None:
         self.broker = broker
         self.config = config
         self.servers: list[KafkaServer] = []
@@ -54,6 +64,7 @@ class ExtraListeners:
             await server.start()
             self.servers.append(server)
             address.append((listener.advertised_host or listener.host, listener.advertised_port or server.port))
+            self.broker.extra_endpoints.append((listener.security.name, *address[0]))
             log.info("also listening on %s:%d (advertised %s:%d), listener %s (%s)", listener.host, server.port, *address[0],
                      listener.security.name, listener.security.protocol)
 

@@ -147,14 +147,21 @@ def _serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await _check_object_store(config)
-        await broker.start()
-        extra = ExtraListeners(broker, config)
+        extra = ExtraListeners(broker, config) if isinstance(broker, MultiListenerBroker) else None
         try:
-            await extra.start()
+            if extra is not None:
+                await extra.start()  # bound first: the broker registers every listener's address
+            await broker.start()
+        except BaseException:
+            if extra is not None:
+                await extra.stop()
+            raise
+        try:
             await stop.wait()
             logging.getLogger("diskless").info("shutting down")
         finally:
-            await extra.stop()
+            if extra is not None:
+                await extra.stop()
             await broker.stop()
 
     from diskless.broker.data_dir import DataDirError

@@ -723,9 +723,12 @@ async def test_broker_sessions(store: MetadataStore) -> None:
     while (await store.list_brokers())[-1].alive:
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)  # the store's clock has to pass 1 ms: nothing to wait on
+    assert (await store.list_brokers())[-1].session_remaining_ms == 0
     await store.register_broker(3, "127.0.0.1", 9095, None, "new", 60_000)
     assert await store.heartbeat_broker(3, "old", 60_000) is False
     assert await store.heartbeat_broker(3, "new", 60_000) is True
+    # How long each session has left, as the store counts it: what the controller wakes on.
+    assert 50_000 < (await store.list_brokers())[-1].session_remaining_ms <= 60_000
 
 
 async def test_leases(store: MetadataStore) -> None:

@@ -17,7 +17,9 @@ store refuses (the session was taken over) closes every partition at once.
 Between beats, the store tells of changes (PostgreSQL's LISTEN/NOTIFY, `watch_cluster`): a
 leader moved, a broker left or joined, a topic changed. The broker beats at once then (bursts
 coalesced over `NUDGE_COALESCE_S`), so a handed-over partition opens on its new leader within
-round trips, not within a heartbeat interval at each of its steps.
+round trips, not within a heartbeat interval at each of its steps. The controller also beats
+when another broker's session is due to run out (the store says how long each has left), so a
+killed broker's partitions move at its session timeout.
 
 The beat never waits for the registry: opening a partition may rebuild its tail from the
 bucket for seconds, longer than the session timeout, and a heartbeat held up behind it would
@@ -54,6 +56,10 @@ NUDGE_COALESCE_S = 0.01  # a burst of changes (a controller moving many topics) 
 # and the partitions fall back to "no leader" for another second (its next topic scan); listed a
 # little longer, they migrate first and the broker is dropped by a later answer.
 DEPARTED_LISTED_S = 5.0
+# The controller beats this long after the earliest other broker's session would run out
+# unrenewed: a killed broker's partitions move at its session timeout, not up to a heartbeat
+# interval later (the beat then finds the session renewed, or expired).
+SESSION_END_GRACE_S = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,7 @@ class MembershipSettings:
     auto_leader_rebalance: bool = True  # auto.leader.rebalance.enable
     imbalance_check_interval_s: float = 300.0  # leader.imbalance.check.interval.seconds
     imbalance_percentage: int = 10  # leader.imbalance.per.broker.percentage
+    listeners: tuple[tuple[str, str, int], ...] = ()  # (name, advertised host, port) of each listener
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +114,7 @@ class Membership:
         self._balance_checked_at = 0.0  # monotonic time of the controller's last balance check
         self._brokers_seen: set[int] = set()  # live brokers at the controller's last pass
         self._departed: dict[int, tuple[BrokerRegistration, float]] = {}  # left, and until when listed
+        self._next_session_end: float | None = None  # monotonic: the controller's extra beat, see SESSION_END_GRACE_S
 
     # --- what leaders and handlers ask ------------------------------------------------------
 
@@ -132,7 +140,7 @@ class Membership:
         while True:
             sent = time.monotonic()
             try:
-                await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms)
+                await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms, s.listeners)
                 break
             except BrokerIdInUse as exc:
                 if time.monotonic() > deadline:
@@ -215,13 +223,17 @@ class Membership:
     async def _run(self) -> None:
         interval = self.settings.heartbeat_interval_ms / 1000
         while True:
+            wait = interval
+            if self._next_session_end is not None:
+                wait = min(wait, max(self._next_session_end - time.monotonic(), 0.0))
             try:
-                async with asyncio.timeout(interval):
+                async with asyncio.timeout(wait):
                     await self._nudged.wait()
                 await asyncio.sleep(NUDGE_COALESCE_S)
             except TimeoutError:
                 pass
             self._nudged.clear()
+            self._next_session_end = None  # set again by a controller's successful beat
             try:
                 await self.beat()
             except asyncio.CancelledError:
@@ -249,7 +261,7 @@ class Membership:
                 log.error("broker %d's session in the metadata store expired (or another process took it); giving up every partition and rejoining", s.node_id)
                 self._valid_until = 0.0
                 await self._fenced()
-                await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms)
+                await self.store.register_broker(s.node_id, s.host, s.port, s.rack, s.incarnation, s.session_timeout_ms, s.listeners)
         self._valid_until = sent + s.session_timeout_ms / 2000
         controller = await self.store.acquire_lease(CONTROLLER_LEASE, s.node_id, s.session_timeout_ms)
         if heartbeat and not controller and not self._joined:
@@ -268,8 +280,11 @@ class Membership:
     async def _read_view(self, read_at: float, controller: bool) -> ClusterView:
         """The cluster as the store has it now; the controller's pass first, if this broker is it."""
         brokers = {b.node_id: b for b in await self.store.list_brokers() if b.alive}
+        listed_at = time.monotonic()
         leaderships = await self.store.list_partition_leaders()
         if controller:
+            others = [b.session_remaining_ms for b in brokers.values() if b.node_id != self.settings.node_id]
+            self._next_session_end = listed_at + min(others) / 1000 + SESSION_END_GRACE_S if others else None
             leaderships = await self._controller_pass(leaderships, brokers)
         topics = {t.name: t for t in await self.store.list_topics()}
         return ClusterView(

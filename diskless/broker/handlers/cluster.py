@@ -13,6 +13,7 @@ from metadata.model import validate_topic_name
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import CLUSTER, DESCRIBE, TOPIC
+from ..security.session import SESSION
 from ..security.shell import ALL_OPERATIONS_UNKNOWN
 
 
@@ -104,10 +105,17 @@ def _partition(broker: BrokerApi, mod: Any, topic: str, index: int) -> Any:
             mod.MetadataResponsePartition, error_code=ErrorCode.kafka_storage_error, partition_index=index, leader_id=me,
             leader_epoch=epoch, replica_nodes=(me,), isr_nodes=(me,), offline_replicas=(me,),
         )  # fmt: skip
-    if leader_id is None or (leader_id != broker.settings.node_id and leader_id not in broker.cluster.brokers):
+    leader = broker.cluster.brokers.get(leader_id) if leader_id is not None and leader_id != broker.settings.node_id else None
+    if leader_id is None or (leader_id != broker.settings.node_id and leader is None):
         # No live leader yet (the controller is moving it): clients retry after a refresh.
         return make(
             mod.MetadataResponsePartition, error_code=ErrorCode.leader_not_available, partition_index=index, leader_id=-1,
+            leader_epoch=epoch, replica_nodes=(), isr_nodes=(), offline_replicas=(),
+        )  # fmt: skip
+    if leader is not None and leader.endpoint(SESSION.get().listener.name) is None:
+        # As Kafka: the leader has no listener of the name this client came in on.
+        return make(
+            mod.MetadataResponsePartition, error_code=ErrorCode.listener_not_found, partition_index=index, leader_id=-1,
             leader_epoch=epoch, replica_nodes=(), isr_nodes=(), offline_replicas=(),
         )  # fmt: skip
     return make(
@@ -117,13 +125,16 @@ def _partition(broker: BrokerApi, mod: Any, topic: str, index: int) -> Any:
 
 
 def _brokers(broker: BrokerApi, departed: bool = False) -> list[tuple[int, str, int, str | None]]:
-    """Every live broker (node id, host, port, rack); this one always, as it answers. With
-    `departed`, also those that left moments ago (membership.py's DEPARTED_LISTED_S: clients
-    move their partitions before they drop the broker)."""
+    """Every live broker (node id, host, port, rack) at its address on the listener the client
+    came in on (as Kafka, a broker without that listener is left out); this one always, as it
+    answers. With `departed`, also those that left moments ago (membership.py's
+    DEPARTED_LISTED_S: clients move their partitions before they drop the broker)."""
     me = broker.settings.node_id
     host, port = broker.advertised_address
+    listener = SESSION.get().listener.name
     listed = [*broker.cluster.brokers.values(), *(broker.cluster.departed.values() if departed else ())]
-    others = [(b.node_id, b.host, b.port, b.rack) for b in listed if b.node_id != me]
+    reachable = [(b, b.endpoint(listener)) for b in listed if b.node_id != me]
+    others = [(b.node_id, *endpoint, b.rack) for b, endpoint in reachable if endpoint is not None]
     mine = broker.cluster.brokers.get(me)
     return sorted([(me, host, port, mine.rack if mine else None), *others])
 

@@ -59,10 +59,16 @@ async def handle_offset_commit(broker: BrokerApi, request: Request) -> Any:
         getattr(body, "group_instance_id", None),
         version,
         offsets,
-        known=lambda topic, partition: broker.registry.leader(topic, partition) is not None,
+        known=lambda topic, partition: _exists(broker, topic, partition),
     ))
     codes = (next(committed) if readable[t.name] else ErrorCode.topic_authorization_failed for t in body.topics for _p in t.partitions)
     return _offset_commit_response(request, codes)
+
+
+def _exists(broker: BrokerApi, topic: str, partition: int) -> bool:
+    """As Kafka: a commit needs the partition to exist, not to be led by the coordinator."""
+    found = broker.registry.topics.get(topic)
+    return found is not None and 0 <= partition < found.num_partitions
 
 
 def _epoch(value: int) -> int | None:

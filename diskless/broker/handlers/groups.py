@@ -22,6 +22,7 @@ from ..api import PEER_HOST, BrokerApi
 from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import DELETE, DESCRIBE, GROUP, READ
+from ..security.session import SESSION
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,8 @@ def coordinator_address(broker: BrokerApi) -> tuple[int, str, int] | None:
     if controller == broker.settings.node_id:
         return (controller, *broker.advertised_address)
     registration = broker.cluster.brokers.get(controller) if controller is not None else None
-    return None if registration is None else (controller, registration.host, registration.port)
+    endpoint = None if registration is None else registration.endpoint(SESSION.get().listener.name)
+    return None if endpoint is None else (controller, *endpoint)
 
 
 def answers_failure(
