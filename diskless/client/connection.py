@@ -13,6 +13,13 @@ is then the highest version both sides speak. A broker that does not know our Ap
 version answers UNSUPPORTED_VERSION in a v0 body with its ranges (KIP-511); we retry with
 the version it supports.
 
+Re-authentication (KIP-368). When the SASL exchange answers a session lifetime, the connection
+logs in again, as Java's client does, at a random 85 to 95 % of it: requests sent meanwhile are
+held (registered, not written), the requests in flight are answered, SaslHandshake and
+SaslAuthenticate run alone on the connection (the broker closes one that sends anything else
+during them), and then the held requests are written in order. A failed re-authentication
+closes the connection: its requests fail with `KafkaConnectionError` and are retried on a new one.
+
 Used from one event loop, by any number of tasks of that loop.
 """
 
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import socket
 import struct
 from collections.abc import Callable
@@ -72,6 +80,13 @@ class Connection:
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._close_callbacks: list[Callable[[Connection], None]] = []
+        # KIP-368: re-authentication when the broker gave the session a lifetime.
+        self._security: ClientSecurity | None = None
+        self._held: list[bytes] | None = None  # requests written after the re-authentication, in order
+        self._held_count = 0  # how many entries of _pending are held, not yet written
+        self._quiet: asyncio.Future[None] | None = None  # done once only held requests are pending
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
 
     # --- life cycle ------------------------------------------------------------------------
 
@@ -103,10 +118,12 @@ class Connection:
             from .security import authenticate
 
             try:
-                await authenticate(connection, security, host, port)
+                lifetime_ms = await authenticate(connection, security, host, port)
             except BaseException:
                 connection.close("SASL authentication failed")
                 raise
+            connection._security = security
+            connection._schedule_reauthentication(lifetime_ms)
         return connection
 
     async def _negotiate(self) -> None:
@@ -131,12 +148,57 @@ class Connection:
             return
         raise UnsupportedByBroker("ApiVersions", protocol.CLIENT_VERSIONS[protocol.API_VERSIONS][1:], None)
 
+    # --- re-authentication (KIP-368) ----------------------------------------------------------
+
+    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
+        if lifetime_ms > 0 and not self._closed:
+            delay_ms = lifetime_ms * random.uniform(0.85, 0.95)  # as Java's SaslClientAuthenticator
+            self._reauth_timer = self._loop.call_later(delay_ms / 1000, self._start_reauthentication)
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if not self._closed:
+            self._reauth_task = self._loop.create_task(self._reauthenticate(), name=f"reauthenticate {self.host}:{self.port}")
+
+    async def _reauthenticate(self) -> None:
+        from .security import authenticate
+
+        assert self._security is not None
+        self._held, self._held_count = [], 0
+        try:
+            while len(self._pending) > self._held_count and not self._closed:
+                self._quiet = self._loop.create_future()
+                await self._quiet
+            if self._closed:
+                return
+            lifetime_ms = await authenticate(_Direct(self), self._security, self.host, self.port)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("re-authentication with %s:%d failed (%s); closing the connection", self.host, self.port, exc)
+            self.close(f"re-authentication failed: {exc}")
+            return
+        finally:
+            self._quiet = None
+        held, self._held, self._held_count = self._held or [], None, 0
+        if not self._closed:
+            assert self._transport is not None
+            for data in held:
+                self._transport.write(data)
+            self._schedule_reauthentication(lifetime_ms)
+
     def close(self, reason: str = "closed by the client") -> None:
         """Close now; requests in flight fail with `KafkaConnectionError(reason)`."""
         if self._closed:
             return
         self._closed = True
         self._close_reason = reason
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+        if self._reauth_task is not None and self._reauth_task is not asyncio.current_task():
+            self._reauth_task.cancel()
+        if self._quiet is not None and not self._quiet.done():
+            self._quiet.set_result(None)
         if self._transport is not None:
             self._transport.close()
         self._fail_pending(reason)
@@ -216,12 +278,19 @@ class Connection:
             else:
                 assert self._transport is not None
                 _INT32.pack_into(frame, protocol.CORRELATION_ID_AT, self._correlation_id())
-                self._transport.write(frame)
+                if self._held is not None:
+                    self._held.append(bytes(frame))
+                else:
+                    self._transport.write(frame)
                 future.set_result(None)
             return future
         return self._send(frame, response_class, self.request_timeout_ms if timeout_ms is None else timeout_ms, name)
 
-    def _send(self, request: Any, response_class: type | None, timeout_ms: int, name: str | None = None) -> asyncio.Future[Any]:
+    def _send(
+        self, request: Any, response_class: type | None, timeout_ms: int, name: str | None = None, *, direct: bool = False
+    ) -> asyncio.Future[Any]:
+        """Register and write one request; while a re-authentication runs, hold it instead
+        (`direct`: the re-authentication's own requests, written at once)."""
         future: asyncio.Future[Any] = self._loop.create_future()
         if self._closed:
             future.set_exception(KafkaConnectionError(self.host, self.port, self._close_reason))
@@ -236,7 +305,11 @@ class Connection:
             name = type(request).__name__
         timer = self._loop.call_later(timeout_ms / 1000, self._on_timeout, correlation_id, timeout_ms)
         self._pending[correlation_id] = (future, response_class, timer, name or "")
-        self._transport.write(data)
+        if self._held is not None and not direct:
+            self._held.append(bytes(data))
+            self._held_count += 1
+        else:
+            self._transport.write(data)
         return future
 
     def _on_timeout(self, correlation_id: int, timeout_ms: int) -> None:
@@ -292,6 +365,8 @@ class Connection:
         future, response_class, timer, _name = entry
         if timer is not None:
             timer.cancel()
+        if self._quiet is not None and len(self._pending) <= self._held_count and not self._quiet.done():
+            self._quiet.set_result(None)  # only held requests left: the re-authentication may start
         if future.done():  # the caller gave up on it
             return
         if response_class is None:
@@ -320,6 +395,23 @@ class Connection:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+
+class _Direct:
+    """The connection as `authenticate` sees it during a re-authentication: its requests go
+    straight to the socket while the others are held."""
+
+    __slots__ = ("_connection", "api_versions")
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self.api_versions = connection.api_versions
+
+    async def request(self, request: Any, *, timeout_ms: int | None = None) -> Any:
+        connection = self._connection
+        response_class = protocol.response_class(type(request).__api_key__, type(request).__version__)
+        timeout = connection.request_timeout_ms if timeout_ms is None else timeout_ms
+        return await connection._send(request, response_class, timeout, direct=True)
 
 
 class _Protocol(asyncio.Protocol):

@@ -121,8 +121,10 @@ class _Requester(Protocol):
     async def request(self, request: Any, *, timeout_ms: int | None = None) -> Any: ...
 
 
-async def authenticate(connection: _Requester, security: ClientSecurity, host: str, port: int) -> None:
-    """Run the SASL exchange on a fresh connection (after ApiVersions)."""
+async def authenticate(connection: _Requester, security: ClientSecurity, host: str, port: int) -> int:
+    """Run the SASL exchange on a fresh connection (after ApiVersions), or again on an
+    authenticated one (KIP-368 re-authentication). Returns the session_lifetime_ms the broker
+    answered (0: the session does not expire)."""
     handshake_range = connection.api_versions.get(SASL_HANDSHAKE)
     authenticate_range = connection.api_versions.get(SASL_AUTHENTICATE)
     if handshake_range is None or handshake_range[1] < 1 or authenticate_range is None:
@@ -133,15 +135,20 @@ async def authenticate(connection: _Requester, security: ClientSecurity, host: s
     version = min(2, authenticate_range[1])
     message = request_type(SASL_AUTHENTICATE, version)
 
+    lifetime_ms = 0
+
     async def step(token: bytes) -> bytes:
+        nonlocal lifetime_ms
         answer = await connection.request(message(auth_bytes=token))
         check(answer.error_code, answer.error_message, host=host, port=port)
+        lifetime = getattr(answer, "session_lifetime", None)  # v1+ (KIP-368)
+        lifetime_ms = 0 if lifetime is None else int(lifetime.total_seconds() * 1000)
         return answer.auth_bytes
 
     user, password = security.sasl_username or "", security.sasl_password or ""
     if mechanism == "PLAIN":
         await step(b"\0" + user.encode() + b"\0" + password.encode())
-        return
+        return lifetime_ms
     client = ScramClient(mechanism, user, password)
     try:
         server_first = await step(client.first())
@@ -149,3 +156,4 @@ async def authenticate(connection: _Requester, security: ClientSecurity, host: s
         client.verify(server_final)
     except ScramError as exc:
         raise AuthenticationError(f"SCRAM with {host}:{port} failed: {exc.reason}") from None
+    return lifetime_ms

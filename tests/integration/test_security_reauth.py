@@ -12,6 +12,7 @@ with deadlines (a request answered or refused), never sleeps.
 
 from __future__ import annotations
 
+import asyncio
 import select
 import time
 import uuid
@@ -25,6 +26,9 @@ from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as S
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
+from diskless.client import ClientSecurity
+from diskless.client import Consumer as OurConsumer
+from diskless.client import Producer as OurProducer
 from tests.integration.broker_process import BrokerProcess, free_port
 from tests.integration.security_certs import make_pki
 
@@ -104,6 +108,45 @@ def test_librdkafka_reauthenticates_and_keeps_producing_across_lifetimes(reauth_
     reauthentications = _lines(broker, "re-authenticated as User:alice with SCRAM-SHA-512 on listener SASL_SSL")
     assert len(reauthentications) - reauthenticated_before >= 3  # the producer alone lived through four lifetimes
     assert all(f"(session lifetime {REAUTH_MS} ms)" in line for line in reauthentications)
+    assert len(_lines(broker, "SASL session expired without re-authentication")) == closes_before  # nobody was cut
+
+
+def test_our_asyncio_client_reauthenticates_and_keeps_producing_across_lifetimes(reauth_broker) -> None:
+    broker, pki, ports = reauth_broker
+    topic, group = f"t-{uuid.uuid4().hex[:10]}", f"g-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=20)
+    security = ClientSecurity(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_username="alice",
+                              sasl_password=PASSWORD, ssl_cafile=str(pki.ca))  # fmt: skip
+    bootstrap = f"127.0.0.1:{ports['SASL_SSL']}"
+    reauthenticated_before = len(_lines(broker, "re-authenticated as User:alice with SCRAM-SHA-512 on listener SASL_SSL"))
+    closes_before = len(_lines(broker, "SASL session expired without re-authentication"))
+
+    async def run() -> tuple[list[int], list[bytes]]:
+        offsets: list[int] = []
+        values: list[bytes] = []
+        async with (
+            OurProducer(bootstrap, security=security, linger_ms=0) as producer,
+            OurConsumer(topic, bootstrap_servers=bootstrap, security=security, group_id=group, auto_offset_reset="earliest") as consumer,
+        ):  # fmt: skip
+            # Four lifetimes of one acknowledged record at a time, read back as they come: both
+            # clients' connections re-authenticate with requests in flight and arriving.
+            start = time.monotonic()
+            while time.monotonic() - start < 4 * REAUTH_MS / 1000:
+                offsets.append((await producer.send_and_wait(topic, f"o{len(offsets)}".encode())).offset)
+                batches = await consumer.getmany(timeout_ms=0)
+                values += [r.value for batch in batches.values() for r in batch]
+            async with asyncio.timeout(DEADLINE_S):
+                while len(values) < len(offsets):
+                    batches = await consumer.getmany(timeout_ms=500)
+                    values += [r.value for batch in batches.values() for r in batch]
+        return offsets, values
+
+    offsets, values = asyncio.run(run())
+    assert offsets == list(range(len(offsets)))
+    assert values == [f"o{i}".encode() for i in range(len(offsets))]
+    reauthentications = len(_lines(broker, "re-authenticated as User:alice with SCRAM-SHA-512 on listener SASL_SSL"))
+    assert reauthentications - reauthenticated_before >= 6  # each client's connection, at least three times
     assert len(_lines(broker, "SASL session expired without re-authentication")) == closes_before  # nobody was cut
 
 
