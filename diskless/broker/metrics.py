@@ -174,6 +174,11 @@ WAL_RETRIES = Counter(
 )  # fmt: skip
 for _step in ("put", "commit"):  # both steps shown from the start, at 0, for rate() and dashboards
     WAL_RETRIES.labels(_step)
+WAL_HEDGED_PUTS = Counter(
+    "diskless_wal_hedged_puts",
+    "Write-ahead PUTs sent a second time, identical, because the first took longer than 90% of recent ones (wal/hedge.py).",
+    registry=EVENTS,
+)  # fmt: skip
 WAL_FENCED_BATCHES = Counter(
     "diskless_wal_fenced_batches", "Batches dropped from a commit because their partition's leader epoch moved on (or it is gone).",
     registry=EVENTS,

@@ -11,6 +11,9 @@ order, a crash between two commits would leave the store recording a partition's
 without the earlier one, a hole no recovery could fill; in order, what the store records is
 always a prefix of what was appended.
 
+Tail latency: a PUT slower than 90% of recent ones is sent a second time, identical
+(hedge.py); the first answer wins.
+
 Failures: a PUT or a store commit that fails is retried with backoff, the same object under
 the same key (a PUT that landed but whose answer was lost finds its key taken: that is the
 object itself). A partition whose leader epoch was fenced is dropped from the commit (its
@@ -45,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cold_tier.errors import PreconditionFailed
+from cold_tier.health import retry_wait
 from cold_tier.layout import new_upload_id
 from cold_tier.store import ObjectStore
 from cold_tier.wal_format import WAL_PREFIX, encode_wal_object, parse_wal_object_key, wal_object_key
@@ -53,6 +57,7 @@ from metadata.errors import FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopic,
 
 from .. import metrics
 from ..errors import WalBackpressure
+from .hedge import HedgePolicy
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +103,7 @@ class WalWriter:
         self._closing = False
         self._keys_in_flight: set[str] = set()  # PUT or about to be, not yet committed or given up
         self._last_commit: asyncio.Future[None] | None = None  # the newest object's commit, done or given up
+        self._hedge = HedgePolicy()
         self.objects_committed = 0
 
     # --- what leaders call -----------------------------------------------------------------
@@ -223,10 +229,35 @@ class WalWriter:
                 self._slots.release()
 
     async def _put(self, key: str, data: bytes) -> None:
+        """PUT the object; past the hedge delay, a second identical PUT beside it (hedge.py)."""
+        started = time.perf_counter()
+        delay = self._hedge.delay()
+        attempts = [asyncio.ensure_future(self._put_once(key, data))]
+        try:
+            done, _ = await asyncio.wait(attempts, timeout=delay)
+            if not done:
+                metrics.WAL_HEDGED_PUTS.inc()
+                attempts.append(asyncio.ensure_future(self._put_once(key, data)))
+            failure: BaseException | None = None
+            for finished in asyncio.as_completed(attempts):
+                try:
+                    await finished
+                    self._hedge.record(time.perf_counter() - started)
+                    return
+                except Exception as exc:  # the other may still succeed
+                    failure = exc
+            assert failure is not None
+            raise failure
+        finally:
+            for attempt in attempts:
+                attempt.cancel()
+            await asyncio.gather(*attempts, return_exceptions=True)
+
+    async def _put_once(self, key: str, data: bytes) -> None:
         try:
             await self.bucket.put(key, data, if_none_match=True)
         except PreconditionFailed:
-            pass  # an earlier try landed and its answer was lost: the key is ours, the bytes the same
+            pass  # an earlier try (or the hedge) landed: the key is ours, the bytes the same
 
     async def _retrying(self, what: str, step: str, attempt: Callable[[], object]) -> None:
         backoff = RETRY_BACKOFF_MS
@@ -241,7 +272,9 @@ class WalWriter:
             except Exception as exc:
                 metrics.WAL_RETRIES.labels(step).inc()
                 log.warning("%s failed (%s); retrying in %d ms", what, exc, backoff)
-                await asyncio.sleep(backoff * random.uniform(0.5, 1.0) / 1000)
+                # Cut short when the bucket answers again: objects commit in seal order, so one
+                # object still sitting out its back-off would hold back every later one.
+                await retry_wait(self.bucket, backoff * random.uniform(0.5, 1.0) / 1000)
                 backoff = min(backoff * 2, RETRY_MAX_BACKOFF_MS)
 
     def _finish(self, pending: _Pending, exc: BaseException | None) -> None:
