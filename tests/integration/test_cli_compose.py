@@ -37,6 +37,7 @@ BROKER_NAMES = ("diskless-1", "diskless-2", "diskless-3")
 BROKERS = [SERVICES[name] for name in BROKER_NAMES]
 BROKER = BROKERS[0]
 KNOWN_VARIABLES = {s.env for s in settings.SETTINGS} | {"DISKLESS_CONFIG"}
+SECURED_PROFILE = ("secured-pki", "secured-admin", "diskless-secured", "kcat-secured")  # test_compose_secured.py checks them
 
 
 def dockerfile(instruction: str) -> list[str]:
@@ -49,7 +50,8 @@ def no_flags() -> Namespace:
 
 def test_every_image_is_pinned():
     images = {name: service["image"] for name, service in SERVICES.items() if "image" in service}
-    assert set(images) == {"minio", "create-bucket", "postgres", *BROKER_NAMES, "kcat", "prometheus", "grafana"}
+    assert set(images) == {"minio", "create-bucket", "postgres", *BROKER_NAMES, "kcat", "prometheus", "grafana",
+                           *SECURED_PROFILE}  # fmt: skip
     for name, image in images.items():
         repository, _, tag = image.rpartition(":")
         assert repository and re.search(r"\d", tag) and tag != "latest", f"{name}: {image} is not pinned to a version"
@@ -129,7 +131,8 @@ def test_the_environment_is_settings_the_cli_knows_and_accepts():
     assert SERVICES["kcat"]["network_mode"] == "host"  # the addresses Metadata gives are the host's
     assert dockerfile("EXPOSE") == ["9092 19092 8080"]
     assert set(COMPOSE["volumes"]) == {
-        "minio-data", "postgres-data", "prometheus-data", "grafana-data", *(f"{name}-data" for name in BROKER_NAMES)
+        "minio-data", "postgres-data", "prometheus-data", "grafana-data", *(f"{name}-data" for name in BROKER_NAMES),
+        "diskless-secured-data",
     }  # fmt: skip
 
 
