@@ -36,8 +36,12 @@ class S3Config:
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
     retry: RetryPolicy = RetryPolicy()
-    connect_timeout_ms: int = 5_000
-    read_timeout_ms: int = 30_000
+    # Short, so a store that accepts connections and never answers fails a request within
+    # seconds (a read timeout counts from the request's last byte sent, or the last byte
+    # received: a long transfer that keeps moving never trips it). A request that times out is
+    # retried, on a new connection.
+    connect_timeout_ms: int = 2_000
+    read_timeout_ms: int = 5_000
     max_pool_connections: int = 32
 
     def __post_init__(self) -> None:

@@ -11,6 +11,19 @@ throttling and 5xx (see `cold_tier.retry`); when the attempts run out the call r
 `StoreUnavailable`. A GET is retried as a whole, body included, so a connection that drops
 mid-body is a retry, not a short read.
 
+Outages (`self.health`, cold_tier/health.py). The connect and read timeouts are short
+(S3Config: 2 s and 5 s), so a store that accepts connections and never answers (a black
+hole) fails a request within seconds instead of hanging on it. The first request that gets no
+answer logs one WARNING naming the store and starts a probe: a one-key LIST every
+`PROBE_INTERVAL_S`, each given `PROBE_TIMEOUT_S`. The first answer, to the probe or to any
+request, logs that the store is back, wakes every back-off waiting on `health` (ours and our
+callers', through `cold_tier.health.retry_wait`), and abandons the attempts still in flight
+that began before it: behind a black hole they sit on connections that will never answer (a
+path that lost its state stays dead), and would each wait out the read timeout. An abandoned
+attempt is tried again at once and does not count against `max_attempts`. A store that
+never retries (`max_attempts` 1, the CLI's start-up check) has no one waiting for it to come
+back: it neither logs nor probes, its caller reports the failure.
+
 One aiobotocore client per store, created on first use (or on `async with`) and closed by
 `close()`. It may be shared by every task of the one event loop it was created on.
 """
@@ -18,9 +31,11 @@ One aiobotocore client per store, created on first use (or on `async with`) and 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
 from types import TracebackType
@@ -31,9 +46,11 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession
 from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError
 from botocore.exceptions import HTTPClientError, IncompleteReadError
+from botocore.handlers import add_expect_header
 
 from .config import S3Config
 from .errors import ObjectNotFound, PreconditionFailed, StoreClosed, StoreRequestRejected, StoreUnavailable
+from .health import StoreHealth
 from .retry import backoff_ms, is_retryable_response
 from .store import DEFAULT_PART_BYTES, ObjectInfo, check_key, check_part_bytes, check_prefix, check_range
 
@@ -51,6 +68,11 @@ _TRANSPORT_ERRORS = (
 _SESSIONS = threading.local()
 _DELETE_BATCH_KEYS = 1000  # the most keys one DeleteObjects request may carry
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+PROBE_INTERVAL_S = 0.5
+_BODY_FLOOR_BYTES_S = 256 * 1024
+PROBE_TIMEOUT_S = 2.0
+
+log = logging.getLogger(__name__)
 
 
 class S3ObjectStore:
@@ -61,6 +83,10 @@ class S3ObjectStore:
         self._open_lock = asyncio.Lock()
         self._closed = False
         self._random = random.Random()
+        self.health = StoreHealth(store_name(config))
+        self._attempts: set[asyncio.Future[Any]] = set()  # requests in flight
+        self._abandoned: set[asyncio.Future[Any]] = set()  # of those, the ones a recovery cancelled
+        self._probe_task: asyncio.Task[None] | None = None
 
     @property
     def config(self) -> S3Config:
@@ -77,6 +103,10 @@ class S3ObjectStore:
 
     async def close(self) -> None:
         self._closed = True
+        if self._probe_task is not None:
+            self._probe_task.cancel()
+            await asyncio.gather(self._probe_task, return_exceptions=True)
+            self._probe_task = None
         client, self._client = self._client, None
         if client is not None:
             await self._exit_stack.aclose()
@@ -89,7 +119,7 @@ class S3ObjectStore:
         async def call() -> None:
             await client.put_object(Bucket=self._config.bucket, Key=self._full_key(key), Body=data, **extra)
 
-        await self._retrying("put", key, call)
+        await self._retrying("put", key, call, body_bytes=len(data))
 
     async def put_file(
         self, key: str, path: str | os.PathLike[str], *, part_bytes: int = DEFAULT_PART_BYTES
@@ -247,7 +277,7 @@ class S3ObjectStore:
                     )
                     return response["ETag"]
 
-                etag = await self._retrying("put_file", key, call)
+                etag = await self._retrying("put_file", key, call, body_bytes=len(chunk))
                 parts.append({"ETag": etag, "PartNumber": part_number})
                 part_number += 1
         return parts
@@ -266,25 +296,98 @@ class S3ObjectStore:
         except Exception:
             pass
 
-    async def _retrying(self, operation: str, key: str | None, call: Callable[[], Awaitable[T]]) -> T:
+    async def _retrying(
+        self, operation: str, key: str | None, call: Callable[[], Awaitable[T]], *, body_bytes: int = 0
+    ) -> T:
+        # A body is written with no timeout of aiohttp's: into a path that drops packets, a
+        # body larger than the socket's buffer would block for as long as TCP keeps trying.
+        # Bound the attempt by the timeouts plus the body at a floor rate (a backstop: far
+        # above what any working link needs).
+        attempt_timeout_s = None
+        if body_bytes:
+            config = self._config
+            attempt_timeout_s = (config.connect_timeout_ms + config.read_timeout_ms) / 1000 + body_bytes / _BODY_FLOOR_BYTES_S
         attempt = 0
         while True:
             attempt += 1
+            attempt_task = asyncio.ensure_future(call())
+            self._attempts.add(attempt_task)
             try:
-                return await call()
+                result = await asyncio.wait_for(attempt_task, attempt_timeout_s)
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if attempt_task not in self._abandoned or (current is not None and current.cancelling()):
+                    raise
+                attempt -= 1  # abandoned by a recovery (module docstring): try again at once
+                continue
             except ClientError as error:
+                self._answered()
                 code, status, message = _error_fields(error)
                 if not is_retryable_response(code, status):
                     raise _final_error(operation, key, code, status, message) from error
                 reason = f"{code} (HTTP {status}): {message}"
             except _TRANSPORT_ERRORS as error:
-                reason = f"{type(error).__name__}: {error}"
+                if isinstance(error, TimeoutError) and not str(error):
+                    reason = f"no answer within {attempt_timeout_s:.1f} s"
+                else:
+                    reason = f"{type(error).__name__}: {error}"
+                self._no_answer(operation, key, reason)
+            else:
+                self._answered()
+                return result
+            finally:
+                self._attempts.discard(attempt_task)
+                self._abandoned.discard(attempt_task)
             if attempt >= self._config.retry.max_attempts:
                 raise StoreUnavailable(reason, operation=operation, key=key, attempts=attempt)
             await self._backoff(attempt)
 
     async def _backoff(self, retry_number: int) -> None:
-        await asyncio.sleep(backoff_ms(self._config.retry, retry_number, self._random.random()) / 1000.0)
+        delay_s = backoff_ms(self._config.retry, retry_number, self._random.random()) / 1000.0
+        await self.health.wait_answered(delay_s)
+
+    # --- reachability (module docstring) ------------------------------------------------------
+
+    def _no_answer(self, operation: str, key: str | None, reason: str) -> None:
+        if self._config.retry.max_attempts == 1:
+            return  # a store that never retries has no one waiting for it: its caller reports
+        what = operation if key is None else f"{operation} of {key!r}"
+        line = self.health.no_answer(what, reason, _now_ms())
+        if line is not None:
+            log.warning("%s", line)
+        if not self._closed and (self._probe_task is None or self._probe_task.done()):
+            self._probe_task = asyncio.get_running_loop().create_task(self._probe(), name="object-store-probe")
+
+    def _answered(self) -> None:
+        if self.health.reachable:
+            return
+        line = self.health.answered(_now_ms())
+        if line is not None:
+            log.info("%s", line)
+        current = asyncio.current_task()
+        for attempt_task in list(self._attempts):
+            if attempt_task is not current and not attempt_task.done():
+                self._abandoned.add(attempt_task)
+                attempt_task.cancel()
+
+    async def _probe(self) -> None:
+        """While the store is unreachable: a one-key LIST every PROBE_INTERVAL_S, until one
+        gets any answer. Probes are not requests of a caller: they count no failures."""
+        while not self._closed and not self.health.reachable:
+            await asyncio.sleep(PROBE_INTERVAL_S)
+            client = self._client
+            if self._closed or client is None or self.health.reachable:
+                return
+            try:
+                await asyncio.wait_for(
+                    client.list_objects_v2(Bucket=self._config.bucket, Prefix=self._config.prefix, MaxKeys=1),
+                    PROBE_TIMEOUT_S,
+                )
+            except ClientError:
+                pass  # an error answer is an answer
+            except Exception:  # no answer (a transport error, the probe's timeout): probe again
+                continue
+            self._answered()
 
     async def _get_client(self, operation: str) -> Any:
         if self._closed:
@@ -295,7 +398,13 @@ class S3ObjectStore:
             if self._closed:
                 raise StoreClosed(operation)
             if self._client is None:
-                self._client = await self._exit_stack.enter_async_context(self._create_client())
+                client = await self._exit_stack.enter_async_context(self._create_client())
+                # botocore sends every PUT with `Expect: 100-continue`, and aiohttp waits for
+                # the 100 with no timeout at all (its read timeout starts once the body is
+                # sent): behind a black hole a PUT hung until the connection died, minutes to
+                # never. Our bodies are at most a part (8 MiB): send them straight away.
+                client.meta.events.unregister("before-call.s3", add_expect_header)
+                self._client = client
         return self._client
 
     def _create_client(self) -> Any:
@@ -327,6 +436,15 @@ class S3ObjectStore:
 
     def _full_key(self, key: str) -> str:
         return self._config.prefix + key
+
+
+def store_name(config: S3Config) -> str:
+    """How log lines name a store: its URL (no credentials) and where it is reached."""
+    return f"s3://{config.bucket}/{config.prefix} at {config.endpoint_url or 'AWS'}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _session() -> AioSession:

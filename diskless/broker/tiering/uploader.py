@@ -16,7 +16,13 @@ local copy exists in every such case (step 4 waits for 3), so nothing is lost.
 
 Uploads run as one task per partition (segments in order), at most `upload_concurrency` at a
 time across partitions; produce never waits for them. If the bucket is unreachable, uploads
-retry with backoff, each retry continuing the same upload (same upload id, same row); past
+retry with backoff, each retry continuing the same upload (same upload id, same row). The
+back-off is short (doubling from UPLOAD_BACKOFF_MS to UPLOAD_MAX_BACKOFF_MS) and ends at once
+when the store answers again (cold_tier.health.retry_wait: the S3 adapter probes an
+unreachable store), so a backlog starts draining, every partition in parallel, as soon as the
+bucket is back rather than after a back-off grown over the outage. The first failure of a
+streak is a WARNING, later ones DEBUG (the store itself reminds of an outage every 30 s), and
+the upload that ends a streak says how many tries it took. Past
 `local_disk_limit_bytes` of segments waiting, produce to tiered topics fails with
 KAFKA_STORAGE_ERROR (policy.over_disk_limit) instead of filling the disk. A pass every second
 (or when woken by a roll or a config change) starts uploads and runs local and remote
@@ -36,6 +42,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from cold_tier.health import retry_wait
 from cold_tier.segments import delete_topic_objects, upload_committed
 from cold_tier.store import ObjectStore
 from hot_tier import SegmentInfo
@@ -50,7 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UPLOAD_BACKOFF_MS = 200
-UPLOAD_MAX_BACKOFF_MS = 30_000
+UPLOAD_MAX_BACKOFF_MS = 2_000
 LAG_LOG_INTERVAL_MS = 30_000
 PASS_INTERVAL_S = 1.0
 
@@ -155,6 +162,7 @@ class Uploader:
 
     async def _upload_all(self, leader: PartitionLeader) -> None:
         backoff = UPLOAD_BACKOFF_MS
+        failures = 0  # of the current streak
         while leader.tiered and not leader.closed:
             pending = leader.segments_to_upload()
             if not pending:
@@ -163,13 +171,18 @@ class Uploader:
                 async with self._slots:
                     await self._upload(leader, pending[0])
                 self.refresh_lag()
-                backoff = UPLOAD_BACKOFF_MS
+                if failures:
+                    log.info("%s-%d: upload of segment %d succeeded after %d failed tr%s",
+                             leader.topic, leader.index, pending[0].base_offset, failures, "y" if failures == 1 else "ies")  # fmt: skip
+                backoff, failures = UPLOAD_BACKOFF_MS, 0
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("%s-%d: upload of segment %d failed (%s); retrying in %d ms",
-                            leader.topic, leader.index, pending[0].base_offset, exc, backoff)  # fmt: skip
-                await asyncio.sleep(backoff * random.uniform(0.5, 1.0) / 1000)
+                failures += 1
+                log.log(logging.WARNING if failures == 1 else logging.DEBUG,
+                        "%s-%d: upload of segment %d failed (%s); retrying in %d ms",
+                        leader.topic, leader.index, pending[0].base_offset, exc, backoff)  # fmt: skip
+                await retry_wait(self.bucket, backoff * random.uniform(0.5, 1.0) / 1000)
                 backoff = min(backoff * 2, UPLOAD_MAX_BACKOFF_MS)
         self._wakeup.set()
 
