@@ -6,6 +6,7 @@
     url      `open_object_store(url, env=...)`, `parse_object_store_url`
     config   `S3Config`, `LocalStoreConfig`: a parsed URL
     retry    `RetryPolicy` and the pure retry/backoff decisions
+    health   `StoreHealth`: whether a store answers, its outage log lines, waking retries when it is back
     layout   object keys of committed segments: the contract Spark reads
     errors   every error this package raises
 
