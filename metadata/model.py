@@ -172,6 +172,10 @@ class BrokerRegistration:
         return next(((host, port) for name, host, port in self.listeners if name == listener), None)
 
 
+# The name coordinator slots go by as leaderships (controller.py plans them as partitions).
+COORDINATOR_SLOTS = "__consumer_offsets"
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionLeadership:
     """Who leads a partition (None: nobody yet) and under which leader epoch."""

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 
 from .errors import BrokerIdInUse, FencedLeaderEpoch
-from .model import BrokerRegistration, PartitionLeadership, check_partition
+from .model import COORDINATOR_SLOTS, BrokerRegistration, PartitionLeadership, check_partition
 from .postgres_notify import NOTIFY
 from .postgres_ops import Conn, _partition_row, _topic_row
 
@@ -140,3 +140,38 @@ async def set_partition_leaders(conn: Conn, topic: str, moves: Sequence[tuple[in
     if moved:
         await conn.execute(NOTIFY)
     return [moved.get(partition) if first[partition] == position else None for position, (partition, _, _) in enumerate(moves)]
+
+
+# --- coordinator slots -------------------------------------------------------------------------
+
+
+async def list_coordinator_slots(conn: Conn) -> list[PartitionLeadership]:
+    rows = await conn.fetch("SELECT slot, holder, epoch FROM coordinator_slots ORDER BY slot")
+    return [PartitionLeadership(COORDINATOR_SLOTS, r["slot"], r["holder"], r["epoch"]) for r in rows]
+
+
+async def create_coordinator_slots(conn: Conn, count: int) -> int:
+    await conn.execute("LOCK TABLE coordinator_slots IN EXCLUSIVE MODE")  # two controllers in a race make one set
+    existing = await conn.fetchval("SELECT COUNT(*) FROM coordinator_slots")
+    if existing:
+        return existing
+    await conn.execute("INSERT INTO coordinator_slots (slot) SELECT generate_series(0, $1 - 1)", count)
+    await conn.execute(NOTIFY)
+    return count
+
+
+async def set_coordinator_slots(conn: Conn, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+    first: dict[int, int] = {}
+    for position, move in enumerate(moves):
+        first.setdefault(move[0], position)
+    batch = [moves[position] for position in sorted(first.values())]
+    rows = await conn.fetch(
+        "UPDATE coordinator_slots s SET holder = m.holder, epoch = s.epoch + 1"
+        " FROM unnest($1::int[], $2::int[], $3::int[]) AS m (slot, holder, expected_epoch)"
+        " WHERE s.slot = m.slot AND s.epoch = m.expected_epoch RETURNING s.slot, s.epoch",
+        [m[0] for m in batch], [m[1] for m in batch], [m[2] for m in batch],
+    )  # fmt: skip
+    moved = {r["slot"]: r["epoch"] for r in rows}
+    if moved:
+        await conn.execute(NOTIFY)
+    return [moved.get(slot) if first[slot] == position else None for position, (slot, _, _) in enumerate(moves)]

@@ -27,7 +27,7 @@ import asyncpg
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Any fixed 64-bit number, the same for every broker of every version: "diskless" in ASCII.
 MIGRATION_LOCK_ID = 0x6469736B6C657373
@@ -232,7 +232,17 @@ _SCHEMA_V8 = """
 ALTER TABLE brokers ADD COLUMN listeners TEXT NOT NULL DEFAULT '[]';
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8}
+# v9: coordinator slots (Kafka's __consumer_offsets partitions): each group and transactional
+# id hashes to one; its holder coordinates them, moved by the controller under an epoch.
+_SCHEMA_V9 = """
+CREATE TABLE coordinator_slots (
+    slot    INTEGER PRIMARY KEY,
+    holder  INTEGER,
+    epoch   INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9}
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

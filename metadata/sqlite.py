@@ -277,6 +277,15 @@ class SqliteMetadataStore:
 
     # --- membership and leadership ----------------------------------------------------------
 
+    async def list_coordinator_slots(self) -> list[PartitionLeadership]:
+        return await self._call(cluster_ops.list_coordinator_slots)
+
+    async def create_coordinator_slots(self, count: int) -> int:
+        return await self._call(cluster_ops.create_coordinator_slots, count)
+
+    async def set_coordinator_slots(self, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+        return await self._call(cluster_ops.set_coordinator_slots, tuple(moves))
+
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int,
         listeners: Sequence[tuple[str, str, int]] = (),

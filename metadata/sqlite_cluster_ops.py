@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from .errors import BrokerIdInUse, FencedLeaderEpoch
-from .model import BrokerRegistration, PartitionLeadership, check_partition
+from .model import COORDINATOR_SLOTS, BrokerRegistration, PartitionLeadership, check_partition
 from .sqlite_ops import _partition_row, _read, _topic_row, _write
 
 # --- cluster ------------------------------------------------------------------------------
@@ -129,6 +129,35 @@ def set_partition_leaders(conn: sqlite3.Connection, topic: str, moves: Sequence[
                 "UPDATE partitions SET leader_id = ?, leader_epoch = leader_epoch + 1"
                 " WHERE topic_id = ? AND partition = ? AND leader_epoch = ?",
                 (leader_id, topic_id, partition, expected_epoch),
+            )
+            answers.append(expected_epoch + 1 if cursor.rowcount == 1 else None)
+    return answers
+
+
+# --- coordinator slots -------------------------------------------------------------------------
+
+
+def list_coordinator_slots(conn: sqlite3.Connection) -> list[PartitionLeadership]:
+    with _read(conn):
+        rows = conn.execute("SELECT slot, holder, epoch FROM coordinator_slots ORDER BY slot").fetchall()
+    return [PartitionLeadership(COORDINATOR_SLOTS, slot, holder, epoch) for slot, holder, epoch in rows]
+
+
+def create_coordinator_slots(conn: sqlite3.Connection, count: int) -> int:
+    with _write(conn):
+        (existing,) = conn.execute("SELECT COUNT(*) FROM coordinator_slots").fetchone()
+        if existing:
+            return existing
+        conn.executemany("INSERT INTO coordinator_slots (slot) VALUES (?)", [(slot,) for slot in range(count)])
+    return count
+
+
+def set_coordinator_slots(conn: sqlite3.Connection, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+    answers: list[int | None] = []
+    with _write(conn):
+        for slot, holder, expected_epoch in moves:
+            cursor = conn.execute(
+                "UPDATE coordinator_slots SET holder = ?, epoch = epoch + 1 WHERE slot = ? AND epoch = ?", (holder, slot, expected_epoch)
             )
             answers.append(expected_epoch + 1 if cursor.rowcount == 1 else None)
     return answers

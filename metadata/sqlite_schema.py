@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -219,7 +219,17 @@ _SCHEMA_V8 = """
 ALTER TABLE brokers ADD COLUMN listeners TEXT NOT NULL DEFAULT '[]';
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8}
+# v9: coordinator slots (Kafka's __consumer_offsets partitions): each group and transactional
+# id hashes to one; its holder coordinates them, moved by the controller under an epoch.
+_SCHEMA_V9 = """
+CREATE TABLE coordinator_slots (
+    slot    INTEGER PRIMARY KEY,
+    holder  INTEGER,
+    epoch   INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

@@ -238,6 +238,18 @@ class MetadataStore(Protocol):
 
     # --- membership and leadership ----------------------------------------------------------
 
+    async def list_coordinator_slots(self) -> list[PartitionLeadership]:
+        """Every coordinator slot as a leadership of COORDINATOR_SLOTS (holder, epoch), by slot."""
+        ...
+
+    async def create_coordinator_slots(self, count: int) -> int:
+        """Slots 0..count-1, unheld, unless some exist already; the number of slots there is."""
+        ...
+
+    async def set_coordinator_slots(self, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
+        """As set_partition_leaders, for (slot, holder, expected epoch) moves."""
+        ...
+
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int,
         listeners: Sequence[tuple[str, str, int]] = (),

@@ -29,6 +29,7 @@ from .admin_http import AdminHttp
 from .api import RequestSettings
 from .config import BrokerConfig
 from .cluster.membership import ClusterView, Membership, MembershipSettings
+from .cluster.slots import holder, slot_of
 from .data_dir import DataDirLock, claim_data_dir
 from .group import GroupConfig
 from .groups import Groups
@@ -97,6 +98,7 @@ class Broker:
         # Set once the broker joined the cluster and opened its partitions: the listener is
         # bound before (its port is what the broker registers), requests wait for this.
         self._ready = asyncio.Event()
+        self._coordinating: frozenset[int] = frozenset()  # coordinator slots held at the last view applied
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -139,10 +141,11 @@ class Broker:
         )
         self.groups = Groups(group_config, self.store, self.clock, c.offsets_retention_minutes * 60_000)
         self.groups.start()
-        # The transaction coordinator sits with the group coordinator (the controller's slot).
+        # Transactional ids hash to the same coordinator slots as groups (cluster/slots.py).
         self.transactions = Transactions(
             self.store, self.registry.leader, self.allocate_producer_id, self.clock,
-            lambda: self.cluster.controller_id == c.node_id, DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, self._partition_leader_address,
+            lambda key: holder(self.cluster.slots, key) == c.node_id, self._slots_held,
+            DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, self._partition_leader_address,
         )  # fmt: skip
         await self.server.start()
         # Join the cluster once the listener's port is known: register, take the first view,
@@ -154,8 +157,9 @@ class Broker:
                 c.node_id, host, port, c.broker_rack, f"{c.node_id}:{self.data_dir_lock.meta.directory_id}",
                 c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms, c.auto_leader_rebalance_enable,
                 c.leader_imbalance_check_interval_seconds, c.leader_imbalance_per_broker_percentage, self.listener_endpoints,
+                c.offsets_topic_num_partitions,
             ),
-            self.registry.reconcile, self._lost_session,
+            self._apply_view, self._lost_session,
         )  # fmt: skip
         self.registry.may_write = self.membership.may_write
         await self.membership.join()
@@ -247,6 +251,22 @@ class Broker:
         node_id, _ = self.registry.leadership(topic, index)
         registration = self.cluster.brokers.get(node_id) if node_id is not None and node_id != self.config.node_id else None
         return None if registration is None else (registration.host, registration.port)
+
+    def _slots_held(self) -> frozenset[int]:
+        me = self.config.node_id
+        return frozenset(slot for slot, held in self.cluster.slots.items() if held.leader_id == me)
+
+    async def _apply_view(self, view: ClusterView) -> None:
+        """Open and close partitions as the view says; give up the groups of coordinator slots
+        that moved away (their members rejoin at the new holder, as in Kafka)."""
+        await self.registry.reconcile(view)
+        held = self._slots_held()
+        lost = self._coordinating - held
+        self._coordinating = held
+        if lost:
+            count = len(view.slots)
+            self.groups.unload(lambda group_id: slot_of(group_id, count) in lost)
+            log.info("coordinator slot(s) %s moved to other brokers; their groups unloaded", sorted(lost))
 
     async def allocate_producer_id(self) -> int:
         assert self.store is not None

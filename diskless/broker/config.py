@@ -56,6 +56,7 @@ class BrokerConfig:
     default_replication_factor: int = 1
     log_retention_check_interval_ms: int = 300000
     group_initial_rebalance_delay_ms: int = 3000
+    offsets_topic_num_partitions: int = 50  # coordinator slots (cluster/slots.py)
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
     offsets_retention_minutes: int = 10080

@@ -80,6 +80,11 @@ class Groups:
         self._task = asyncio.create_task(self._run_timers(), name="group-timers")
         self._configs_task = asyncio.create_task(self._refresh_group_configs(), name="group-configs")
 
+    def unload(self, which: Callable[[str], bool]) -> None:
+        """Give up the groups `which` names: their coordinator slot moved to another broker."""
+        self._deliver(self.coordinator.unload(self.clock(), which))
+        self.consumer.unload(which)
+
     async def stop(self) -> None:
         self._deliver(self.coordinator.unload(self.clock()))
         self.consumer.unload()

@@ -162,6 +162,8 @@ SETTINGS = [
     Setting("max_partitions", integer, 2**31 - 1, "max.partitions: partitions this broker may hold in all; a creation past it is refused"),
     Setting("log_retention_check_interval_ms", integer, 300000, "log.retention.check.interval.ms: how often retention runs"),
     Setting("group_initial_rebalance_delay_ms", integer, 3000, "group.initial.rebalance.delay.ms: wait for more members before the first rebalance"),
+    Setting("offsets_topic_num_partitions", integer, 50, "offsets.topic.num.partitions: coordinator slots; each group and "
+            "transactional id hashes to one, coordinated by the broker holding it (fixed by the cluster's first controller)"),
     Setting("upload_concurrency", integer, 4, "segment uploads to the object store in flight at once, across partitions"),
     Setting("local_disk_limit_bytes", integer, 10 * 2**30, "bytes of rolled segments allowed to wait for the object store; past this, "
             "produce to tiered topics fails with KAFKA_STORAGE_ERROR instead of filling the disk (-1: no limit)"),
@@ -170,7 +172,7 @@ SETTINGS = [
     Setting("group_consumer_min_session_timeout_ms", integer, 45000, "group.consumer.min.session.timeout.ms: the least a group may set"),
     Setting("group_consumer_heartbeat_interval_ms", integer, 5000, "group.consumer.heartbeat.interval.ms: how often KIP-848 consumers heartbeat"),
     Setting("group_consumer_min_heartbeat_interval_ms", integer, 5000, "group.consumer.min.heartbeat.interval.ms: the least a group may set"),
-    Setting("broker_rack", text, None, "broker.rack: this broker's rack (availability zone); consumers with client.rack read from their own rack"),
+    Setting("broker_rack", text, None, "broker.rack: this broker's rack (availability zone), shown in Metadata"),
     Setting("broker_session_timeout_ms", integer, 9000, "broker.session.timeout.ms: a broker that has not renewed its session in the "
             "metadata store for this long is out of the cluster, and its partitions move to the others"),
     Setting("broker_heartbeat_interval_ms", integer, 500, "broker.heartbeat.interval.ms: how often the session is renewed and the "
@@ -296,6 +298,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         max_partitions=_at_least(1, values, sources, "max_partitions"),
         log_retention_check_interval_ms=values["log_retention_check_interval_ms"],
         group_initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
+        offsets_topic_num_partitions=_at_least(1, values, sources, "offsets_topic_num_partitions"),
         upload_concurrency=values["upload_concurrency"],
         local_disk_limit_bytes=values["local_disk_limit_bytes"],
         group_consumer_session_timeout_ms=values["group_consumer_session_timeout_ms"],

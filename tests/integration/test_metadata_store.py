@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from metadata.sqlite_schema import SCHEMA_VERSION
+from metadata.model import COORDINATOR_SLOTS
 from metadata import (
     BrokerIdInUse,
     BrokerRegistration,
@@ -729,6 +730,20 @@ async def test_broker_sessions(store: MetadataStore) -> None:
     assert await store.heartbeat_broker(3, "new", 60_000) is True
     # How long each session has left, as the store counts it: what the controller wakes on.
     assert 50_000 < (await store.list_brokers())[-1].session_remaining_ms <= 60_000
+
+
+async def test_coordinator_slots_move_by_compare_and_set(store: MetadataStore) -> None:
+    assert await store.list_coordinator_slots() == []
+    assert await store.create_coordinator_slots(3) == 3
+    assert await store.create_coordinator_slots(50) == 3  # made once: groups keep their slot
+    assert await store.list_coordinator_slots() == [PartitionLeadership(COORDINATOR_SLOTS, slot, None, 0) for slot in range(3)]
+    assert await store.set_coordinator_slots([(0, 1, 0), (1, 2, 0), (1, 3, 0), (2, 1, 5)]) == [1, 1, None, None]
+    assert await store.set_coordinator_slots([(0, None, 1)]) == [2]
+    assert await store.list_coordinator_slots() == [
+        PartitionLeadership(COORDINATOR_SLOTS, 0, None, 2), PartitionLeadership(COORDINATOR_SLOTS, 1, 2, 1),
+        PartitionLeadership(COORDINATOR_SLOTS, 2, None, 0),
+    ]  # fmt: skip
+    assert await store.list_partition_leaders() == []  # slots are not partitions of a topic
 
 
 async def test_leases(store: MetadataStore) -> None:

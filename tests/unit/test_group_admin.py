@@ -217,3 +217,22 @@ def test_unload_answers_parked_requests_not_coordinator() -> None:
         Completion(parked_join.ticket, "joining", x, JoinGroupResponse(ErrorCode.not_coordinator, x)),
     }
     assert c.list_groups() == [] and c.next_deadline_ms() is None
+
+
+def test_unloading_some_groups_keeps_the_others_and_their_timers() -> None:
+    """A coordinator slot moved away: its groups' parked requests are answered
+    NOT_COORDINATOR and their timers dropped; groups of the slots still held stay as they were."""
+    c = coordinator()
+    a, b = completing_group(c, "moved", "a", "b")
+    parked_sync = c.sync_group("moved", 1, b, None, None, None, [], 0)
+    (x,) = stable_group(c, "kept", "x")
+    assert parked_sync.ticket is not None
+    assert set(c.unload(0, lambda group_id: group_id == "moved")) == {
+        Completion(parked_sync.ticket, "moved", b, SyncGroupResponse(ErrorCode.not_coordinator)),
+    }
+    assert [g.group_id for g in c.list_groups()] == ["kept"]
+    assert c.group_overview("moved") is None
+    kept = c.group_overview("kept")
+    assert kept is not None and kept.generation_id == 1
+    assert c.heartbeat("kept", 1, x, None, 0) is ErrorCode.none
+    assert c.next_deadline_ms() is not None  # the kept member's session timer

@@ -46,6 +46,7 @@ from metadata import BrokerIdInUse, BrokerRegistration, MetadataStore, Partition
 from metadata.errors import MetadataError
 
 from .controller import imbalanced, plan_balance, plan_leaders
+from .slots import DEFAULT_SLOTS
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class MembershipSettings:
     imbalance_check_interval_s: float = 300.0  # leader.imbalance.check.interval.seconds
     imbalance_percentage: int = 10  # leader.imbalance.per.broker.percentage
     listeners: tuple[tuple[str, str, int], ...] = ()  # (name, advertised host, port) of each listener
+    coordinator_slots: int = DEFAULT_SLOTS  # offsets.topic.num.partitions, used by the first controller only
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,7 @@ class ClusterView:
     # Brokers that left (session expired, or shut down) within DEPARTED_LISTED_S: Metadata still
     # lists them, see DEPARTED_LISTED_S.
     departed: dict[int, BrokerRegistration] = field(default_factory=dict)
+    slots: dict[int, PartitionLeadership] = field(default_factory=dict)  # coordinator slots (slots.py), by slot
 
 
 class Membership:
@@ -111,8 +114,8 @@ class Membership:
         self._leaving = False
         self._joined = False  # the first view applied (join returned)
         self._nudged = asyncio.Event()  # the store told of a change since the last beat
-        self._balance_checked_at = 0.0  # monotonic time of the controller's last balance check
-        self._brokers_seen: set[int] = set()  # live brokers at the controller's last pass
+        self._balance_checked_at: dict[str, float] = {}  # monotonic time of the controller's last balance check, by kind
+        self._brokers_seen: dict[str, set[int]] = {}  # live brokers at the controller's last look, by kind
         self._departed: dict[int, tuple[BrokerRegistration, float]] = {}  # left, and until when listed
         self._next_session_end: float | None = None  # monotonic: the controller's extra beat, see SESSION_END_GRACE_S
 
@@ -184,6 +187,13 @@ class Membership:
                 await self.store.set_partition_leaders(topic, batch)
             except MetadataError as exc:
                 log.info("partitions of %s were not handed over (%s)", topic, exc)
+        held = [(slot.partition, None, slot.leader_epoch) for slot in self.view.slots.values() if slot.leader_id == s.node_id]
+        if held:
+            try:
+                await self.store.set_coordinator_slots(held)
+                log.info("handed %d coordinator slot(s) over to the other brokers", len(held))
+            except MetadataError as exc:
+                log.info("coordinator slots were not handed over (%s)", exc)
         try:
             await self.store.release_lease(CONTROLLER_LEASE, s.node_id)
             await self.store.unregister_broker(s.node_id, s.incarnation)
@@ -282,19 +292,38 @@ class Membership:
         brokers = {b.node_id: b for b in await self.store.list_brokers() if b.alive}
         listed_at = time.monotonic()
         leaderships = await self.store.list_partition_leaders()
+        slots = await self.store.list_coordinator_slots()
         if controller:
             others = [b.session_remaining_ms for b in brokers.values() if b.node_id != self.settings.node_id]
             self._next_session_end = listed_at + min(others) / 1000 + SESSION_END_GRACE_S if others else None
             leaderships = await self._controller_pass(leaderships, brokers)
+            slots = await self._slots_pass(slots, brokers)
         topics = {t.name: t for t in await self.store.list_topics()}
         return ClusterView(
             brokers, topics, {(p.topic, p.partition): p for p in leaderships},
             self.settings.node_id if controller else await self._controller_id(), read_at,
+            slots={slot.partition: slot for slot in slots},
         )  # fmt: skip
+
+    async def _slots_pass(self, slots: list[PartitionLeadership], brokers: dict[int, BrokerRegistration]) -> list[PartitionLeadership]:
+        """Coordinator slots are planned as partitions of their own: made by the first
+        controller, given a holder when theirs is gone, evened out with the partitions."""
+        if not slots:
+            count = await self.store.create_coordinator_slots(self.settings.coordinator_slots)
+            log.info("controller: %d coordinator slots made", count)
+            slots = await self.store.list_coordinator_slots()
+        moves = plan_leaders(slots, brokers)
+        if not moves and self._balance_due(brokers, "slots") and imbalanced(slots, brokers, self.settings.imbalance_percentage):
+            moves = plan_balance(slots, brokers)
+        if not moves:
+            return slots
+        moved = await self.store.set_coordinator_slots([(m.partition, m.leader_id, m.expected_epoch) for m in moves])
+        log.info("controller: %d coordinator slot(s) given a holder among brokers %s", sum(e is not None for e in moved), sorted(brokers))
+        return await self.store.list_coordinator_slots()
 
     async def _controller_pass(self, leaderships: list[PartitionLeadership], brokers: dict[int, BrokerRegistration]) -> list[PartitionLeadership]:
         moves = plan_leaders(leaderships, brokers)
-        if not moves and self._balance_due(brokers):
+        if not moves and self._balance_due(brokers, "partitions"):
             if imbalanced(leaderships, brokers, self.settings.imbalance_percentage):
                 moves = plan_balance(leaderships, brokers)
                 log.info("controller: leadership is off balance over brokers %s; moving %d partition(s)", sorted(brokers), len(moves))
@@ -312,16 +341,16 @@ class Membership:
         log.info("controller: %d partition(s) given a leader among brokers %s", moved, sorted(brokers))
         return await self.store.list_partition_leaders()
 
-    def _balance_due(self, brokers: dict[int, BrokerRegistration]) -> bool:
-        """auto.leader.rebalance.enable: check when a broker joined since the last pass, and
-        every leader.imbalance.check.interval.seconds."""
+    def _balance_due(self, brokers: dict[int, BrokerRegistration], kind: str) -> bool:
+        """auto.leader.rebalance.enable: check when a broker joined since the last pass that
+        looked (for partitions, or for slots), and every leader.imbalance.check.interval.seconds."""
         s = self.settings
-        joined = not set(brokers) <= self._brokers_seen
-        self._brokers_seen = set(brokers)
+        joined = not set(brokers) <= self._brokers_seen.get(kind, set())
+        self._brokers_seen[kind] = set(brokers)
         now = time.monotonic()
-        if not s.auto_leader_rebalance or not (joined or now - self._balance_checked_at >= s.imbalance_check_interval_s):
+        if not s.auto_leader_rebalance or not (joined or now - self._balance_checked_at.get(kind, 0.0) >= s.imbalance_check_interval_s):
             return False
-        self._balance_checked_at = now
+        self._balance_checked_at[kind] = now
         return True
 
     async def _controller_id(self) -> int | None:

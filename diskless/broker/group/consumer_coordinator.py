@@ -489,10 +489,13 @@ class ConsumerGroupCoordinator:
             group.assignor_name or self.config.group_consumer_assignors[0], members,
         )  # fmt: skip
 
-    def unload(self) -> None:
-        """Give up every group (shutdown, or the controller moved): members rejoin elsewhere."""
-        self.groups.clear()
-        self.timers.clear()
+    def unload(self, which: Callable[[str], bool] | None = None) -> None:
+        """Give up every group, or those `which` names (shutdown, or their coordinator slot
+        moved): members get UNKNOWN_MEMBER_ID / NOT_COORDINATOR and rejoin elsewhere."""
+        gone = {group_id for group_id in self.groups if which is None or which(group_id)}
+        for group_id in gone:
+            del self.groups[group_id]
+        self.timers.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in gone)
 
 
 def _subscribed(member: ConsumerMember, known: Mapping[str, object]) -> set[str]:

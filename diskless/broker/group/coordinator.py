@@ -504,22 +504,25 @@ class GroupCoordinator:
                 rb.on_heartbeat_timer(group_id, rest[0])
         return tuple(rb.completions)
 
-    def unload(self, now_ms: int) -> tuple[Completion, ...]:
-        """Give up every group (shutdown, or another broker now coordinates them).
+    def unload(self, now_ms: int, which: Callable[[str], bool] | None = None) -> tuple[Completion, ...]:
+        """Give up every group, or those `which` names (shutdown, or another broker now
+        coordinates them: their slot moved).
 
         Parked requests are answered NOT_COORDINATOR, as Kafka does, so clients look for the
         new coordinator.
         """
         rb = self._rb
         rb.begin(now_ms)
-        for group in rb.groups.values():
+        gone = [group for group_id, group in rb.groups.items() if which is None or which(group_id)]
+        for group in gone:
             group.transition_to(DEAD, now_ms)
             for member in group.members.values():
                 if group.previous_state is PREPARING_REBALANCE:
                     rb.complete_join(group, member, JoinGroupResponse(ErrorCode.not_coordinator, member.member_id))
                 rb.complete_sync(group, member, SyncGroupResponse(ErrorCode.not_coordinator))
-        rb.groups.clear()
-        rb.timers.clear()
+            del rb.groups[group.group_id]
+        ids = {group.group_id for group in gone}
+        rb.timers.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in ids)
         return tuple(rb.completions)
 
     def _finish(self, response: R | None) -> Outcome[R]:

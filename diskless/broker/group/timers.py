@@ -9,7 +9,7 @@ timer schedules for `now_ms` or earlier fires on the next tick, so one tick alwa
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,10 @@ class Timers:
 
     def __len__(self) -> int:
         return len(self._by_key)
+
+    def cancel_where(self, matches: Callable[[Hashable], bool]) -> None:
+        for key in [key for key in self._by_key if matches(key)]:
+            del self._by_key[key]
 
     def clear(self) -> None:
         self._by_key.clear()

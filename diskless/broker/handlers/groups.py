@@ -1,5 +1,6 @@
 """FindCoordinator and the classic group protocol: JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, DescribeGroups, ListGroups, DeleteGroups. This broker coordinates every group.
+LeaveGroup, DescribeGroups, ListGroups, DeleteGroups. This broker coordinates the groups
+whose coordinator slot it holds (cluster/slots.py); for others it answers NOT_COORDINATOR.
 
 Group state is reached only through `broker.groups` (groups.py). An exception raised while a
 request is served (the metadata store failing, a bug) is logged once with the API and the
@@ -22,6 +23,7 @@ from ..api import PEER_HOST, BrokerApi
 from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import DELETE, DESCRIBE, GROUP, READ
+from ..cluster.slots import holder
 from ..security.session import SESSION
 
 log = logging.getLogger(__name__)
@@ -58,20 +60,21 @@ def coordinator_error(exc: Exception, api: str, group_ids: Iterable[str], reques
     return answer
 
 
-def is_coordinator(broker: BrokerApi) -> bool:
-    """Groups are coordinated by the controller (one coordinator slot, held by the controller
-    lease): it moves when the controller does, and members rediscover it, as in Kafka."""
-    return broker.cluster.controller_id == broker.settings.node_id
+def is_coordinator(broker: BrokerApi, key: str) -> bool:
+    """Whether this broker holds the coordinator slot of a group id or transactional id
+    (cluster/slots.py): slots move like partitions, and members rediscover them, as in Kafka."""
+    return holder(broker.cluster.slots, key) == broker.settings.node_id
 
 
-def coordinator_address(broker: BrokerApi) -> tuple[int, str, int] | None:
-    """(node id, host, port) of the group coordinator, or None while no controller is known."""
-    controller = broker.cluster.controller_id
-    if controller == broker.settings.node_id:
-        return (controller, *broker.advertised_address)
-    registration = broker.cluster.brokers.get(controller) if controller is not None else None
+def coordinator_address(broker: BrokerApi, key: str) -> tuple[int, str, int] | None:
+    """(node id, host, port) of the key's coordinator on the client's listener, or None while
+    its slot has no live holder."""
+    node = holder(broker.cluster.slots, key)
+    if node == broker.settings.node_id:
+        return (node, *broker.advertised_address)
+    registration = broker.cluster.brokers.get(node) if node is not None else None
     endpoint = None if registration is None else registration.endpoint(SESSION.get().listener.name)
-    return None if endpoint is None else (controller, *endpoint)
+    return None if endpoint is None or node is None else (node, *endpoint)
 
 
 def answers_failure(
@@ -86,7 +89,7 @@ def answers_failure(
             if acl is not None and not all(broker.security.allowed(acl, GROUP, g) for g in group_ids(request.body)):
                 return failure(request, ErrorCode.group_authorization_failed)
             try:
-                if api not in ("FindCoordinator", "ListGroups") and not is_coordinator(broker):
+                if api not in ("FindCoordinator", "ListGroups") and not all(is_coordinator(broker, g) for g in group_ids(request.body)):
                     return failure(request, ErrorCode.not_coordinator)  # an ordinary answer: the client looks again
                 return await handler(broker, request)
             except Exception as exc:
@@ -136,13 +139,14 @@ def _find_coordinator_failed(request: Request, error: ErrorCode) -> Any:
                  _find_coordinator_failed, acl=DESCRIBE)
 async def handle_find_coordinator(broker: BrokerApi, request: Request) -> Any:
     key_type = getattr(request.body, "key_type", GROUP_KEY)
-    coordinator = coordinator_address(broker)
 
     def answer(key: str) -> dict[str, Any]:
         if key_type not in (GROUP_KEY, TRANSACTION_KEY):
             return dict(key=key, error_code=ErrorCode.invalid_request, error_message=f"unknown key type {key_type}", node_id=-1, host="", port=-1)
+        coordinator = coordinator_address(broker, key)
         if coordinator is None:
-            return dict(key=key, error_code=ErrorCode.coordinator_not_available, error_message="no controller yet", node_id=-1, host="", port=-1)
+            return dict(key=key, error_code=ErrorCode.coordinator_not_available, error_message="its coordinator slot has no holder yet",
+                        node_id=-1, host="", port=-1)  # fmt: skip
         node_id, host, port = coordinator
         return dict(key=key, error_code=ErrorCode.none, error_message=None, node_id=node_id, host=host, port=port)
 
@@ -332,8 +336,10 @@ async def handle_list_groups(broker: BrokerApi, request: Request) -> Any:
     groups = tuple(
         make(mod.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state, group_type=g.group_type)
         for g in await broker.groups.list_groups(states, types)
-        # As Kafka: all groups with DESCRIBE on the cluster, else those the principal may DESCRIBE.
-        if broker.security.cluster_allowed(DESCRIBE) or broker.security.allowed(DESCRIBE, GROUP, g.group_id)
+        # As Kafka: the groups coordinated here (admin clients ask every broker); all of them
+        # with DESCRIBE on the cluster, else those the principal may DESCRIBE.
+        if is_coordinator(broker, g.group_id)
+        and (broker.security.cluster_allowed(DESCRIBE) or broker.security.allowed(DESCRIBE, GROUP, g.group_id))
     )
     return _list_groups_response(request, ErrorCode.none, groups)
 
@@ -343,8 +349,12 @@ async def handle_delete_groups(broker: BrokerApi, request: Request) -> Any:
     results = []
     for group_id in request.body.groups_names:
         try:
-            error = await broker.groups.delete_group(group_id) if broker.security.allowed(DELETE, GROUP, group_id) \
-                else ErrorCode.group_authorization_failed
+            if not broker.security.allowed(DELETE, GROUP, group_id):
+                error = ErrorCode.group_authorization_failed
+            elif not is_coordinator(broker, group_id):
+                error = ErrorCode.not_coordinator
+            else:
+                error = await broker.groups.delete_group(group_id)
         except Exception as exc:
             error = coordinator_error(exc, "DeleteGroups", (group_id,), request)
         results.append(make(mod.DeletableGroupResult, group_id=group_id, error_code=error))

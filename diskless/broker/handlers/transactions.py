@@ -40,8 +40,9 @@ def _start_time(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
 
-async def _coordinating(broker: BrokerApi) -> bool:
-    return await broker.transactions.ensure_loaded()
+async def _coordinating(broker: BrokerApi, transactional_id: str | None = None) -> bool:
+    """Whether this broker holds the transactional id's coordinator slot (any slot: None)."""
+    return await broker.transactions.ensure_loaded(transactional_id)
 
 
 async def init_producer_id(broker: BrokerApi, request: Request) -> Any:
@@ -53,7 +54,7 @@ async def init_producer_id(broker: BrokerApi, request: Request) -> Any:
         return make(mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=error, producer_id=producer_id, producer_epoch=producer_epoch)
 
     try:
-        if not await _coordinating(broker):
+        if not await _coordinating(broker, body.transactional_id):
             return answer(ErrorCode.not_coordinator)
         error, producer_id, producer_epoch = await broker.transactions.init_producer_id(
             body.transactional_id, _ms(body.transaction_timeout), getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1)
@@ -82,7 +83,7 @@ async def handle_add_partitions_to_txn(broker: BrokerApi, request: Request) -> A
         if not broker.registry.has_partition(name, p) or not broker.security.allowed(WRITE, TOPIC, name)
     }
     try:
-        if not await _coordinating(broker):
+        if not await _coordinating(broker, body.v3_and_below_transactional_id):
             error = ErrorCode.not_coordinator
         elif unknown:
             error = ErrorCode.operation_not_attempted
@@ -121,7 +122,7 @@ async def handle_add_offsets_to_txn(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(25, version)
     try:
-        if not await _coordinating(broker):
+        if not await _coordinating(broker, body.transactional_id):
             error = ErrorCode.not_coordinator
         else:
             error = await broker.transactions.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id)
@@ -143,7 +144,7 @@ async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
         for p in t.partitions
     ]
     try:
-        if not await _coordinating(broker):
+        if not await _coordinating(broker, body.transactional_id):
             error = ErrorCode.not_coordinator
         else:
             error = await broker.transactions.txn_offset_commit(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, offsets)
@@ -168,7 +169,7 @@ async def handle_end_txn(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(26, version)
     try:
-        if not await _coordinating(broker):
+        if not await _coordinating(broker, body.transactional_id):
             error = ErrorCode.not_coordinator
         else:
             error = await broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
@@ -184,13 +185,15 @@ async def handle_describe_transactions(broker: BrokerApi, request: Request) -> A
     mod = response_module(65, version)
     states = []
     try:
-        coordinating = await _coordinating(broker)
-        failure = ErrorCode.none if coordinating else ErrorCode.not_coordinator
+        await _coordinating(broker)
+        failure = ErrorCode.none
     except Exception as exc:
         failure = coordinator_error(exc, "DescribeTransactions", (), request)
     for transactional_id in body.transactional_ids:
-        record = broker.transactions.core.get(transactional_id) if failure is ErrorCode.none else None
-        error = failure if failure is not ErrorCode.none else ErrorCode.none if record is not None else ErrorCode.transactional_id_not_found
+        here = failure is ErrorCode.none and await _coordinating(broker, transactional_id)
+        record = broker.transactions.core.get(transactional_id) if here else None
+        error = (failure if failure is not ErrorCode.none else ErrorCode.not_coordinator if not here
+                 else ErrorCode.none if record is not None else ErrorCode.transactional_id_not_found)  # fmt: skip
         topics: dict[str, list[int]] = {}
         for topic, index in record.partitions if record is not None else ():
             topics.setdefault(topic, []).append(index)
@@ -215,8 +218,7 @@ async def handle_list_transactions(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(66, version)
     try:
-        if not await _coordinating(broker):
-            return make(mod.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.not_coordinator, unknown_state_filters=(), transaction_states=())
+        await _coordinating(broker)  # as Kafka: each broker lists the transactions of the slots it holds
     except Exception as exc:
         error = coordinator_error(exc, "ListTransactions", (), request)
         return make(mod.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=error, unknown_state_filters=(), transaction_states=())

@@ -196,6 +196,10 @@ class TransactionCoordinator:
             return Decision(ErrorCode.none)
         return Decision(ErrorCode.none, self._ongoing(record, now_ms, partitions=tuple(sorted(set(record.partitions) | wanted))))
 
+    def knows_producer(self, producer_id: int) -> bool:
+        """Whether a transactional id of this coordinator holds `producer_id`."""
+        return producer_id in self._by_producer
+
     def verify_partition(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> ErrorCode:
         """KIP-890 part 1: a partition leader asks before the first transactional batch of a
         producer: was the partition added to its ongoing transaction?"""

@@ -5,11 +5,13 @@ prepares to commit or abort into each partition through its leader and waits unt
 durable, commits the transaction's offsets to its groups, and aborts transactions that stay
 silent past their timeout.
 
-The coordinator is the broker that coordinates groups (the controller, one coordinator slot):
-`is_coordinator` says whether this broker holds it now. On taking the slot the state is read
-from the store, and every transaction found preparing is finished; on losing it the state is
-dropped (the next holder reads the store). A coordinator epoch per slot, carried in markers
-and checked by the store on each write, is the seam for a cluster (markers carry 0 today).
+A transactional id is coordinated by the broker holding its coordinator slot (cluster/slots.py,
+as Kafka's __transaction_state partition): `coordinates` says whether this broker does now,
+`held` which slots it holds. When the slots held change, the state of those it holds is read
+from the store again, and every transaction found preparing is finished; the state of slots
+lost is dropped (the next holder reads the store). A coordinator epoch per slot, carried in
+markers and checked by the store on each write, is the seam for fencing a stale holder in the
+store (markers carry 0 today; a holder checks its slot before each write).
 
 Markers go through the leader of each partition: in process for the partitions this broker
 leads, with WriteTxnMarkers (markers_client.py) to the broker leading the others; a partition
@@ -53,7 +55,8 @@ class Transactions:
         leader: Callable[[str, int], PartitionLeader | None],
         allocate_producer_id: Callable[[], Awaitable[int]],
         clock: Callable[[], int],
-        is_coordinator: Callable[[], bool],
+        coordinates: Callable[[str], bool],
+        held: Callable[[], frozenset[int]],
         transaction_max_timeout_ms: int,
         remote_leader: Callable[[str, int], tuple[str, int] | None] = lambda topic, index: None,
         transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
@@ -65,8 +68,9 @@ class Transactions:
         self._remote_leader = remote_leader  # (host, port) of another broker leading the partition
         self._allocate_producer_id = allocate_producer_id
         self._clock = clock
-        self._is_coordinator = is_coordinator
-        self._loaded = False
+        self._coordinates = coordinates
+        self._held = held
+        self._loaded: frozenset[int] | None = None  # the slots whose state core holds
         self._load_lock = asyncio.Lock()
         self._locks: dict[str, asyncio.Lock] = {}
         self._completions: dict[str, asyncio.Task[None]] = {}
@@ -86,24 +90,21 @@ class Transactions:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def ensure_loaded(self) -> bool:
-        """Whether this broker coordinates transactions; reads the store on taking the slot."""
-        if not self._is_coordinator():
-            if self._loaded:
-                self._loaded = False
-                self.core.load(())
-            return False
-        if self._loaded:
-            return True
-        async with self._load_lock:
-            if not self._loaded:
-                preparing = self.core.load(await self.store.list_transactions())
-                self._loaded = True
-                for record in preparing:
-                    log.info("transaction %r found in %s: finishing it", record.transactional_id, record.state)
-                    self._start_completion(record)
-                self._wake.set()
-        return True
+    async def ensure_loaded(self, transactional_id: str | None = None) -> bool:
+        """Whether this broker coordinates `transactional_id` (any, when None); reads the
+        store when the slots it holds changed."""
+        if self._held() != self._loaded:
+            async with self._load_lock:
+                held = self._held()
+                if held != self._loaded:
+                    records = await self.store.list_transactions() if held else []
+                    preparing = self.core.load([r for r in records if self._coordinates(r.transactional_id)])
+                    self._loaded = held
+                    for record in preparing:
+                        log.info("transaction %r found in %s: finishing it", record.transactional_id, record.state)
+                        self._start_completion(record)
+                    self._wake.set()
+        return bool(self._loaded) if transactional_id is None else self._coordinates(transactional_id)
 
     def _lock(self, transactional_id: str) -> asyncio.Lock:
         lock = self._locks.get(transactional_id)
@@ -115,7 +116,7 @@ class Transactions:
         """Persist, then apply; a preparing record starts its completion. A broker that lost the
         coordinator's slot writes nothing more (checked before each write, not fenced by the
         store: the coordinator epoch is the seam for that)."""
-        if not self._is_coordinator():
+        if not self._coordinates(record.transactional_id):
             raise NotTransactionCoordinator(record.transactional_id)
         await self.store.put_transaction(record)
         self.core.apply(record)
@@ -185,8 +186,9 @@ class Transactions:
     def verify(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> ErrorCode:
         """KIP-890 part 1, asked by a partition leader, in process. A broker that does not
         coordinate transactions cannot ask yet (no AddPartitionsToTxn v4 verifyOnly between
-        brokers): it accepts, as Kafka before 3.6 did."""
-        if not self._loaded:
+        brokers): it accepts, as Kafka before 3.6 did; so it does for a producer whose
+        transactional id another broker coordinates."""
+        if not self._loaded or not self.core.knows_producer(producer_id):
             return ErrorCode.none
         return self.core.verify_partition(producer_id, producer_epoch, topic, partition)
 
@@ -206,7 +208,7 @@ class Transactions:
         commit = record.state == PREPARE_COMMIT
         pending = list(record.partitions)
         while pending:
-            if not self._is_coordinator():  # the next holder of the slot finishes it from the store
+            if not self._coordinates(record.transactional_id):  # the next holder of the slot finishes it from the store
                 log.info("transaction %r: coordinator slot lost; leaving its completion to the next coordinator", record.transactional_id)
                 return
             waits = []
@@ -240,7 +242,7 @@ class Transactions:
                 await self._retry(lambda g=group_id, o=offsets: self.store.commit_offsets(g, o))
         async with self._lock(record.transactional_id):
             done = self.core.complete(record.transactional_id, self._clock())
-            if done is not None and self._is_coordinator():
+            if done is not None and self._coordinates(record.transactional_id):
                 await self._retry(lambda: self.store.put_transaction(done))
                 self.core.apply(done)
         log.debug("transaction %r of producer %d: %s complete", record.transactional_id, record.producer_id, "commit" if commit else "abort")
