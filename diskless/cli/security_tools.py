@@ -27,10 +27,11 @@ from typing import Any
 
 from diskless.client import Admin, KafkaError
 from diskless.client.admin_security import Acl, AclFilter
-from diskless.client.security import ClientSecurity, SecurityConfigError
+from diskless.client.security import SecurityConfigError
 from diskless.wire.scram import MECHANISMS
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+from .client_options import add_client_options, bootstrap_servers, client_security
+
 # Kafka's codes (metadata/security.py), by the names kafka-acls.sh prints.
 RESOURCE_TYPES = {"TOPIC": 2, "GROUP": 3, "CLUSTER": 4, "TRANSACTIONAL_ID": 5}
 PATTERN_TYPES = {"LITERAL": 3, "PREFIXED": 4}
@@ -82,10 +83,7 @@ def add_commands(commands: Any) -> None:
         parser.add_argument("--operation", action="append", type=str.upper, choices=sorted(OPERATIONS), default=[],
                             help="repeatable (default ALL for add)")  # fmt: skip
     for parser in (create, listing, delete, add, remove, acl_list):
-        parser.add_argument("--bootstrap-server", "-b", default=None,
-                            help=f"broker address HOST:PORT (default {DEFAULT_BOOTSTRAP}; env DISKLESS_BOOTSTRAP_SERVERS)")  # fmt: skip
-        parser.add_argument("--command-config", default=None, metavar="FILE",
-                            help="Kafka client properties for SASL/TLS (security.protocol, sasl.*, ssl.*)")  # fmt: skip
+        add_client_options(parser)
     for parser in (create, listing, delete):
         offline = parser.add_argument_group(
             "without a broker", "write to (or read) the metadata store itself, as kafka-storage format --add-scram: "
@@ -99,9 +97,7 @@ def add_commands(commands: Any) -> None:
 
 
 def _admin(args: argparse.Namespace) -> Admin:
-    bootstrap = args.bootstrap_server or os.environ.get("DISKLESS_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP)
-    security = ClientSecurity.from_file(args.command_config) if args.command_config else None
-    return Admin(bootstrap_servers=bootstrap, security=security, default_api_timeout_ms=30000)
+    return Admin(bootstrap_servers=bootstrap_servers(args), security=client_security(args), default_api_timeout_ms=30000)
 
 
 def _run(command: str, args: argparse.Namespace, action: Any) -> int:

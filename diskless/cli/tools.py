@@ -1,5 +1,6 @@
 """`diskless topics ...`, `diskless produce` and `diskless consume`: Kafka tools for people at a
-terminal, speaking to any Kafka-compatible broker through `diskless.client`."""
+terminal, speaking to any Kafka-compatible broker through `diskless.client`; `--command-config
+FILE` (Kafka's client properties, client_options.py) reaches a SASL or TLS listener."""
 
 from __future__ import annotations
 
@@ -15,16 +16,14 @@ from typing import TYPE_CHECKING, Any
 from diskless.client import KafkaError, Producer, TopicPartition
 from diskless.client.cluster import Cluster
 from diskless.client.errors import InvalidTopicError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from diskless.client.security import ClientSecurity
 
+from .client_options import DEFAULT_BOOTSTRAP, add_client_options, bootstrap_servers, client_security
 from .progress import Progress, want_progress
 from .record_format import compile_format, legacy_format
 
 if TYPE_CHECKING:
     from diskless.client import Admin, Consumer
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-BOOTSTRAP_HELP = f"broker address HOST:PORT (default {DEFAULT_BOOTSTRAP}; env DISKLESS_BOOTSTRAP_SERVERS)"
-
 
 COMMANDS = ("topics", "produce", "consume")  # the commands add_commands adds
 
@@ -93,7 +92,7 @@ def add_commands(commands: Any) -> None:
                          help="progress bar on standard error (default auto: when it is a terminal and standard output is not)")
 
     for parser in (create, actions.choices["list"], describe, delete, alter, produce, consume):
-        parser.add_argument("--bootstrap-server", "-b", default=None, help=BOOTSTRAP_HELP)
+        add_client_options(parser)
 
 
 def positive(text: str) -> int:
@@ -126,10 +125,11 @@ def offset_spec(text: str) -> str | int:
 
 
 def run(args: argparse.Namespace) -> int:
-    bootstrap = args.bootstrap_server or os.environ.get("DISKLESS_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP)
+    bootstrap = bootstrap_servers(args)
     command = {"topics": _topics, "produce": _produce, "consume": _consume}[args.command]
     try:
-        return asyncio.run(command(args, bootstrap))
+        security = client_security(args)  # a bad --command-config is one line (ValueError), before any connection
+        return asyncio.run(command(args, bootstrap, security))
     except TopicNotFound as exc:
         print(f"diskless {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -174,9 +174,9 @@ def _config_name(name: str) -> str:
     raise ValueError(f"unknown config {name}; the topic configs are listed by: diskless topics describe TOPIC")
 
 
-async def _topics(args: argparse.Namespace, bootstrap: str) -> int:
+async def _topics(args: argparse.Namespace, bootstrap: str, security: ClientSecurity | None) -> int:
     try:
-        return await _topic_action(args, bootstrap)
+        return await _topic_action(args, bootstrap, security)
     except UnknownTopicOrPartitionError:
         where = "" if bootstrap == DEFAULT_BOOTSTRAP else f" -b {bootstrap}"
         raise TopicNotFound(args.topic, f"; diskless topics list{where} shows the topics there are") from None
@@ -184,10 +184,10 @@ async def _topics(args: argparse.Namespace, bootstrap: str) -> int:
         raise ValueError(f"topic {args.topic} already exists; diskless topics describe {args.topic} shows it") from None
 
 
-async def _topic_action(args: argparse.Namespace, bootstrap: str) -> int:
+async def _topic_action(args: argparse.Namespace, bootstrap: str, security: ClientSecurity | None) -> int:
     from diskless.client import Admin  # here, not at the top: `diskless produce` does without it
 
-    async with Admin(bootstrap_servers=bootstrap) as admin:
+    async with Admin(bootstrap_servers=bootstrap, security=security) as admin:
         if args.action == "create":
             await admin.create_topics(args.topic, args.partitions, _pairs(args.config))
             print(f"created topic {args.topic} with {args.partitions} partition(s)")
@@ -265,7 +265,7 @@ class TopicNotFound(Exception):
         super().__init__(f"topic {topic} does not exist{what_to_do}")
 
 
-async def _require_topic(bootstrap: str, topic: str, command: str) -> int:
+async def _require_topic(bootstrap: str, security: ClientSecurity | None, topic: str, command: str) -> int:
     """The partition count of `topic`; TopicNotFound at once if there is none.
 
     First asks without creating anything; if the topic is missing, asks again as Kafka's
@@ -273,7 +273,7 @@ async def _require_topic(bootstrap: str, topic: str, command: str) -> int:
     auto.create.topics.enable creates it (and we say so), while one without answers
     UNKNOWN_TOPIC_OR_PARTITION at once instead of the client waiting out max_block_ms.
     """
-    cluster = Cluster(bootstrap, client_id=f"diskless-{command}", allow_auto_topic_creation=False)
+    cluster = Cluster(bootstrap, client_id=f"diskless-{command}", allow_auto_topic_creation=False, security=security)
     try:
         await cluster.fetch_metadata([topic])
         if (count := cluster.metadata.partition_count(topic)) is not None:
@@ -304,12 +304,12 @@ async def _require_topic(bootstrap: str, topic: str, command: str) -> int:
 READ_BLOCK_BYTES = 1 << 20  # one thread hand-off per block of input, not per line
 
 
-async def _produce(args: argparse.Namespace, bootstrap: str) -> int:
+async def _produce(args: argparse.Namespace, bootstrap: str, security: ClientSecurity | None) -> int:
     acks = -1 if args.acks == "all" else int(args.acks)
-    await _require_topic(bootstrap, args.topic, "produce")
+    await _require_topic(bootstrap, security, args.topic, "produce")
     progress = Progress("produced", args.topic, enabled=want_progress(args.progress, sys.stderr, sys.stdin))
     try:
-        async with Producer(bootstrap_servers=bootstrap, acks=acks, compression_type=args.compression) as producer:
+        async with Producer(bootstrap_servers=bootstrap, acks=acks, compression_type=args.compression, security=security) as producer:
             await _produce_lines(producer, args, progress)
     finally:
         progress.close()
@@ -366,12 +366,12 @@ def _confirm_done(futures: collections.deque[Any]) -> None:
             raise error
 
 
-async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
+async def _consume(args: argparse.Namespace, bootstrap: str, security: ClientSecurity | None) -> int:
     if args.group and (args.partition or args.offset is not None or args.timestamp is not None):
         raise ValueError("--partition, --offset and --timestamp choose partitions and offsets themselves: "
                          "use them without --group (a group reads what it is assigned from its committed offsets)")
     render = compile_format(args.format if args.format is not None else legacy_format(args.print_offset, args.print_key))
-    partition_count = await _require_topic(bootstrap, args.topic, "consume")
+    partition_count = await _require_topic(bootstrap, security, args.topic, "consume")
     for partition in args.partition or ():
         if partition >= partition_count:
             raise ValueError(f"topic {args.topic} has partitions 0 to {partition_count - 1}; there is no partition {partition}")
@@ -383,7 +383,7 @@ async def _consume(args: argparse.Namespace, bootstrap: str) -> int:
     from diskless.client import Consumer  # here, not at the top: `diskless produce` does without it
 
     try:
-        async with Consumer(bootstrap_servers=bootstrap, **settings) as consumer:
+        async with Consumer(bootstrap_servers=bootstrap, security=security, **settings) as consumer:
             if args.group:
                 consumer.subscribe([args.topic])
             else:

@@ -1,6 +1,7 @@
 """`diskless users` and `diskless acls` against a secured `diskless serve`, reaching its
 SASL_SSL listener as an administrator with `--command-config`, and the admin HTTP endpoint's
-basic authentication against the same SCRAM users.
+basic authentication against the same SCRAM users; `diskless topics`, `produce` and `consume`
+through the same listener with the same `--command-config`.
 
 The first administrator is created on the PLAINTEXT listener while no ACL names the cluster
 (allow.everyone.if.no.acl.found), as one bootstraps a Kafka cluster; `User:admin` is a super user.
@@ -26,8 +27,8 @@ from tests.integration.security_certs import make_pki
 DEADLINE_S = 30.0
 
 
-def diskless(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "diskless.cli.main", *args], capture_output=True, text=True, timeout=60)
+def diskless(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "diskless.cli.main", *args], capture_output=True, text=True, timeout=60, input=stdin)
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +108,51 @@ def test_users_and_acls_through_the_sasl_ssl_listener(secured, tmp_path) -> None
     refused = diskless("users", "list", "-b", f"127.0.0.1:{port}", "--command-config", str(wrong))
     assert refused.returncode == 1
     assert "SASL_AUTHENTICATION_FAILED" in refused.stderr and "Authentication failed during authentication" in refused.stderr
+
+
+def test_topics_produce_and_consume_through_the_sasl_ssl_listener(secured, tmp_path) -> None:
+    _broker, _pki, port, _http, admin_config = secured
+    as_admin = ["-b", f"127.0.0.1:{port}", "--command-config", str(admin_config)]
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+    made = diskless("topics", "create", topic, "--partitions", "2", *as_admin)
+    assert (made.returncode, made.stdout, made.stderr) == (0, f"created topic {topic} with 2 partition(s)\n", "")
+    listed = diskless("topics", "list", *as_admin)
+    assert listed.returncode == 0, listed.stderr
+    assert topic in listed.stdout.splitlines()
+
+    count = 200
+    lines = "".join(f"k{i}:v{i}\n" for i in range(count))
+    produced = diskless("produce", topic, "--partition", "1", "--key-separator", ":", "--progress", "off", *as_admin, stdin=lines)
+    assert produced.returncode == 0, produced.stderr
+    assert produced.stderr.startswith(f"produced {count} records ") and produced.stderr.count("\n") == 1, produced.stderr
+    consumed = diskless("consume", topic, "--from-beginning", "--until-end", "--format", "%p %o %k %s\\n", "--progress", "off", *as_admin)
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == [f"1 {i} k{i} v{i}" for i in range(count)]
+    assert consumed.stderr.startswith(f"consumed {count} records "), consumed.stderr
+
+    # A refused login: Kafka's error in one line on standard error, exit code 1, no traceback.
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(admin_config.read_text().replace('password="admin-pw"', 'password="nope"'))
+    refusal = (f"SASL_AUTHENTICATION_FAILED (host=127.0.0.1, port={port}): Authentication failed during authentication "
+               "due to invalid credentials with SASL mechanism SCRAM-SHA-512")  # fmt: skip
+    as_wrong = ["-b", f"127.0.0.1:{port}", "--command-config", str(wrong)]
+    for command, args in (("topics", ["list"]), ("produce", [topic]), ("consume", [topic, "--from-beginning"])):
+        refused = diskless(command, *args, *as_wrong, stdin="never sent\n")
+        assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", f"diskless {command}: {refusal}\n")
+
+    # A file that cannot be read, or says what Kafka's clients do not take: one line, exit code 2.
+    missing = tmp_path / "missing.properties"
+    unread = diskless("produce", topic, "-b", f"127.0.0.1:{port}", "--command-config", str(missing), stdin="x\n")
+    assert (unread.returncode, unread.stderr) == (2, f"diskless produce: cannot read --command-config {missing}: No such file or directory\n")
+    bad = tmp_path / "bad.properties"
+    bad.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
+    refused = diskless("topics", "list", "-b", f"127.0.0.1:{port}", "--command-config", str(bad))
+    assert (refused.returncode, refused.stderr) == (
+        2, f"diskless topics: --command-config {bad}: sasl.mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not 'GSSAPI'\n"
+    )  # fmt: skip
+    # The same records are still exactly there: nothing the refused commands did reached the topic.
+    again = diskless("consume", topic, "--from-beginning", "--until-end", "--format", "%p %o\\n", "--progress", "off", *as_admin)
+    assert again.stdout.splitlines() == [f"1 {i}" for i in range(count)]
 
 
 def test_a_non_admin_gets_cluster_authorization_failed(secured, tmp_path) -> None:
