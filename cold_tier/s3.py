@@ -13,7 +13,10 @@ mid-body is a retry, not a short read.
 
 Outages (`self.health`, cold_tier/health.py). The connect and read timeouts are short
 (S3Config: 2 s and 5 s), so a store that accepts connections and never answers (a black
-hole) fails a request within seconds instead of hanging on it. The first request that gets no
+hole) fails a request within seconds instead of hanging on it. Two holes in those timeouts are
+closed here: PUTs are sent without `Expect: 100-continue` (aiohttp waits for the 100 with no
+timeout at all), and an attempt with a body is bounded by the timeouts plus the body at
+`_BODY_FLOOR_BYTES_S` (aiohttp puts no timeout on writing it). The first request that gets no
 answer logs one WARNING naming the store and starts a probe: a one-key LIST every
 `PROBE_INTERVAL_S`, each given `PROBE_TIMEOUT_S`. The first answer, to the probe or to any
 request, logs that the store is back, wakes every back-off waiting on `health` (ours and our
@@ -69,8 +72,8 @@ _SESSIONS = threading.local()
 _DELETE_BATCH_KEYS = 1000  # the most keys one DeleteObjects request may carry
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 PROBE_INTERVAL_S = 0.5
-_BODY_FLOOR_BYTES_S = 256 * 1024
 PROBE_TIMEOUT_S = 2.0
+_BODY_FLOOR_BYTES_S = 256 * 1024  # a PUT attempt may take its timeouts plus its body at this rate
 
 log = logging.getLogger(__name__)
 
