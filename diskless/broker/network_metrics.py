@@ -7,6 +7,13 @@ Names as the Prometheus JMX exporter translates Kafka's (metrics.py says how):
   `kafka_server_socket_server_metrics_connection_count{listener="L"}` (a gauge) and the
   counters `..._connection_creation_total` and `..._connection_close_total`; Kafka's
   `-rate` attributes are PromQL's `rate()` of those.
+- Authentication, labelled with the name of the listener the session came in on:
+  `failed-authentication-total` and `successful-authentication-total` count first logins,
+  `failed-reauthentication-total` and `successful-reauthentication-total` the logins again on
+  an authenticated connection (KIP-368), never both, as Kafka's Selector counts them; and
+  `expired-connections-killed-count`, connections closed at a request after their SASL session
+  expired, becomes `kafka_server_socket_server_metrics_expired_connections_killed_count`, the
+  exporter's name for it (a gauge that only rises: a Prometheus counter would add `_total`).
 - `kafka.network:type=RequestMetrics,name=RequestBytes,request=R` becomes the histogram
   `kafka_network_requestmetrics_requestbytes{request="R"}`: the size of each parsed request,
   header and body (the 4-byte size prefix not included, as Kafka's `sizeInBytes`). Kafka has
@@ -55,6 +62,22 @@ FAILED_AUTHENTICATIONS = Counter(
 SUCCESSFUL_AUTHENTICATIONS = Counter(
     "kafka_server_socket_server_metrics_successful_authentication",
     "SASL logins accepted, per listener (Kafka's successful-authentication-total).",
+    ["listener"], registry=EVENTS,
+)  # fmt: skip
+SUCCESSFUL_REAUTHENTICATIONS = Counter(
+    "kafka_server_socket_server_metrics_successful_reauthentication",
+    "SASL re-authentications accepted, per listener (Kafka's successful-reauthentication-total, KIP-368).",
+    ["listener"], registry=EVENTS,
+)  # fmt: skip
+FAILED_REAUTHENTICATIONS = Counter(
+    "kafka_server_socket_server_metrics_failed_reauthentication",
+    "SASL re-authentications refused, per listener (Kafka's failed-reauthentication-total, KIP-368).",
+    ["listener"], registry=EVENTS,
+)  # fmt: skip
+EXPIRED_CONNECTIONS_KILLED = Gauge(
+    "kafka_server_socket_server_metrics_expired_connections_killed_count",
+    "Connections closed because their SASL session expired without re-authentication, per listener "
+    "(Kafka's expired-connections-killed-count; only rises).",
     ["listener"], registry=EVENTS,
 )  # fmt: skip
 REQUEST_BYTES = Histogram(

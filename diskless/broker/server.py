@@ -62,6 +62,7 @@ from hot_tier.open_files import OPEN_SEGMENTS
 from .api import PEER_HOST
 from .security.config import ListenerSecurity
 from .security.session import SESSION, Session
+from .security.shell import SessionExpired
 from .security.tls import principal_of_certificate
 from .connection_limits import (
     AcceptBackoff,
@@ -76,7 +77,7 @@ from .connection_limits import (
     soft_descriptor_limit,
     sweep_interval_ms,
 )
-from .network_metrics import ListenerMetrics
+from .network_metrics import EXPIRED_CONNECTIONS_KILLED, ListenerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -346,6 +347,8 @@ class KafkaServer:
             if exc.partial or exc.expected != 1:  # not a peer leaving between two requests
                 self._refused(client, exc, exc.partial, f"truncated frame ({len(exc.partial)} bytes of {exc.expected})")
         except ProtocolError as exc:
+            if isinstance(exc, SessionExpired):
+                EXPIRED_CONNECTIONS_KILLED.labels(session.listener.name).inc()
             self._refused(client, exc, current[0], str(exc))
         except asyncio.CancelledError:
             reason = connection.closing_reason

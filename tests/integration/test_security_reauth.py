@@ -4,7 +4,8 @@ consumes exact records across several lifetimes on the same connections; raw cli
 broker's side: SaslAuthenticate v1 answers session_lifetime_ms, a connection that does not
 re-authenticate is closed at its first request after expiry (unanswered, as Kafka), one that
 re-authenticates goes on, re-authenticating as another user is refused, and a v0 client (which
-cannot re-authenticate) is told no lifetime and never cut.
+cannot re-authenticate) is told no lifetime and never cut. /metrics counts re-authentications
+and expired connections killed per listener, as Kafka's socket-server-metrics.
 
 The lifetimes are short (seconds) so that a test sees several; waits are conditions polled
 with deadlines (a request answered or refused), never sleeps.
@@ -13,8 +14,10 @@ with deadlines (a request answered or refused), never sleeps.
 from __future__ import annotations
 
 import asyncio
+import base64
 import select
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -25,6 +28,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as SaslAuthenticateV0
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from prometheus_client.parser import text_string_to_metric_families
 
 from diskless.client import ClientSecurity
 from diskless.client import Consumer as OurConsumer
@@ -43,17 +47,18 @@ def reauth_broker(tmp_path_factory):
     work = tmp_path_factory.mktemp("reauth")
     pki = make_pki(work / "pki")
     ports = {"SASL_SSL": free_port(), "SASL_PLAINTEXT": free_port()}
+    http = f"127.0.0.1:{free_port()}"
     broker = BrokerProcess(
         work / "data", "--listeners", ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
         "--ssl-keystore-location", str(pki.server), "--connections-max-reauth-ms", str(REAUTH_MS),
-        "--connection-failed-authentication-delay-ms", "100",
+        "--connection-failed-authentication-delay-ms", "100", "--http", http,
     ).start()  # fmt: skip
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), PASSWORD.encode())
                for user in ("alice", "bob")]  # fmt: skip
     for future in admin.alter_user_scram_credentials(upserts).values():
         future.result(timeout=20)
-    yield broker, pki, ports
+    yield broker, pki, ports, http
     broker.close()
 
 
@@ -62,7 +67,7 @@ def _lines(broker: BrokerProcess, text: str) -> list[str]:
 
 
 def test_librdkafka_reauthenticates_and_keeps_producing_across_lifetimes(reauth_broker) -> None:
-    broker, pki, ports = reauth_broker
+    broker, pki, ports, _http = reauth_broker
     topic = f"t-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept until the answer: a destroyed client fails its futures
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=20)
@@ -112,7 +117,7 @@ def test_librdkafka_reauthenticates_and_keeps_producing_across_lifetimes(reauth_
 
 
 def test_our_asyncio_client_reauthenticates_and_keeps_producing_across_lifetimes(reauth_broker) -> None:
-    broker, pki, ports = reauth_broker
+    broker, pki, ports, _http = reauth_broker
     topic, group = f"t-{uuid.uuid4().hex[:10]}", f"g-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=20)
@@ -177,7 +182,7 @@ def _until_cut(client, deadline_s: float) -> tuple[int, float]:
 
 
 def test_a_client_that_does_not_reauthenticate_is_cut_at_its_first_request_after_expiry(reauth_broker, wire) -> None:
-    broker, _pki, ports = reauth_broker
+    broker, _pki, ports, _http = reauth_broker
     client, answer = _login(wire, ports["SASL_PLAINTEXT"])
     authenticated_at = time.monotonic()
     assert (answer.error_code, answer.session_lifetime.total_seconds() * 1000) == (ErrorCode.none, REAUTH_MS)
@@ -192,7 +197,7 @@ def test_a_client_that_does_not_reauthenticate_is_cut_at_its_first_request_after
 
 
 def test_a_client_that_reauthenticates_goes_on_and_cannot_become_someone_else(reauth_broker, wire) -> None:
-    broker, _pki, ports = reauth_broker
+    broker, _pki, ports, _http = reauth_broker
     client, answer = _login(wire, ports["SASL_PLAINTEXT"])
     assert answer.error_code == ErrorCode.none
     expiries = 0
@@ -219,7 +224,7 @@ def test_a_client_that_reauthenticates_goes_on_and_cannot_become_someone_else(re
 
 
 def test_a_v0_client_is_told_no_lifetime_and_never_cut(reauth_broker, wire) -> None:
-    _broker, _pki, ports = reauth_broker
+    _broker, _pki, ports, _http = reauth_broker
     client, answer = _login(wire, ports["SASL_PLAINTEXT"], version=0)
     assert answer.error_code == ErrorCode.none  # v0 has no session_lifetime_ms field
     until = time.monotonic() + 2 * REAUTH_MS / 1000
@@ -229,3 +234,64 @@ def test_a_v0_client_is_told_no_lifetime_and_never_cut(reauth_broker, wire) -> N
         answered += 1
         _paced(client)
     assert answered >= 2
+
+
+SOCKET_SERVER = "kafka_server_socket_server_metrics_"
+
+
+def _socket_server_metrics(http: str, listener: str) -> dict[str, float]:
+    """The socket-server samples of one listener on /metrics, by name without the prefix (the
+    admin endpoint asks for a SCRAM user: a listener uses SASL)."""
+    request = urllib.request.Request(f"http://{http}/metrics")
+    request.add_header("Authorization", "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode())
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        text = answer.read().decode()
+    return {
+        s.name.removeprefix(SOCKET_SERVER): s.value for f in text_string_to_metric_families(text) for s in f.samples
+        if s.name.startswith(SOCKET_SERVER) and s.labels.get("listener") == listener
+    }  # fmt: skip
+
+
+AUTHENTICATION_METRICS = (
+    "successful_authentication_total", "failed_authentication_total", "successful_reauthentication_total",
+    "failed_reauthentication_total", "expired_connections_killed_count",
+)  # fmt: skip
+
+
+def test_reauthentications_and_expired_connections_are_counted_per_listener(reauth_broker, wire) -> None:
+    _broker, _pki, ports, http = reauth_broker
+
+    def moved_since(before: dict[str, float]) -> dict[str, float]:
+        now = _socket_server_metrics(http, "SASL_PLAINTEXT")
+        return {name: now.get(name, 0.0) - before.get(name, 0.0) for name in AUTHENTICATION_METRICS}
+
+    before = _socket_server_metrics(http, "SASL_PLAINTEXT")
+    client, answer = _login(wire, ports["SASL_PLAINTEXT"])
+    assert answer.error_code == ErrorCode.none
+    for _ in range(2):  # two re-authentications, well inside the lifetime
+        assert client.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+        again = client.request(SaslAuthenticateRequest(auth_bytes=f"\0alice\0{PASSWORD}".encode()))
+        assert again.error_code == ErrorCode.none
+        assert client.request(METADATA).brokers
+    assert moved_since(before) == {
+        "successful_authentication_total": 1, "failed_authentication_total": 0, "successful_reauthentication_total": 2,
+        "failed_reauthentication_total": 0, "expired_connections_killed_count": 0,
+    }  # fmt: skip
+
+    # Re-authenticating as someone else is a failed re-authentication, not a failed authentication.
+    assert client.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+    refused = client.request(SaslAuthenticateRequest(auth_bytes=f"\0bob\0{PASSWORD}".encode()))
+    assert refused.error_code == ErrorCode.sasl_authentication_failed
+    assert moved_since(before)["failed_reauthentication_total"] == 1
+
+    # One connection that lets its session expire, cut at its next request.
+    cut, answer = _login(wire, ports["SASL_PLAINTEXT"])
+    assert answer.error_code == ErrorCode.none
+    _until_cut(cut, DEADLINE_S)
+    deadline = time.monotonic() + DEADLINE_S
+    while moved_since(before)["expired_connections_killed_count"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)  # counted just before the broker closes, so normally already there: poll with a deadline
+    assert moved_since(before) == {
+        "successful_authentication_total": 2, "failed_authentication_total": 0, "successful_reauthentication_total": 2,
+        "failed_reauthentication_total": 1, "expired_connections_killed_count": 1,
+    }  # fmt: skip

@@ -24,7 +24,7 @@ from diskless.wire.scram import MAX_ITERATIONS, MECHANISM_TYPE_OF, MECHANISM_TYP
 from metadata.security import AclBinding, StoredScramCredential
 
 from ..api import BrokerApi
-from ..network_metrics import SUCCESSFUL_AUTHENTICATIONS
+from ..network_metrics import FAILED_REAUTHENTICATIONS, SUCCESSFUL_AUTHENTICATIONS, SUCCESSFUL_REAUTHENTICATIONS
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import (
     ALLOW, ALTER, CLUSTER, CLUSTER_NAME, DENY, DESCRIBE, LITERAL, OPERATIONS, PREFIXED, RESOURCE_TYPES, AclFilter,
@@ -47,6 +47,7 @@ async def handle_sasl_handshake(broker: BrokerApi, request: Request) -> Any:
             log.warning("client %s (%s) asked to re-authenticate with %s after %s; closing",
                         session.client, session.principal, mechanism, session.mechanism)  # fmt: skip
             session.close_after_response = True
+            FAILED_REAUTHENTICATIONS.labels(session.listener.name).inc()
             return make(mod.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=(session.mechanism,))
         session.begin_reauthentication()
     if not session.listener.uses_sasl or session.state is not SaslState.HANDSHAKE:
@@ -114,6 +115,7 @@ async def handle_sasl_authenticate(broker: BrokerApi, request: Request) -> Any:
     if reauthenticated:
         log.info("client %s re-authenticated as %s with %s on listener %s%s", session.client, session.principal, mechanism,
                  session.listener.name, lifetime)  # fmt: skip
+        SUCCESSFUL_REAUTHENTICATIONS.labels(session.listener.name).inc()
     else:
         log.info("client %s authenticated as %s with %s on listener %s%s", session.client, session.principal, mechanism,
                  session.listener.name, lifetime)  # fmt: skip

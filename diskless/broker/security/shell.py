@@ -21,7 +21,7 @@ from diskless.wire import ProtocolError
 from diskless.wire.scram import ScramCredential, password_matches
 from metadata import MetadataStore
 
-from ..network_metrics import FAILED_AUTHENTICATIONS
+from ..network_metrics import FAILED_AUTHENTICATIONS, FAILED_REAUTHENTICATIONS
 from .authorizer import (
     CLUSTER, CLUSTER_NAME, CREATE, GROUP, OPERATIONS, SUPPORTED_OPERATIONS, TOPIC, TRANSACTIONAL_ID, Authorizer,
 )  # fmt: skip
@@ -130,13 +130,15 @@ class BrokerSecurity:
         return sorted(found, key=lambda c: c.mechanism, reverse=True)
 
     async def failed(self, session: Session, failure: AuthenticationFailed) -> None:
-        """Log a failed login and wait connection.failed.authentication.delay.ms before its answer."""
+        """Log a failed login and wait connection.failed.authentication.delay.ms before its answer.
+        A failed re-authentication counts as such, not as a failed authentication (Kafka's Selector)."""
         log.warning(
             "authentication failed: client %s, user %s, mechanism %s, listener %s: %s",
             session.client, failure.user or session.user or "?", session.mechanism or "?", session.listener.name, failure.reason,
         )
         session.close_after_response = True
-        FAILED_AUTHENTICATIONS.labels(session.listener.name).inc()
+        failures = FAILED_REAUTHENTICATIONS if session.reauthenticating_from is not None else FAILED_AUTHENTICATIONS
+        failures.labels(session.listener.name).inc()
         await self._sleep(self.config.failed_authentication_delay_ms / 1000)
 
     async def check_password(self, user: str, password: str, client: str) -> bool:
