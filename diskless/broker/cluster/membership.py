@@ -18,8 +18,9 @@ Between beats, the store tells of changes (PostgreSQL's LISTEN/NOTIFY, `watch_cl
 leader moved, a broker left or joined, a topic changed. The broker beats at once then (bursts
 coalesced over `NUDGE_COALESCE_S`), so a handed-over partition opens on its new leader within
 round trips, not within a heartbeat interval at each of its steps. The controller also beats
-when another broker's session is due to run out (the store says how long each has left), so a
-killed broker's partitions move at its session timeout.
+when another broker's session is due to run out (the store says how long each has left), and
+the other brokers when the controller's is, so a killed broker's partitions (and a killed
+controller's lease) move at its session timeout.
 
 The beat never waits for the registry: opening a partition may rebuild its tail from the
 bucket for seconds, longer than the session timeout, and a heartbeat held up behind it would
@@ -58,9 +59,10 @@ NUDGE_COALESCE_S = 0.01  # a burst of changes (a controller moving many topics) 
 # little longer, they migrate first and the broker is dropped by a later answer.
 DEPARTED_LISTED_S = 5.0
 # The controller beats this long after the earliest other broker's session would run out
-# unrenewed: a killed broker's partitions move at its session timeout, not up to a heartbeat
-# interval later (the beat then finds the session renewed, or expired).
-SESSION_END_GRACE_S = 0.02
+# unrenewed (the others, after the controller's, to take its lease): a killed broker's
+# partitions move at its session timeout, not up to a heartbeat interval later (the beat then
+# finds the session renewed, or expired).
+SESSION_END_GRACE_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +245,7 @@ class Membership:
             except TimeoutError:
                 pass
             self._nudged.clear()
-            self._next_session_end = None  # set again by a controller's successful beat
+            self._next_session_end = None  # set again by a successful beat
             try:
                 await self.beat()
             except asyncio.CancelledError:
@@ -293,15 +295,18 @@ class Membership:
         listed_at = time.monotonic()
         leaderships = await self.store.list_partition_leaders()
         slots = await self.store.list_coordinator_slots()
+        # The controller watches every other broker's session; the others watch the controller's
+        # (its lease is renewed just after its session, so it runs out just after too).
+        controller_id = self.settings.node_id if controller else await self._controller_id()
+        watched = [b.session_remaining_ms for b in brokers.values()
+                   if b.node_id != self.settings.node_id and (controller or b.node_id == controller_id)]  # fmt: skip
+        self._next_session_end = listed_at + min(watched) / 1000 + SESSION_END_GRACE_S if watched else None
         if controller:
-            others = [b.session_remaining_ms for b in brokers.values() if b.node_id != self.settings.node_id]
-            self._next_session_end = listed_at + min(others) / 1000 + SESSION_END_GRACE_S if others else None
             leaderships = await self._controller_pass(leaderships, brokers)
             slots = await self._slots_pass(slots, brokers)
         topics = {t.name: t for t in await self.store.list_topics()}
         return ClusterView(
-            brokers, topics, {(p.topic, p.partition): p for p in leaderships},
-            self.settings.node_id if controller else await self._controller_id(), read_at,
+            brokers, topics, {(p.topic, p.partition): p for p in leaderships}, controller_id, read_at,
             slots={slot.partition: slot for slot in slots},
         )  # fmt: skip
 
