@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .cluster.membership import ClusterView
     from .groups import Groups
     from .partition import PartitionLeader
+    from .replica_reads import BucketReplica
     from .security.shell import BrokerSecurity
     from .txn.transactions import Transactions
 
@@ -112,6 +113,7 @@ class BrokerApi(Protocol):
     groups: Groups
     transactions: Transactions  # the transaction coordinator's shell (txn/transactions.py)
     security: BrokerSecurity  # authentication state and ACL decisions (security/shell.py)
+    replica_reads: BucketReplica | None  # reads of partitions led elsewhere (KIP-392), when replica.selector.class is set
 
     @property
     def cluster(self) -> ClusterView:

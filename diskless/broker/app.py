@@ -35,6 +35,7 @@ from .group import GroupConfig
 from .groups import Groups
 from .handlers import HANDLERS
 from .registry import Registry, RegistrySettings
+from .replica_reads import BucketReplica
 from .security.shell import BrokerSecurity
 from .security.tls import server_context
 from .server import KafkaServer
@@ -95,6 +96,7 @@ class Broker:
         self.http: AdminHttp | None = None
         self.wal: WalWriter | None = None
         self.membership: Membership | None = None
+        self.replica_reads: BucketReplica | None = None  # set at start when replica.selector.class is
         # Set once the broker joined the cluster and opened its partitions: the listener is
         # bound before (its port is what the broker registers), requests wait for this.
         self._ready = asyncio.Event()
@@ -116,6 +118,7 @@ class Broker:
         # 8 MiB ranged GETs, 32 MiB read ahead: per-request latency to S3 is tens of ms.
         reader = RemoteLogReader(self.bucket, chunk_bytes=8 * 2**20, prefetch_chunks=4, cache_bytes=256 * 2**20)
         self.storage = RemoteStorage(self.bucket, self.store, reader)
+        self.replica_reads = BucketReplica(self.store, self.storage) if c.replica_selector_class else None
         self.uploader = Uploader(
             self.bucket, lambda: self.registry.leaders(), self.clock,
             upload_concurrency=c.upload_concurrency, local_disk_limit_bytes=c.local_disk_limit_bytes,

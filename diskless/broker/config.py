@@ -69,6 +69,7 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_min_heartbeat_interval_ms: int = 5000
     broker_rack: str | None = None  # broker.rack
+    replica_selector_class: str | None = None  # replica.selector.class: rack-aware reads from any broker (KIP-392)
     broker_session_timeout_ms: int = 9000  # broker.session.timeout.ms
     broker_heartbeat_interval_ms: int = 500  # broker.heartbeat.interval.ms (Kafka: 2000; faster hand-over here)
     auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable

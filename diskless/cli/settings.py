@@ -50,6 +50,19 @@ def text(value: str) -> str:
     return value
 
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def replica_selector(value: str) -> str | None:
+    """replica.selector.class: Kafka's RackAwareReplicaSelector (or `rack`), or none."""
+    name = text(value).strip()
+    if name in ("", "none"):
+        return None
+    if name in (RACK_AWARE_REPLICA_SELECTOR, "RackAwareReplicaSelector", "rack"):
+        return RACK_AWARE_REPLICA_SELECTOR
+    raise SettingsError(f"expected {RACK_AWARE_REPLICA_SELECTOR} (or rack) or none, got {value!r}")
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -173,6 +186,8 @@ SETTINGS = [
     Setting("group_consumer_heartbeat_interval_ms", integer, 5000, "group.consumer.heartbeat.interval.ms: how often KIP-848 consumers heartbeat"),
     Setting("group_consumer_min_heartbeat_interval_ms", integer, 5000, "group.consumer.min.heartbeat.interval.ms: the least a group may set"),
     Setting("broker_rack", text, None, "broker.rack: this broker's rack (availability zone), shown in Metadata"),
+    Setting("replica_selector_class", replica_selector, None, "replica.selector.class: RackAwareReplicaSelector (or rack) sends "
+            "a consumer whose client.rack is another broker's rack to fetch there, from the bucket (KIP-392); none: leaders serve all"),
     Setting("broker_session_timeout_ms", integer, 9000, "broker.session.timeout.ms: a broker that has not renewed its session in the "
             "metadata store for this long is out of the cluster, and its partitions move to the others"),
     Setting("broker_heartbeat_interval_ms", integer, 500, "broker.heartbeat.interval.ms: how often the session is renewed and the "
@@ -306,6 +321,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         group_consumer_heartbeat_interval_ms=values["group_consumer_heartbeat_interval_ms"],
         group_consumer_min_heartbeat_interval_ms=values["group_consumer_min_heartbeat_interval_ms"],
         broker_rack=values["broker_rack"],
+        replica_selector_class=values["replica_selector_class"],
         broker_session_timeout_ms=values["broker_session_timeout_ms"],
         broker_heartbeat_interval_ms=values["broker_heartbeat_interval_ms"],
         auto_leader_rebalance_enable=values["auto_leader_rebalance_enable"],

@@ -3,6 +3,10 @@
 The response holds `FileRecords` standing for byte ranges of segment files; the server shell
 sends them with sendfile. A fetch that finds fewer than `min_bytes` waits, without polling,
 for an append to any of its partitions or for `max_wait` to pass, then reads again.
+
+With `replica.selector.class` set (replica_reads.py, KIP-392), a consumer in another rack is
+told its preferred read replica instead of records, and partitions led elsewhere are served
+from the bucket (polled for new durable batches while the fetch waits).
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from kio.schema.errors import ErrorCode
 
 from diskless.wire import FileRecords, Request
 
+from .. import metrics
 from ..api import BrokerApi, absent
 from ..errors import error_code_for
 from ..partition import PartitionLeader
+from ..replica_reads import VIEW_MAX_AGE_S, BucketReplica, preferred_read_replica, transaction_free_prefix
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import READ, TOPIC
 
@@ -34,20 +40,28 @@ async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
     # A partition this broker is opening holds the request rather than refusing it (opening_gate.py).
     await broker.registry.until_open([(t.topic, p.partition) for t in body.topics for p in t.partitions], body.max_wait.total_seconds())
     while True:
-        topics, total_bytes, failed, waiting = await _read(broker, body, mod, max_bytes)
+        topics, total_bytes, failed, waiting, polling = await _read(broker, body, mod, max_bytes)
         remaining = deadline - loop.time()
-        if total_bytes >= body.min_bytes or failed or remaining <= 0 or not waiting:
+        if total_bytes >= body.min_bytes or failed or remaining <= 0 or not (waiting or polling):
             break
-        await asyncio.wait([p.appended() for p in waiting], timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        wakes = [p.appended() for p in waiting]
+        if polling:  # read from the bucket: nothing tells of new durable batches but a new look
+            wakes.append(asyncio.ensure_future(asyncio.sleep(VIEW_MAX_AGE_S)))
+        await asyncio.wait(wakes, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        if polling:
+            wakes[-1].cancel()
     return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=tuple(topics))
 
 
-async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple[list[Any], int, bool, list[PartitionLeader]]:
+async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple[list[Any], int, bool, list[PartitionLeader], bool]:
     topics = []
     total_bytes = 0
-    failed = False
+    failed = polling = False
     waiting: list[PartitionLeader] = []
     read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    # A consumer's fetch may be served by a broker of its rack (KIP-392, replica_reads.py).
+    replicas = broker.replica_reads if getattr(body, "replica_id", -1) < 0 else None
+    rack = getattr(body, "rack_id", "") or ""
     for fetch_topic in body.topics:
         results = []
         for fetch in fetch_topic.partitions:
@@ -55,10 +69,25 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
             error, records = ErrorCode.none, b""
             high_watermark = log_start_offset = last_stable_offset = -1
             aborted = None
+            preferred = -1
             if not broker.security.allowed(READ, TOPIC, fetch_topic.topic):
                 error = ErrorCode.topic_authorization_failed
+            elif partition is None and replicas is not None and broker.registry.has_partition(fetch_topic.topic, fetch.partition):
+                error, records, high_watermark, log_start_offset, size = await _read_replica(
+                    broker, replicas, fetch_topic.topic, fetch, max(0, min(fetch.partition_max_bytes, max_bytes - total_bytes)), total_bytes == 0,
+                    read_committed,
+                )  # fmt: skip
+                last_stable_offset = high_watermark
+                total_bytes += size
+                polling = polling or (error is ErrorCode.none and size == 0)
             elif partition is None:
                 error = absent(broker, fetch_topic.topic, fetch.partition)
+            elif replicas is not None and rack and (not read_committed or partition.txns.transaction_free) and (
+                target := preferred_read_replica(broker.cluster.brokers.values(), broker.settings.node_id, rack, fetch_topic.topic, fetch.partition)
+            ) is not None:
+                # As Kafka's leader: no records, the replica to fetch from next.
+                high_watermark, log_start_offset = partition.high_watermark, partition.log_start_offset
+                last_stable_offset, preferred = partition.last_stable_offset, target
             else:
                 # The whole log's start (bucket and DeleteRecords included), not the local one's.
                 high_watermark, log_start_offset = partition.high_watermark, partition.log_start_offset
@@ -96,12 +125,34 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                     last_stable_offset=last_stable_offset,
                     log_start_offset=log_start_offset,
                     aborted_transactions=aborted,
-                    preferred_read_replica=-1,
+                    preferred_read_replica=preferred,
                     records=records,
                 )
             )
         topics.append(make(mod.FetchableTopicResponse, topic=fetch_topic.topic, partitions=tuple(results)))
-    return topics, total_bytes, failed, waiting
+    return topics, total_bytes, failed, waiting, polling
+
+
+async def _read_replica(
+    broker: BrokerApi, replicas: BucketReplica, topic: str, fetch: Any, max_bytes: int, first: bool, read_committed: bool
+) -> tuple[ErrorCode, bytes, int, int, int]:
+    """A partition led elsewhere, from the bucket: (error, records, high watermark, log start,
+    bytes); read_committed only up to its first transactional batch (replica_reads.py)."""
+    _, epoch = broker.registry.leadership(topic, fetch.partition)
+    error = _check_leader_epoch(getattr(fetch, "current_leader_epoch", -1), epoch)
+    if error is not ErrorCode.none:
+        return error, b"", -1, -1, 0
+    try:
+        data, view = await replicas.read(topic, fetch.partition, fetch.fetch_offset, max_bytes, min_one_batch=first)
+    except Exception as exc:
+        return error_code_for(exc, f"fetch of {topic}-{fetch.partition} from the bucket"), b"", -1, -1, 0
+    if data and read_committed:
+        data = data[: transaction_free_prefix(data)]
+        if not data:  # transactional from here on: the leader serves it
+            return ErrorCode.not_leader_or_follower, b"", -1, -1, 0
+    if data:
+        metrics.REPLICA_READ_BYTES.labels(topic).inc(len(data))
+    return ErrorCode.none, data or b"", view.durable_end, view.log_start_offset, len(data or b"")
 
 
 def _aborted(mod: Any, partition: PartitionLeader, fetch_offset: int, last_stable_offset: int) -> tuple[Any, ...]:

@@ -82,6 +82,13 @@ class PartitionTxns:
         self._ending: list[tuple[int, int]] = []
         self._aborted: list[AbortedTxn] = []  # by last_offset
         self._recorded_end = 0  # aborted transactions with a marker below it are in the store
+        self._seen = False  # a transactional batch, or an aborted transaction from the store, was seen
+
+    @property
+    def transaction_free(self) -> bool:
+        """No transactional batch seen (in the local log, appended, or aborted in the store):
+        read_committed reads the same as read_uncommitted, control batches aside."""
+        return not self._seen
 
     @property
     def has_ongoing(self) -> bool:
@@ -92,12 +99,14 @@ class PartitionTxns:
 
     def on_data(self, producer_id: int, first_offset: int) -> None:
         """A transactional data batch was appended."""
+        self._seen = True
         self._ongoing.setdefault(producer_id, first_offset)
 
     def on_marker(self, producer_id: int, marker_offset: int, commit: bool, default_first_offset: int) -> None:
         """A marker was appended at `marker_offset`; its transaction is stable once it is durable.
         A marker of a producer with no open transaction here (a second marker after a
         coordinator restart, or a transaction that wrote nothing to this partition) ends nothing."""
+        self._seen = True
         first = self._ongoing.pop(producer_id, None)
         if first is None:
             return
@@ -107,6 +116,7 @@ class PartitionTxns:
 
     def merge_aborted(self, entries: Iterable[tuple[int, int, int]]) -> None:
         """Aborted transactions from the store, (producer id, first offset, marker offset)."""
+        self._seen = self._seen or bool(entries := list(entries))
         known = {a.last_offset for a in self._aborted}
         merged = self._aborted + [AbortedTxn(p, f, m) for p, f, m in entries if m not in known]
         self._aborted = sorted(merged, key=lambda a: a.last_offset)
