@@ -71,10 +71,14 @@ sys.stdin.read()  # until the parent goes
 
 
 class Moto:
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", _MOTO_CHILD, str(REPO)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO
-        )  # fmt: skip
+    def __init__(self, work: Path) -> None:
+        # moto's own errors (its werkzeug logs a traceback when two PUTs of one key race, as a
+        # retried PUT and the one it replaced may) go to a file of the work directory.
+        with open(work / "moto.log", "wb") as errors:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _MOTO_CHILD, str(REPO)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+                text=True, cwd=REPO,
+            )  # fmt: skip
         assert self.process.stdout is not None
         port, self.bucket = self.process.stdout.readline().split()
         self.port = int(port)
@@ -227,7 +231,7 @@ def main() -> None:
             parser.error(f"unknown mode {mode!r}")
 
     work = Path(tempfile.mkdtemp(prefix="bench-bucket-outage-"))
-    moto = Moto()
+    moto = Moto(work)
     proxy = StoreProxy(moto.port)
     http_port = free_port()
     url = f"s3://{moto.bucket}/outage?endpoint_url={proxy.endpoint_url}&region=us-east-1"
@@ -255,7 +259,7 @@ def main() -> None:
         proxy.close()
         moto.close()
         if args.keep:
-            print(f"data directory and log in {work}")
+            print(f"data directory, broker log and moto's log in {work}")
         else:
             import shutil
 

@@ -261,9 +261,12 @@ class WalWriter:
 
     async def _retrying(self, what: str, step: str, attempt: Callable[[], object]) -> None:
         backoff = RETRY_BACKOFF_MS
+        failures = 0
         while True:
             try:
                 await attempt()  # type: ignore[misc]
+                if failures:
+                    log.info("%s succeeded after %d failed tr%s", what, failures, "y" if failures == 1 else "ies")
                 return
             except (FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopicOrPartition, UnknownTopic):
                 raise
@@ -271,7 +274,11 @@ class WalWriter:
                 raise
             except Exception as exc:
                 metrics.WAL_RETRIES.labels(step).inc()
-                log.warning("%s failed (%s); retrying in %d ms", what, exc, backoff)
+                failures += 1
+                # The first failure of an object's streak is a WARNING, the rest DEBUG: through
+                # an outage every object in flight retries every few seconds, and the store
+                # itself says once that it does not answer (cold_tier.health).
+                log.log(logging.WARNING if failures == 1 else logging.DEBUG, "%s failed (%s); retrying in %d ms", what, exc, backoff)
                 # Cut short when the bucket answers again: objects commit in seal order, so one
                 # object still sitting out its back-off would hold back every later one.
                 await retry_wait(self.bucket, backoff * random.uniform(0.5, 1.0) / 1000)
