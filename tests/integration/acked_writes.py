@@ -81,3 +81,69 @@ def account(bootstrap: str, topic: str, partitions: int, producer: AckingProduce
     duplicates = [v for v, at in seen.items() if len(at) > 1]
     garbage = [v for v in seen if not (v.isdigit() and int(v) < producer.sent)]
     assert (len(missing), len(moved), len(duplicates), len(garbage)) == (0, 0, 0, 0), (missing[:5], moved[:5], duplicates[:5], garbage[:5])
+
+
+class CommittingConsumer(threading.Thread):
+    """A consumer group member reading throughout and committing its position every 100
+    records (synchronously): `committed` holds, per partition, the highest offset a commit was
+    acknowledged for, which the group's stored offsets must never fall behind."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.topic, self.group = topic, group
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 1000, "reconnect.backoff.max.ms": 200,
+        })  # fmt: skip
+        self.committed: dict[int, int] = {}
+        self.values: list[bytes] = []
+        self.seen: set[bytes] = set()
+        self.errors: list[str] = []  # record errors (commits refused during a coordinator move are retried, not errors)
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.topic])
+        read = 0
+        try:
+            while not self.stopping.is_set():
+                msg = self.consumer.poll(0.1)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    if not msg.error().retriable() and msg.error().code() != KafkaError._PARTITION_EOF:
+                        self.errors.append(str(msg.error()))
+                    continue
+                with self.lock:
+                    self.values.append(msg.value())
+                    self.seen.add(msg.value())
+                read += 1
+                if read % 100 == 0:
+                    self._commit()
+        finally:
+            self.consumer.close()
+
+    def has_read(self, values: set[bytes]) -> bool:
+        """Whether every one of `values` was read (at least once: a member reads again from
+        the last commit after a rebalance)."""
+        with self.lock:
+            return values <= self.seen
+
+    def _commit(self) -> None:
+        try:
+            done = self.consumer.commit(asynchronous=False)
+        except Exception:
+            return  # the coordinator moved or its broker died: the next commit goes to the new one
+        with self.lock:
+            for tp in done or ():
+                if tp.error is None and tp.offset >= 0:
+                    self.committed[tp.partition] = max(self.committed.get(tp.partition, 0), tp.offset)
+
+
+def stored_offsets(bootstrap: str, topic: str, group: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets as the cluster stores them (OffsetFetch)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return {tp.partition: tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=DEADLINE_S)}
+    finally:
+        consumer.close()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .acked_writes import AckingProducer, account
+from .acked_writes import AckingProducer, CommittingConsumer, account, stored_offsets
 from .broker_process import BrokerProcess, free_port
 from .moto_s3 import MotoS3
 
@@ -173,13 +173,28 @@ def test_three_brokers_share_leadership_and_serve_clients(cluster: Cluster) -> N
 
 @pytest.mark.slow
 def test_killed_brokers_lose_no_acknowledged_record(cluster: Cluster) -> None:
+    """Ten times: SIGKILL a random broker (leader, coordinator or controller), delete its disk,
+    restart it, under an idempotent acks=all producer and a consumer group committing as it
+    reads. Every acknowledged record is there exactly once at its offset, and the group's
+    stored offsets are never behind a commit it was told succeeded."""
     partitions = 12
     topic = create(cluster.bootstrap, partitions)
     producer = AckingProducer(cluster.bootstrap, topic, partitions)
     producer.start()
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = CommittingConsumer(cluster.bootstrap, topic, group)
+    consumer.start()
     rng = random.Random(11)
+
+    def commits_kept() -> None:
+        with consumer.lock:
+            acknowledged = dict(consumer.committed)
+        stored = stored_offsets(cluster.bootstrap, topic, group, partitions)
+        behind = {p: (stored.get(p), offset) for p, offset in acknowledged.items() if stored.get(p, -1) < offset}
+        assert behind == {}, f"stored offsets behind acknowledged commits: {behind}"
+
     try:
-        for _ in range(6):
+        for _ in range(10):
             target = producer.acks() + rng.randrange(300, 1500)
             wait_until(lambda: producer.acks() >= target, f"{target} acknowledged records")
             node = rng.choice(sorted(cluster.brokers))
@@ -189,14 +204,24 @@ def test_killed_brokers_lose_no_acknowledged_record(cluster: Cluster) -> None:
             # The others take its partitions over once its session expires.
             wait_until(lambda: node not in leaders(cluster.brokers[1 + node % 3].bootstrap, topic).values(), f"broker {node}'s partitions to move")
             victim.start()
+            commits_kept()
         producer.stopping.set()
         producer.join(DEADLINE_S * 4)
         assert not producer.is_alive()
         assert producer.errors == []
+        acknowledged = set(producer.acked)
+        wait_until(lambda: consumer.has_read(acknowledged), "the group to read every acknowledged record")
+        consumer.stopping.set()
+        consumer.join(DEADLINE_S)
+        assert consumer.errors == []
+        assert len(consumer.committed) == partitions  # every partition's commits were counted
+        commits_kept()
+        assert {v for v in consumer.values if v not in producer.acked} <= {b"%d" % i for i in range(producer.sent)}  # no garbage
         assert all(leader >= 1 for leader in leaders(cluster.bootstrap, topic).values())
         account(cluster.bootstrap, topic, partitions, producer)
     finally:
         producer.stopping.set()
+        consumer.stopping.set()
 
 
 def test_a_joining_broker_gets_its_share_of_leadership(tmp_path, postgres_database, moto_bucket) -> None:
