@@ -8,6 +8,7 @@ group offsets, producer ids and snapshots, and the catalogue of segments in the 
 from .errors import (
     BrokerIdInUse,
     ConflictingConfigChanges,
+    CoordinatorFenced,
     FencedLeaderEpoch,
     InvalidOffset,
     InvalidPartitions,
@@ -83,6 +84,7 @@ __all__ = [
     "BrokerRegistration",
     "PartitionLeadership",
     "BrokerIdInUse",
+    "CoordinatorFenced",
     "UnknownTopicOrPartition",
     "UnsupportedMetadataUrl",
     "UnsupportedSchemaVersion",

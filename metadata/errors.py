@@ -244,6 +244,17 @@ class BrokerIdInUse(MetadataError):
         self.incarnation = incarnation
 
 
+class CoordinatorFenced(MetadataError):
+    """A coordinator wrote with a slot epoch the store has moved past: the slot went to another
+    broker, which now owns its transactions (Kafka's TRANSACTION_COORDINATOR_FENCED)."""
+
+    def __init__(self, slot: int, expected_epoch: int, found_epoch: int | None) -> None:
+        super().__init__(f"coordinator slot {slot} is at epoch {found_epoch}, not {expected_epoch}: another broker coordinates it")
+        self.slot = slot
+        self.expected_epoch = expected_epoch
+        self.found_epoch = found_epoch
+
+
 class MetadataStorageError(MetadataError):
     """The database failed: unreachable, full, locked for too long, corrupt, ..."""
 

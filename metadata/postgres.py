@@ -571,14 +571,14 @@ class PostgresMetadataStore:
 
     # --- transactions ----------------------------------------------------------------------------
 
-    async def put_transaction(self, record: TransactionRecord) -> None:
-        await self._call(txn_ops.put_transaction, record, idempotent=True)
+    async def put_transaction(self, record: TransactionRecord, coordinator: tuple[int, int] | None = None) -> None:
+        await self._call(txn_ops.put_transaction, record, coordinator, idempotent=True)
 
     async def list_transactions(self) -> list[TransactionRecord]:
         return await self._call(txn_ops.list_transactions, idempotent=True, transaction=False)
 
-    async def delete_transaction(self, transactional_id: str) -> None:
-        await self._call(txn_ops.delete_transaction, transactional_id, idempotent=True)
+    async def delete_transaction(self, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:
+        await self._call(txn_ops.delete_transaction, transactional_id, coordinator, idempotent=True)
 
     async def put_aborted_transactions(
         self, topic: str, partition: int, entries: Sequence[tuple[int, int, int]], *, delete_below: int, leader_epoch: int

@@ -5,11 +5,22 @@ Same contract as postgres_ops.py (each runs inside the store's transaction or ca
 
 from __future__ import annotations
 
+from .errors import CoordinatorFenced
 from .postgres_ops import Conn, _fenced_partition, _partition_row
 from .transactions import COLUMNS, TransactionRecord
 
 
-async def put_transaction(conn: Conn, record: TransactionRecord) -> None:
+async def _check_coordinator(conn: Conn, coordinator: tuple[int, int] | None) -> None:
+    """FOR SHARE: a slot move (an UPDATE of the row) waits for this write, or this one sees it."""
+    if coordinator is not None:
+        slot, epoch = coordinator
+        found = await conn.fetchval("SELECT epoch FROM coordinator_slots WHERE slot = $1 FOR SHARE", slot)
+        if found != epoch:
+            raise CoordinatorFenced(slot, epoch, found)
+
+
+async def put_transaction(conn: Conn, record: TransactionRecord, coordinator: tuple[int, int] | None = None) -> None:
+    await _check_coordinator(conn, coordinator)
     await conn.execute(
         f"INSERT INTO transactions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
         "ON CONFLICT (transactional_id) DO UPDATE SET producer_id = EXCLUDED.producer_id, "
@@ -25,7 +36,8 @@ async def list_transactions(conn: Conn) -> list[TransactionRecord]:
     return [TransactionRecord.decode(tuple(row)) for row in rows]
 
 
-async def delete_transaction(conn: Conn, transactional_id: str) -> None:
+async def delete_transaction(conn: Conn, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:
+    await _check_coordinator(conn, coordinator)
     await conn.execute("DELETE FROM transactions WHERE transactional_id = $1", transactional_id)
 
 

@@ -351,14 +351,14 @@ class SqliteMetadataStore:
 
     # --- transactions ----------------------------------------------------------------------------
 
-    async def put_transaction(self, record: TransactionRecord) -> None:
-        await self._call(txn_ops.put_transaction, record)
+    async def put_transaction(self, record: TransactionRecord, coordinator: tuple[int, int] | None = None) -> None:
+        await self._call(txn_ops.put_transaction, record, coordinator)
 
     async def list_transactions(self) -> list[TransactionRecord]:
         return await self._call(txn_ops.list_transactions)
 
-    async def delete_transaction(self, transactional_id: str) -> None:
-        await self._call(txn_ops.delete_transaction, transactional_id)
+    async def delete_transaction(self, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:
+        await self._call(txn_ops.delete_transaction, transactional_id, coordinator)
 
     async def put_aborted_transactions(
         self, topic: str, partition: int, entries: Sequence[tuple[int, int, int]], *, delete_below: int, leader_epoch: int

@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import sqlite3
 
+from .errors import CoordinatorFenced
 from .sqlite_ops import _fenced_partition, _partition_row, _read, _write
 from .transactions import COLUMNS, TransactionRecord
 
 
-def put_transaction(conn: sqlite3.Connection, record: TransactionRecord) -> None:
+def _check_coordinator(conn: sqlite3.Connection, coordinator: tuple[int, int] | None) -> None:
+    if coordinator is not None:
+        slot, epoch = coordinator
+        row = conn.execute("SELECT epoch FROM coordinator_slots WHERE slot = ?", (slot,)).fetchone()
+        if row is None or row[0] != epoch:
+            raise CoordinatorFenced(slot, epoch, None if row is None else row[0])
+
+
+def put_transaction(conn: sqlite3.Connection, record: TransactionRecord, coordinator: tuple[int, int] | None = None) -> None:
     with _write(conn):
+        _check_coordinator(conn, coordinator)
         conn.execute(f"INSERT OR REPLACE INTO transactions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", record.row())
 
 
@@ -22,8 +32,9 @@ def list_transactions(conn: sqlite3.Connection) -> list[TransactionRecord]:
     return [TransactionRecord.decode(tuple(row)) for row in rows]
 
 
-def delete_transaction(conn: sqlite3.Connection, transactional_id: str) -> None:
+def delete_transaction(conn: sqlite3.Connection, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:
     with _write(conn):
+        _check_coordinator(conn, coordinator)
         conn.execute("DELETE FROM transactions WHERE transactional_id = ?", (transactional_id,))
 
 

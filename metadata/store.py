@@ -346,16 +346,18 @@ class MetadataStore(Protocol):
 
     # --- transactions (metadata/transactions.py) ----------------------------------------------
 
-    async def put_transaction(self, record: TransactionRecord) -> None:
-        """Write a transactional id's whole state (insert or replace)."""
+    async def put_transaction(self, record: TransactionRecord, coordinator: tuple[int, int] | None = None) -> None:
+        """Write a transactional id's whole state (insert or replace). With `coordinator`
+        (slot, epoch), only while that coordinator slot is at that epoch: CoordinatorFenced."""
         ...
 
     async def list_transactions(self) -> list[TransactionRecord]:
         """Every transactional id's state, ordered by id."""
         ...
 
-    async def delete_transaction(self, transactional_id: str) -> None:
-        """Forget a transactional id (transactional.id.expiration.ms); no-op if unknown."""
+    async def delete_transaction(self, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:
+        """Forget a transactional id (transactional.id.expiration.ms); no-op if unknown.
+        Fenced as put_transaction."""
         ...
 
     async def put_aborted_transactions(

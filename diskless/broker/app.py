@@ -29,7 +29,7 @@ from .admin_http import AdminHttp
 from .api import RequestSettings
 from .config import BrokerConfig
 from .cluster.membership import ClusterView, Membership, MembershipSettings
-from .cluster.slots import holder, slot_of
+from .cluster.slots import slot_of
 from .data_dir import DataDirLock, claim_data_dir
 from .group import GroupConfig
 from .groups import Groups
@@ -147,7 +147,7 @@ class Broker:
         # Transactional ids hash to the same coordinator slots as groups (cluster/slots.py).
         self.transactions = Transactions(
             self.store, self.registry.leader, self.allocate_producer_id, self.clock,
-            lambda key: holder(self.cluster.slots, key) == c.node_id, self._slots_held,
+            self._coordinator_of, self._slots_held,
             DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, self._partition_leader_address,
         )  # fmt: skip
         await self.server.start()
@@ -254,6 +254,12 @@ class Broker:
         node_id, _ = self.registry.leadership(topic, index)
         registration = self.cluster.brokers.get(node_id) if node_id is not None and node_id != self.config.node_id else None
         return None if registration is None else (registration.host, registration.port)
+
+    def _coordinator_of(self, key: str) -> tuple[int, int] | None:
+        """(slot, epoch) of a group's or transactional id's coordinator slot if held here."""
+        slots = self.cluster.slots
+        held = slots.get(slot_of(key, len(slots))) if slots else None
+        return None if held is None or held.leader_id != self.config.node_id else (held.partition, held.leader_epoch)
 
     def _slots_held(self) -> frozenset[int]:
         me = self.config.node_id

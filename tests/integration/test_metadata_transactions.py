@@ -43,6 +43,27 @@ async def test_transactions_round_trip(store: MetadataStore) -> None:
     assert await store.list_transactions() == [preparing]
 
 
+async def test_a_coordinator_writes_only_at_its_slots_epoch(store: MetadataStore) -> None:
+    from metadata import CoordinatorFenced
+
+    await store.create_coordinator_slots(4)
+    assert await store.set_coordinator_slots([(2, 1, 0)]) == [1]  # broker 1 holds slot 2 at epoch 1
+    first = TransactionRecord("tx", 5000, 0, 60_000, ONGOING, partitions=(("orders", 0),), txn_start_ms=1, last_update_ms=1)
+    await store.put_transaction(first, (2, 1))
+    assert await store.set_coordinator_slots([(2, 7, 1)]) == [2]  # the slot moves to broker 7
+    late = TransactionRecord("tx", 5000, 0, 60_000, PREPARE_COMMIT, first.partitions, txn_start_ms=1, last_update_ms=2)
+    with pytest.raises(CoordinatorFenced) as fenced:
+        await store.put_transaction(late, (2, 1))  # the old holder, not told yet
+    assert (fenced.value.slot, fenced.value.expected_epoch, fenced.value.found_epoch) == (2, 1, 2)
+    with pytest.raises(CoordinatorFenced):
+        await store.delete_transaction("tx", (2, 1))
+    assert await store.list_transactions() == [first]  # nothing of the stale holder landed
+    await store.put_transaction(late, (2, 2))  # the new holder writes
+    assert await store.list_transactions() == [late]
+    with pytest.raises(CoordinatorFenced):
+        await store.put_transaction(late, (9, 0))  # no such slot
+
+
 async def test_aborted_transactions_per_partition(store: MetadataStore) -> None:
     from metadata import FencedLeaderEpoch
 

@@ -6,12 +6,13 @@ durable, commits the transaction's offsets to its groups, and aborts transaction
 silent past their timeout.
 
 A transactional id is coordinated by the broker holding its coordinator slot (cluster/slots.py,
-as Kafka's __transaction_state partition): `coordinates` says whether this broker does now,
-`held` which slots it holds. When the slots held change, the state of those it holds is read
-from the store again, and every transaction found preparing is finished; the state of slots
-lost is dropped (the next holder reads the store). A coordinator epoch per slot, carried in
-markers and checked by the store on each write, is the seam for fencing a stale holder in the
-store (markers carry 0 today; a holder checks its slot before each write).
+as Kafka's __transaction_state partition): `coordinator_of` gives the slot and its epoch while
+this broker holds it, `held` which slots it holds. When the slots held change, the state of
+those it holds is read from the store again, and every transaction found preparing is
+finished; the state of slots lost is dropped (the next holder reads the store). The slot's
+epoch is the coordinator epoch: every write of transaction state is conditional on it in the
+store (CoordinatorFenced once the slot moved on, so a stale holder cannot write), and markers
+carry it.
 
 Markers go through the leader of each partition: in process for the partitions this broker
 leads, with WriteTxnMarkers (markers_client.py) to the broker leading the others; a partition
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from metadata import CommittedOffset, MetadataStore
+from metadata import CommittedOffset, CoordinatorFenced, MetadataStore
 from metadata.transactions import PREPARE_COMMIT, TransactionRecord
 
 from ..errors import NotTransactionCoordinator
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COORDINATOR_EPOCH = 0  # the seam for coordinator slots (see the module header)
 END_TXN_WAIT_S = 10.0  # EndTxn answers once the markers are durable, or after this (the outcome is decided)
 MARKER_RETRY_S = 0.2
 MAX_TIMER_SLEEP_S = 1.0
@@ -55,7 +55,7 @@ class Transactions:
         leader: Callable[[str, int], PartitionLeader | None],
         allocate_producer_id: Callable[[], Awaitable[int]],
         clock: Callable[[], int],
-        coordinates: Callable[[str], bool],
+        coordinator_of: Callable[[str], tuple[int, int] | None],
         held: Callable[[], frozenset[int]],
         transaction_max_timeout_ms: int,
         remote_leader: Callable[[str, int], tuple[str, int] | None] = lambda topic, index: None,
@@ -68,7 +68,7 @@ class Transactions:
         self._remote_leader = remote_leader  # (host, port) of another broker leading the partition
         self._allocate_producer_id = allocate_producer_id
         self._clock = clock
-        self._coordinates = coordinates
+        self._coordinator_of = coordinator_of  # (slot, epoch) of a transactional id held here, else None
         self._held = held
         self._loaded: frozenset[int] | None = None  # the slots whose state core holds
         self._load_lock = asyncio.Lock()
@@ -106,6 +106,9 @@ class Transactions:
                     self._wake.set()
         return bool(self._loaded) if transactional_id is None else self._coordinates(transactional_id)
 
+    def _coordinates(self, transactional_id: str) -> bool:
+        return self._coordinator_of(transactional_id) is not None
+
     def _lock(self, transactional_id: str) -> asyncio.Lock:
         lock = self._locks.get(transactional_id)
         if lock is None:
@@ -116,9 +119,13 @@ class Transactions:
         """Persist, then apply; a preparing record starts its completion. A broker that lost the
         coordinator's slot writes nothing more (checked before each write, not fenced by the
         store: the coordinator epoch is the seam for that)."""
-        if not self._coordinates(record.transactional_id):
+        coordinator = self._coordinator_of(record.transactional_id)
+        if coordinator is None:
             raise NotTransactionCoordinator(record.transactional_id)
-        await self.store.put_transaction(record)
+        try:
+            await self.store.put_transaction(record, coordinator)
+        except CoordinatorFenced as exc:  # the slot moved on before this broker heard of it
+            raise NotTransactionCoordinator(record.transactional_id) from exc
         self.core.apply(record)
         if is_preparing(record):
             self._start_completion(record)
@@ -208,9 +215,11 @@ class Transactions:
         commit = record.state == PREPARE_COMMIT
         pending = list(record.partitions)
         while pending:
-            if not self._coordinates(record.transactional_id):  # the next holder of the slot finishes it from the store
+            coordinator = self._coordinator_of(record.transactional_id)
+            if coordinator is None:  # the next holder of the slot finishes it from the store
                 log.info("transaction %r: coordinator slot lost; leaving its completion to the next coordinator", record.transactional_id)
                 return
+            epoch = coordinator[1]
             waits = []
             missing = []
             for topic, index in pending:
@@ -219,7 +228,7 @@ class Transactions:
                     missing.append((topic, index))
                     continue
                 try:
-                    offset = leader.append_marker(record.producer_id, record.producer_epoch, commit, COORDINATOR_EPOCH, self._clock())
+                    offset = leader.append_marker(record.producer_id, record.producer_epoch, commit, epoch, self._clock())
                 except Exception as exc:
                     log.warning("transaction %r: marker for %s-%d failed (%s); will retry", record.transactional_id, topic, index, exc)
                     missing.append((topic, index))
@@ -231,7 +240,7 @@ class Transactions:
                 except Exception as exc:
                     log.warning("transaction %r: marker for %s-%d not durable (%s); will retry", record.transactional_id, *key, exc)
                     missing.append(key)
-            pending = await self._remote_markers(record, commit, missing)
+            pending = await self._remote_markers(record, commit, missing, epoch)
             if pending:
                 await asyncio.sleep(MARKER_RETRY_S)
         if commit:
@@ -242,12 +251,17 @@ class Transactions:
                 await self._retry(lambda g=group_id, o=offsets: self.store.commit_offsets(g, o))
         async with self._lock(record.transactional_id):
             done = self.core.complete(record.transactional_id, self._clock())
-            if done is not None and self._coordinates(record.transactional_id):
-                await self._retry(lambda: self.store.put_transaction(done))
+            coordinator = self._coordinator_of(record.transactional_id)
+            if done is not None and coordinator is not None:
+                try:
+                    await self._retry(lambda: self.store.put_transaction(done, coordinator))
+                except CoordinatorFenced:
+                    log.info("transaction %r: coordinator slot moved on; the next coordinator completes it", record.transactional_id)
+                    return
                 self.core.apply(done)
         log.debug("transaction %r of producer %d: %s complete", record.transactional_id, record.producer_id, "commit" if commit else "abort")
 
-    async def _remote_markers(self, record: TransactionRecord, commit: bool, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    async def _remote_markers(self, record: TransactionRecord, commit: bool, partitions: list[tuple[str, int]], epoch: int) -> list[tuple[str, int]]:
         """Send the markers of partitions other brokers lead; returns those still to write."""
         by_broker: dict[tuple[str, int], list[tuple[str, int]]] = {}
         left = []
@@ -260,7 +274,7 @@ class Transactions:
         for (host, port), keys in by_broker.items():
             try:
                 answers = await write_txn_markers(
-                    host, port, record.producer_id, record.producer_epoch, commit, COORDINATOR_EPOCH, keys, END_TXN_WAIT_S
+                    host, port, record.producer_id, record.producer_epoch, commit, epoch, keys, END_TXN_WAIT_S
                 )
             except Exception as exc:
                 log.warning("transaction %r: WriteTxnMarkers to %s:%d failed (%s); will retry", record.transactional_id, host, port, exc)
@@ -278,6 +292,8 @@ class Transactions:
             try:
                 await operation()
                 return
+            except CoordinatorFenced:
+                raise
             except Exception as exc:
                 log.warning("transaction coordinator: store write failed (%s); will retry", exc)
                 await asyncio.sleep(MARKER_RETRY_S)
@@ -299,7 +315,10 @@ class Transactions:
                     for transactional_id in self.core.expired_ids(self._clock(), self.transactional_id_expiration_ms):
                         async with self._lock(transactional_id):
                             if transactional_id in self.core.expired_ids(self._clock(), self.transactional_id_expiration_ms):
-                                await self.store.delete_transaction(transactional_id)
+                                coordinator = self._coordinator_of(transactional_id)
+                                if coordinator is None:
+                                    continue
+                                await self.store.delete_transaction(transactional_id, coordinator)
                                 self.core.forget(transactional_id)
                                 self._locks.pop(transactional_id, None)
                                 log.info("transactional id %r expired", transactional_id)
