@@ -7,13 +7,15 @@
                                  bytes and messages per topic, both tiers per partition,
                                  uploads and remote reads, remote-read cache hits and
                                  misses, connections and request and response sizes,
-                                 consumer group lag
+                                 consumer group lag, the log cleaner
     GET /v1/topics               every topic with its partitions' state
     GET /v1/topics/{topic}       one topic: per partition the log start offset, the local log
                                  start offset, the high watermark, local and bucket segments
                                  and bytes, the upload lag (segments and bytes waiting), and
                                  the write-ahead objects holding its durable batches not yet
-                                 released (offsets, objects, batches; from the metadata store)
+                                 released (offsets, objects, batches; from the metadata store);
+                                 for a compacted topic also its cleaning: the dirty ratio now,
+                                 the first dirty offset and when it was last cleaned
     GET /v1/brokers              every broker registered in the metadata store (the whole
                                  cluster): node id, address, rack, alive, controller, and the
                                  partitions it leads
@@ -47,6 +49,7 @@ from . import console, metrics
 from .cluster.membership import CONTROLLER_LEASE
 from .groups import Groups
 from .partition import PartitionLeader
+from .compaction.cleaner import last_cleaned_ms, partition_cleaning
 from .registry import Registry
 from .tiering.uploader import Uploader
 
@@ -69,6 +72,25 @@ def partition_state(leader: PartitionLeader) -> dict[str, Any]:
         "remote_bytes": sum(s.size_bytes for s in remote),
         "upload_lag_segments": len(waiting),
         "upload_lag_bytes": sum(s.size_bytes for s in waiting),
+        **compaction_state(leader),
+    }
+
+
+def compaction_state(leader: PartitionLeader) -> dict[str, Any]:
+    """A compacted partition's cleaning, computed now as the cleaner would (empty for others):
+    its dirty ratio, first dirty offset, and when its last complete pass ended (epoch ms, None
+    if never cleaned)."""
+    planned = partition_cleaning(leader, int(time.time() * 1000))  # type: ignore[arg-type]
+    if planned is None:
+        return {}
+    cleaning = planned[0]
+    return {
+        "compaction": {
+            "dirty_ratio": round(cleaning.dirty_ratio, 4),
+            "first_dirty_offset": cleaning.first_dirty_offset,
+            "cleanable_bytes": cleaning.dirty_bytes,
+            "last_cleaned_ms": last_cleaned_ms(leader.dir),
+        }
     }
 
 

@@ -18,6 +18,9 @@ Two kinds, so that no partition state has a second copy:
   import this module) are read at scrape time too, by `RemoteReaderCollector`: cache hits and
   misses, GETs.
 - Connections and request and response sizes are counted by the TCP shell (network_metrics.py).
+- The log cleaner of compacted topics registers its own in `EVENTS` (compaction/metrics.py):
+  counters of what its passes read, wrote and removed, and Kafka's LogCleaner and
+  LogCleanerManager gauges read from the running cleaner at scrape time.
 
 Label sets are bounded: API name and version, the topics and partitions of the cluster (a
 request naming an unknown topic is not labelled with it), consumer groups with committed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import datetime
 import functools
 import os
 import sys
@@ -238,6 +239,21 @@ def _print_tiering(state: dict[str, Any]) -> None:
         lag = f"{p['upload_lag_segments']} segs/{p['upload_lag_bytes']} B"
         print(f"{p['partition']:>9}  {p['local_log_start_offset']:>11}  {p['local_segments']:>10}  {p['local_bytes']:>11}  "
               f"{p['remote_segments']:>11}  {p['remote_bytes']:>12}  {lag:>18}")
+    compacted = [p for p in state["partitions"] if "compaction" in p]
+    if compacted:
+        print("compaction:")
+        print(f"{'partition':>9}  {'dirty ratio':>11}  {'first dirty':>11}  {'dirty bytes':>11}  last cleaned")
+        for p in compacted:
+            c = p["compaction"]
+            print(f"{p['partition']:>9}  {c['dirty_ratio']:>11.2f}  {c['first_dirty_offset']:>11}  {c['cleanable_bytes']:>11}  {_when(c['last_cleaned_ms'])}")
+
+
+def _when(epoch_ms: int | None) -> str:
+    """A UTC time to the millisecond, as the log lines print it; "never" for None."""
+    if epoch_ms is None:
+        return "never"
+    moment = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
 
 
 async def _describe(admin: Admin, topic: str) -> list[str]:

@@ -24,6 +24,13 @@ Reads and writes are paced by log.cleaner.io.max.bytes.per.second, shared by all
 (Kafka's Throttler). Only partitions this broker leads are cleaned; a pass whose segment was
 deleted meanwhile (retention of compact,delete, DeleteRecords) or whose leader closed drops
 its cleaned copies.
+
+What operators see (metrics.py reads it at scrape time, admin_http.py per partition): the
+LogCleaner keeps, as Kafka's LogCleaner and LogCleanerManager do, each partition's dirty ratio
+as of its last round, the figures of the passes of the last round that cleaned something
+(Kafka's per-thread lastStats), when a round last ran, and the partitions whose pass failed
+(Kafka's uncleanable partitions: skipped until they are no longer led here). A partition's
+last cleaning is the time its checkpoint was written (the file's mtime): it survives a restart.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from hot_tier.files import pread_exact
 from hot_tier.records import HEADER_BYTES, BatchHeader, CorruptBatch, iter_record_tuples, peek_size, read_header
 from hot_tier.swap import cleaned_path
 
+from . import metrics
 from .config import CleanerConfig, CompactionRules
 from .policy import ENTRY_BYTES, CleaningPlan, OffsetMap, SegmentView, plan
 from .rewrite import CleanStats, clean_batch
@@ -124,6 +132,40 @@ class PassResult:
     stats: CleanStats = field(default_factory=CleanStats)
     tombstone_horizon_ms: int | None = None  # when the oldest kept tombstone may go
     map_keys: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PassSummary:
+    """One finished pass, as Kafka's CleanerStats reports it (LogCleaner's gauges read these)."""
+
+    topic: str
+    partition: int
+    elapsed_s: float
+    stats: CleanStats
+    map_keys: int
+    map_capacity: int
+
+    @property
+    def buffer_utilization(self) -> float:
+        """Share of the offset map the pass filled (Kafka's OffsetMap.utilization)."""
+        return self.map_keys / self.map_capacity if self.map_capacity else 0.0
+
+
+def partition_cleaning(
+    leader: CleanablePartition, now_ms: int, tombstone_horizon_ms: int | None = None
+) -> tuple[CleaningPlan, list[SegmentInfo], list[SegmentView]] | None:
+    """A compacted partition's cleanable range now (None for a partition that is not compacted
+    or closed). Reads the first header of each rolled segment and the checkpoint file."""
+    rules = getattr(leader.rules, "compaction", None)
+    if rules is None or leader.closed:
+        return None
+    segments = list(leader.local_segments)
+    views = segment_views(segments)
+    cleaning = plan(
+        views, checkpoint=read_checkpoint(leader.dir), log_start_offset=leader.local_log_start_offset,
+        high_watermark=leader.last_stable_offset, rules=rules, now_ms=now_ms, tombstone_horizon_ms=tombstone_horizon_ms,
+    )  # fmt: skip
+    return cleaning, segments, views
 
 
 def segment_views(segments: Sequence[SegmentInfo]) -> list[SegmentView]:
@@ -293,6 +335,14 @@ def read_checkpoint(dir: Path) -> int | None:
         return None
 
 
+def last_cleaned_ms(dir: Path) -> int | None:
+    """When the partition's last complete pass ended (its checkpoint was written), or None."""
+    try:
+        return (dir / CHECKPOINT_FILE).stat().st_mtime_ns // 1_000_000
+    except OSError:
+        return None
+
+
 def write_checkpoint(dir: Path, offset: int) -> None:
     """The first dirty offset, atomically: a temporary file, fsynced, renamed over the old one."""
     temporary = dir / f"{CHECKPOINT_FILE}.tmp"
@@ -320,8 +370,21 @@ class LogCleaner:
         self._horizons: dict[tuple[str, int], int | None] = {}
         self.passes = 0  # completed passes that swapped something in, for tests and metrics
         self.last_cleaned_ms: dict[tuple[str, int], int] = {}
+        # What the metrics read (see the module header); only the event-loop task writes them.
+        self.dirty_ratios: dict[tuple[str, int], float] = {}  # every compacted partition, as of the last round
+        self.last_passes: list[PassSummary] = []  # the passes of the last round that cleaned something
+        self.last_run_ms: int | None = None  # when the last round began (self._clock)
+        self.uncleanable: dict[tuple[str, int], Path] = {}  # partition -> its log's directory
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    def log_dirs(self) -> set[Path]:
+        """The directories holding the logs of the partitions led here (one: the data dir's logs)."""
+        return {leader.dir.parent for leader in self._leaders() if not leader.closed}
 
     async def run(self) -> None:
+        metrics.LOG_CLEANER.attach(self)
         try:
             while True:
                 try:
@@ -330,45 +393,59 @@ class LogCleaner:
                     log.exception("log cleaner round failed; retrying after log.cleaner.backoff.ms")
                 await asyncio.sleep(self.config.backoff_ms / 1000)
         finally:
+            metrics.LOG_CLEANER.detach(self)
             self._stop.set()  # passes still in their threads stop at the next batch
 
     def plans(self, now_ms: int) -> list[tuple[CleanablePartition, CleaningPlan, list[SegmentInfo], list[SegmentView]]]:
-        """The partitions to clean now, filthiest first (forced ones before the others)."""
+        """The partitions to clean now, filthiest first (forced ones before the others). Records
+        every compacted partition's dirty ratio; skips the uncleanable ones."""
         found = []
+        ratios: dict[tuple[str, int], float] = {}
+        led: set[tuple[str, int]] = set()
         for leader in self._leaders():
-            rules = getattr(leader.rules, "compaction", None)
-            if rules is None or leader.closed:
+            key = (leader.topic, leader.index)
+            led.add(key)
+            planned = partition_cleaning(leader, now_ms, self._horizons.get(key))
+            if planned is None:
                 continue
-            segments = list(leader.local_segments)
-            views = segment_views(segments)
-            cleaning = plan(
-                views, checkpoint=read_checkpoint(leader.dir), log_start_offset=leader.local_log_start_offset,
-                high_watermark=leader.last_stable_offset, rules=rules, now_ms=now_ms,
-                tombstone_horizon_ms=self._horizons.get((leader.topic, leader.index)),
-            )  # fmt: skip
-            if cleaning.should_clean(rules):
+            cleaning, segments, views = planned
+            ratios[key] = cleaning.dirty_ratio
+            if key not in self.uncleanable and cleaning.should_clean(leader.rules.compaction):  # type: ignore[attr-defined]
                 found.append((leader, cleaning, segments, views))
+        self.dirty_ratios = ratios
+        self.uncleanable = {key: dir for key, dir in self.uncleanable.items() if key in led}
         found.sort(key=lambda item: (not item[1].forced, -item[1].dirty_ratio))
         return found
 
     async def clean_once(self) -> int:
         """One round: clean up to log.cleaner.threads partitions; return how many were cleaned."""
-        chosen = self.plans(self._clock())[: max(1, self.config.threads)]
+        self.last_run_ms = now_ms = self._clock()
+        chosen = self.plans(now_ms)[: max(1, self.config.threads)]
         if not chosen:
             return 0
         results = await asyncio.gather(*(self._clean(*item) for item in chosen), return_exceptions=True)
+        summaries = []
         for (leader, *_), outcome in zip(chosen, results):
-            if isinstance(outcome, BaseException) and not isinstance(outcome, CleaningStopped):
-                log.error("%s-%d: cleaning failed: %r", leader.topic, leader.index, outcome)
-        return sum(1 for outcome in results if outcome is True)
+            if isinstance(outcome, PassSummary):
+                summaries.append(outcome)
+            elif isinstance(outcome, BaseException) and not isinstance(outcome, CleaningStopped):
+                # Kafka's markPartitionUncleanable: not tried again while this broker leads it.
+                self.uncleanable[(leader.topic, leader.index)] = leader.dir.parent
+                log.error("%s-%d: cleaning failed, the partition is uncleanable until it moves: %r", leader.topic, leader.index, outcome)
+        if summaries:
+            self.last_passes = summaries
+        return len(summaries)
 
-    async def _clean(self, leader: CleanablePartition, cleaning: CleaningPlan, segments: list[SegmentInfo], views: list[SegmentView]) -> bool:
+    async def _clean(
+        self, leader: CleanablePartition, cleaning: CleaningPlan, segments: list[SegmentInfo], views: list[SegmentView]
+    ) -> PassSummary | None:
+        """One pass over `leader`; its summary, or None when the leader closed meanwhile."""
         rules: CompactionRules = leader.rules.compaction  # type: ignore[attr-defined]
         now_ms = self._clock()
         started = time.monotonic()
-        capacity = self.config.dedupe_buffer_size // max(1, self.config.threads)
+        map_capacity = self.config.dedupe_buffer_size // max(1, self.config.threads) // ENTRY_BYTES
         result = await asyncio.to_thread(
-            clean_partition, segments, views, cleaning, rules, map_capacity=capacity // ENTRY_BYTES,
+            clean_partition, segments, views, cleaning, rules, map_capacity=map_capacity,
             producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms, throttle=self._throttle, stop=self._stop,
             aborted=leader.aborted_transactions(0, cleaning.first_uncleanable_offset),
         )  # fmt: skip
@@ -377,7 +454,7 @@ class LogCleaner:
             if leader.closed:
                 for base, _ in result.cleaned:
                     cleaned_path(leader.dir, base).unlink(missing_ok=True)
-                return False
+                return None
             if leader.replace_cleaned_segment(base_offset, size_bytes):
                 swapped += 1
             else:
@@ -388,13 +465,15 @@ class LogCleaner:
         for base, _ in result.cleaned[swapped:]:
             cleaned_path(leader.dir, base).unlink(missing_ok=True)
         stats = result.stats
+        elapsed_s = time.monotonic() - started
         self.passes += 1
         self.last_cleaned_ms[(leader.topic, leader.index)] = now_ms
+        metrics.observe_cleaning(leader.topic, stats)
         log.info(
             "%s-%d: cleaned offsets up to %d (dirty ratio %.2f, %d keys): %d of %d segment(s) rewritten, "
             "%d of %d records kept, %d tombstone(s) dropped, %d -> %d bytes in %.2f s",
             leader.topic, leader.index, result.end_offset, cleaning.dirty_ratio, result.map_keys, swapped,
             len(result.cleaned), stats.records_kept, stats.records_read, stats.tombstones_dropped,
-            stats.bytes_read, stats.bytes_written, time.monotonic() - started,
+            stats.bytes_read, stats.bytes_written, elapsed_s,
         )  # fmt: skip
-        return True
+        return PassSummary(leader.topic, leader.index, elapsed_s, stats, result.map_keys, map_capacity)
