@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import time
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cold_tier.remote_log import RemoteLogReader
@@ -25,6 +25,7 @@ from cold_tier.url import open_object_store
 from diskless.wire import Request
 from metadata import MetadataStore, open_metadata_store
 
+from . import dynamic_broker_configs
 from .admin_http import AdminHttp
 from .api import RequestSettings
 from .config import BrokerConfig
@@ -76,6 +77,8 @@ class Broker:
                 "log.retention.check.interval.ms": str(config.log_retention_check_interval_ms),
                 "group.initial.rebalance.delay.ms": str(config.group_initial_rebalance_delay_ms),
                 "offsets.retention.minutes": str(config.offsets_retention_minutes),
+                "max.connections": str(config.connection_limits.max_connections),
+                "max.connections.per.ip": str(config.connection_limits.max_connections_per_ip),
                 **config.cleaner.broker_configs(),
             },
         )
@@ -92,6 +95,8 @@ class Broker:
             security=config.listener_security,
             ssl_context=server_context(config.security.tls) if config.listener_security.uses_tls and config.security.tls else None,
         )
+        self.kafka_servers = [self.server]  # every listener's, for dynamic max.connections(.per.ip)
+        self.cleaner: LogCleaner | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.http: AdminHttp | None = None
         self.wal: WalWriter | None = None
@@ -132,6 +137,8 @@ class Broker:
             max_partitions_per_request=c.max_partitions_per_request, max_partitions=c.max_partitions,
         )  # fmt: skip
         self.registry = Registry(registry_settings, self.store, self.storage, self.uploader, self.wal, self.clock)
+        self.registry.static_broker_configs = self.settings.broker_configs
+        self.registry.on_broker_configs = self._apply_broker_configs  # dynamic broker configs, at once
         await self.registry.load()
         group_config = GroupConfig(
             group_min_session_timeout_ms=c.group_min_session_timeout_ms,
@@ -180,7 +187,8 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         self._tasks.append(asyncio.create_task(self._offsets_expiry_loop(), name="offsets-expiry"))
         if c.cleaner.enable and c.cleaner.threads > 0:  # compacted topics (compaction/cleaner.py)
-            self.cleaner = LogCleaner(c.cleaner, lambda: self.registry.leaders(), self.clock)
+            cleaner_config = dynamic_broker_configs.cleaner_config(c.cleaner, self.registry.broker_config_values())
+            self.cleaner = LogCleaner(cleaner_config, lambda: self.registry.leaders(), self.clock)
             self._tasks.append(asyncio.create_task(self.cleaner.run(), name="log-cleaner"))
         if self.wal is not None:
             self._tasks.append(asyncio.create_task(self._wal_garbage_loop(), name="wal-garbage"))
@@ -254,6 +262,14 @@ class Broker:
         node_id, _ = self.registry.leadership(topic, index)
         registration = self.cluster.brokers.get(node_id) if node_id is not None and node_id != self.config.node_id else None
         return None if registration is None else (registration.host, registration.port)
+
+    def _apply_broker_configs(self, values: Mapping[str, str]) -> None:
+        """The broker's own dynamic settings changed (dynamic_broker_configs.BROKER_DYNAMIC):
+        applied to every listener and to the cleaner at once."""
+        for server in self.kafka_servers:
+            server.set_connection_limits(int(values["max.connections"]), int(values["max.connections.per.ip"]))
+        if self.cleaner is not None:
+            self.cleaner.reconfigure(dynamic_broker_configs.cleaner_config(self.config.cleaner, values))
 
     def _coordinator_of(self, key: str) -> tuple[int, int] | None:
         """(slot, epoch) of a group's or transactional id's coordinator slot if held here."""

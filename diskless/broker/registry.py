@@ -92,6 +92,10 @@ class Registry:
         self.topic_defaults: dict[str, str] = dict(settings.topic_defaults)
         self.topic_default_sources: dict[str, ConfigSource] = {}
         self._dynamic_read_at = float("-inf")
+        # The broker's own dynamic settings (dynamic_broker_configs.BROKER_DYNAMIC): the static
+        # values it started with, and who applies a change (its listeners and cleaner).
+        self.static_broker_configs: Mapping[str, str] = {}
+        self.on_broker_configs: Callable[[Mapping[str, str]], None] | None = None
 
     # --- start-up and shut-down ----------------------------------------------------------
 
@@ -285,7 +289,7 @@ class Registry:
         """IncrementalAlterConfigs (`ops`) or AlterConfigs (`replace`) of the cluster-wide
         default ("") or this broker's configs; applied to every partition at once."""
         stored = await self.store.list_resource_configs(dynamic_broker_configs.BROKER_RESOURCE)
-        updated = dynamic_broker_configs.apply(stored.get(resource_name, {}), ops, replace)
+        updated = dynamic_broker_configs.apply(stored.get(resource_name, {}), ops, replace, running=self.broker_config_values())
         if validate_only:
             return
         await self.store.set_resource_configs(dynamic_broker_configs.BROKER_RESOURCE, resource_name, updated)
@@ -302,11 +306,19 @@ class Registry:
         broker = mine.get(str(self.settings.node_id), {})
         self.topic_defaults = dynamic_broker_configs.topic_defaults(self.settings.topic_defaults, cluster, broker)
         self.topic_default_sources = {
-            **{dynamic_broker_configs.DYNAMIC[n]: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG for n in cluster},
-            **{dynamic_broker_configs.DYNAMIC[n]: ConfigSource.DYNAMIC_BROKER_CONFIG for n in broker},
+            **{dynamic_broker_configs.DYNAMIC[n]: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG for n in cluster if n in dynamic_broker_configs.DYNAMIC},
+            **{dynamic_broker_configs.DYNAMIC[n]: ConfigSource.DYNAMIC_BROKER_CONFIG for n in broker if n in dynamic_broker_configs.DYNAMIC},
         }
         for topic in self._topics.values():
             self._apply_configs(topic)
+        if self.on_broker_configs is not None:
+            self.on_broker_configs(self.broker_config_values())
+
+    def broker_config_values(self) -> dict[str, str]:
+        """The values this broker runs with of the broker's own dynamic settings."""
+        cluster = self.dynamic_broker_configs.get(dynamic_broker_configs.CLUSTER_DEFAULT, {})
+        broker = self.dynamic_broker_configs.get(str(self.settings.node_id), {})
+        return dynamic_broker_configs.broker_values(self.static_broker_configs, cluster, broker)
 
     # --- changes -------------------------------------------------------------------------
 

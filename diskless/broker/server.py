@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import logging
 import re
@@ -211,6 +212,16 @@ class KafkaServer:
     @property
     def queued_request_bytes(self) -> int:
         return self._queued.used_bytes
+
+    def set_connection_limits(self, max_connections: int, max_connections_per_ip: int) -> None:
+        """max.connections and max.connections.per.ip changed at run time (dynamic broker
+        configs): new connections are admitted by the new limits; open ones stay, as in Kafka.
+        An acceptor paused at the old max.connections looks again."""
+        self.limits = dataclasses.replace(self.limits, max_connections=max_connections, max_connections_per_ip=max_connections_per_ip)
+        self._quotas.max_connections = max_connections
+        self._quotas.max_connections_per_ip = max_connections_per_ip
+        if self._slot_freed is not None:
+            self._slot_freed.set()
 
     def connection_cap(self) -> int:
         """max.connections, lowered to what the descriptor limit leaves beside segment files."""

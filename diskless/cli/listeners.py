@@ -63,6 +63,7 @@ class ExtraListeners:
             )
             await server.start()
             self.servers.append(server)
+            self.broker.kafka_servers.append(server)  # bound before the broker starts: dynamic max.connections apply here too
             address.append((listener.advertised_host or listener.host, listener.advertised_port or server.port))
             self.broker.extra_endpoints.append((listener.security.name, *address[0]))
             log.info("also listening on %s:%d (advertised %s:%d), listener %s (%s)", listener.host, server.port, *address[0],

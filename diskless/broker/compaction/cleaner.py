@@ -36,6 +36,7 @@ last cleaning is the time its checkpoint was written (the file's mtime): it surv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -375,9 +376,20 @@ class LogCleaner:
         self.last_passes: list[PassSummary] = []  # the passes of the last round that cleaned something
         self.last_run_ms: int | None = None  # when the last round began (self._clock)
         self.uncleanable: dict[tuple[str, int], Path] = {}  # partition -> its log's directory
+        self._wake = asyncio.Event()  # set by reconfigure: the backoff ends early
 
     def now_ms(self) -> int:
         return self._clock()
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """New log.cleaner.* values (dynamic broker configs): threads and the dedupe buffer apply
+        from the next round, the I/O limit at once, and a round waiting out the old backoff
+        starts now (Kafka restarts its cleaner threads)."""
+        if config == self.config:
+            return
+        self.config = config
+        self._throttle.bytes_per_second = config.io_max_bytes_per_second
+        self._wake.set()
 
     def log_dirs(self) -> set[Path]:
         """The directories holding the logs of the partitions led here (one: the data dir's logs)."""
@@ -391,7 +403,9 @@ class LogCleaner:
                     await self.clean_once()
                 except Exception:
                     log.exception("log cleaner round failed; retrying after log.cleaner.backoff.ms")
-                await asyncio.sleep(self.config.backoff_ms / 1000)
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
         finally:
             metrics.LOG_CLEANER.detach(self)
             self._stop.set()  # passes still in their threads stop at the next batch

@@ -1,7 +1,8 @@
 """DescribeConfigs, IncrementalAlterConfigs and the legacy AlterConfigs for topics, groups and
 the broker: its static configs are read-only, its dynamic ones (the log.* defaults of topic
-configs, dynamic_broker_configs.py) are set per broker or for the cluster (the empty name) and
-apply to every partition at once.
+configs, max.connections, max.connections.per.ip and log.cleaner.*; dynamic_broker_configs.py)
+are set per broker or for the cluster (the empty name) and apply at once; a refused change of a
+broker resource is INVALID_REQUEST, as Kafka 4 answers it.
 
 GROUP resources (KIP-848) hold consumer.session.timeout.ms and consumer.heartbeat.interval.ms,
 decided in group/group_configs.py and kept by the group shell in the metadata store; any group
@@ -27,7 +28,7 @@ from .. import topic_configs
 from ..errors import error_code_for
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
-from ..dynamic_broker_configs import CLUSTER_DEFAULT
+from ..dynamic_broker_configs import BROKER_DYNAMIC, CLUSTER_DEFAULT
 from ..dynamic_broker_configs import DYNAMIC as DYNAMIC_BROKER_CONFIGS
 from ..group.group_configs import InvalidGroupConfig
 from ..security import authorizer as acl
@@ -70,6 +71,7 @@ def _broker_entries(broker: BrokerApi, resource_name: str) -> list[topic_configs
     the cluster-wide default; the cluster-wide default resource ("") shows only its own."""
     dynamic = broker.registry.dynamic_broker_configs
     cluster, mine = dynamic.get(CLUSTER_DEFAULT, {}), dynamic.get(str(broker.settings.node_id), {})
+    static = broker.settings.broker_configs
     entries = []
     if resource_name != CLUSTER_DEFAULT:
         entries += [
@@ -77,11 +79,25 @@ def _broker_entries(broker: BrokerApi, resource_name: str) -> list[topic_configs
                 name, value, ConfigSource.STATIC_BROKER_CONFIG, _BROKER_CONFIG_TYPES.get(name, ConfigType.STRING), "",
                 (topic_configs.ConfigSynonym(name, value, ConfigSource.STATIC_BROKER_CONFIG),), read_only=True,
             )
-            for name, value in broker.settings.broker_configs.items()
+            for name, value in static.items()
+            if name not in BROKER_DYNAMIC
         ]
     # A broker lists every dynamic config (as Kafka lists all its configs); the default resource
-    # only those set on it.
-    names = sorted(cluster) if resource_name == CLUSTER_DEFAULT else sorted(DYNAMIC_BROKER_CONFIGS)
+    # only those set on it. First the broker's own settings (max.connections, log.cleaner.*):
+    # a static value equal to Kafka's default is reported as the default.
+    own = sorted(n for n in cluster if n in BROKER_DYNAMIC) if resource_name == CLUSTER_DEFAULT else sorted(BROKER_DYNAMIC)
+    for name in own:
+        setting = BROKER_DYNAMIC[name]
+        levels = [] if resource_name == CLUSTER_DEFAULT or name not in mine else [(mine[name], ConfigSource.DYNAMIC_BROKER_CONFIG)]
+        if name in cluster:
+            levels.append((cluster[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if static.get(name, setting.default) != setting.default:
+            levels.append((static[name], ConfigSource.STATIC_BROKER_CONFIG))
+        levels.append((setting.default, ConfigSource.DEFAULT_CONFIG))
+        synonyms = tuple(topic_configs.ConfigSynonym(name, value, source) for value, source in levels)
+        entries.append(topic_configs.ConfigEntry(name, levels[0][0], levels[0][1], setting.type, setting.doc, synonyms))
+    # Then the log.* defaults of topic configs.
+    names = sorted(n for n in cluster if n in DYNAMIC_BROKER_CONFIGS) if resource_name == CLUSTER_DEFAULT else sorted(DYNAMIC_BROKER_CONFIGS)
     for name in names:
         definition = topic_configs.TOPIC_CONFIGS[DYNAMIC_BROKER_CONFIGS[name]]
         levels = [] if resource_name == CLUSTER_DEFAULT or name not in mine else [(mine[name], ConfigSource.DYNAMIC_BROKER_CONFIG)]
