@@ -7,7 +7,9 @@
                                  bytes and messages per topic, both tiers per partition,
                                  uploads and remote reads, remote-read cache hits and
                                  misses, connections and request and response sizes,
-                                 consumer group lag, the log cleaner
+                                 consumer group lag, the log cleaner, the transaction
+                                 coordinator (open transactions, the oldest one's age, ids
+                                 by state, transactions completed and timed out)
     GET /v1/topics               every topic with its partitions' state
     GET /v1/topics/{topic}       one topic: per partition the log start offset, the local log
                                  start offset, the high watermark, local and bucket segments
@@ -23,6 +25,9 @@
                                  offsets: its state, type and members (member id, client id,
                                  host, assigned partitions), and per partition the committed
                                  offset, high watermark, log end offset, lag and owning member
+    GET /v1/transactions         every transactional id this broker coordinates: producer id
+                                 and epoch, state, timeout, partitions and groups of its
+                                 transaction, when it began and its age (open ones only)
 
 Read-only; bind it to 127.0.0.1 unless a trusted network needs it. When the broker
 authenticates Kafka clients (a SASL listener), every path but /healthz also needs HTTP basic
@@ -52,6 +57,7 @@ from .partition import PartitionLeader
 from .compaction.cleaner import last_cleaned_ms, partition_cleaning
 from .registry import Registry
 from .tiering.uploader import Uploader
+from .txn.transactions import Transactions
 
 
 def partition_state(leader: PartitionLeader) -> dict[str, Any]:
@@ -235,12 +241,33 @@ def group_states(
     ]
 
 
+def transaction_states(records: list[Any], now_ms: int) -> list[dict[str, Any]]:
+    """The coordinator's records (metadata.transactions.TransactionRecord, sorted by id) as
+    the admin endpoint shows them; `age_ms` is now minus the start of an open transaction
+    (Ongoing, PrepareCommit, PrepareAbort), None otherwise."""
+    return [
+        {
+            "transactional_id": r.transactional_id,
+            "producer_id": r.producer_id,
+            "producer_epoch": r.producer_epoch,
+            "state": r.state,
+            "timeout_ms": r.timeout_ms,
+            "partitions": [{"topic": t, "partition": p} for t, p in r.partitions],
+            "groups": list(r.groups),
+            "transaction_start_ms": r.txn_start_ms if r.txn_start_ms >= 0 else None,
+            "age_ms": now_ms - r.txn_start_ms if r.state in metrics.OPEN_TRANSACTION_STATES and r.txn_start_ms >= 0 else None,
+        }
+        for r in records
+    ]
+
+
 class AdminHttp:
     def __init__(
         self, registry: Registry, uploader: Uploader, host: str, port: int, groups: Groups | None = None,
-        authenticate: Callable[[str, str, str], Awaitable[bool]] | None = None,
+        authenticate: Callable[[str, str, str], Awaitable[bool]] | None = None, transactions: Transactions | None = None,
     ) -> None:  # fmt: skip
         self.registry = registry
+        self.transactions = transactions
         # (user, password, client address) -> whether they match; None: no authentication.
         self.authenticate = authenticate
         self.uploader = uploader
@@ -260,6 +287,7 @@ class AdminHttp:
         app.router.add_get("/v1/topics", self._topics)
         app.router.add_get("/v1/topics/{topic}", self._topic)
         app.router.add_get("/v1/brokers", self._brokers)
+        app.router.add_get("/v1/transactions", self._transactions)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -302,7 +330,21 @@ class AdminHttp:
     async def _metrics(self, request: web.Request) -> web.Response:
         state = metrics.BrokerStateCollector(self.registry.leaders(), await self._group_offsets(), time.time())
         reader = metrics.RemoteReaderCollector(self.registry.storage.reader.stats)
-        return web.Response(body=metrics.exposition(state, reader), headers={"Content-Type": metrics.CONTENT_TYPE})
+        collectors: list[Any] = [state, reader]
+        if self.transactions is not None:
+            collectors.append(metrics.TransactionCoordinatorCollector(await self._transaction_records(), self.transactions.stats, int(time.time() * 1000)))
+        return web.Response(body=metrics.exposition(*collectors), headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    async def _transaction_records(self) -> list[Any]:
+        """The records of the transactional ids this broker coordinates now (the coordinator
+        reads the store first if the slots it holds changed)."""
+        if self.transactions is None or not await self.transactions.ensure_loaded():
+            return []
+        return self.transactions.core.records()
+
+    async def _transactions(self, request: web.Request) -> web.Response:
+        records = await self._transaction_records()
+        return web.json_response({"node_id": self.registry.settings.node_id, "transactions": transaction_states(records, int(time.time() * 1000))})
 
     async def _group_offsets(self) -> list[metrics.GroupOffset]:
         """Every committed offset of every group, from the metadata store (their one home)."""

@@ -181,6 +181,7 @@ class Broker:
             self.http = AdminHttp(
                 self.registry, self.uploader, self.config.http_host, self.config.http_port or 0, self.groups,
                 authenticate=self.security.check_password if self.config.security.http_basic_auth else None,
+                transactions=self.transactions,
             )
             await self.http.start()
             log.info("admin HTTP on http://%s:%d", self.config.http_host, self.http.port)

@@ -18,6 +18,9 @@ Two kinds, so that no partition state has a second copy:
   import this module) are read at scrape time too, by `RemoteReaderCollector`: cache hits and
   misses, GETs.
 - Connections and request and response sizes are counted by the TCP shell (network_metrics.py).
+- The transaction coordinator's state is read at scrape time by `TransactionCoordinatorCollector`
+  from the transactions this broker coordinates (open ones, the oldest one's age, how many in
+  each state), with the counts its shell keeps of transactions completed and timed out.
 - The log cleaner of compacted topics registers its own in `EVENTS` (compaction/metrics.py):
   counters of what its passes read, wrote and removed, and Kafka's LogCleaner and
   LogCleanerManager gauges read from the running cleaner at scrape time.
@@ -504,6 +507,71 @@ class RemoteReaderCollector:
         yield from (hits, misses, gets, cached_bytes, cached_indexes)
 
 
+class TransactionRecordView(Protocol):
+    """What the collector reads of a transactional id's state (metadata.transactions.TransactionRecord)."""
+
+    state: str
+    txn_start_ms: int
+
+
+class TransactionStats(Protocol):
+    """The coordinator shell's counts (txn/transactions.py CoordinatorStats)."""
+
+    committed: int
+    aborted: int
+    timed_out: int
+
+
+# Kafka's TransactionState names our coordinator moves through (Dead and PrepareEpochFence never).
+TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort")
+OPEN_TRANSACTION_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+
+
+class TransactionCoordinatorCollector:
+    """The transactions this broker coordinates, read at scrape time (Kafka has no coordinator
+    gauges for them, hence `diskless_*`): open ones (Ongoing, PrepareCommit, PrepareAbort: they
+    hold read_committed consumers back), the oldest open one's age from its start, each
+    state's count (every state shown, 0 included), and the shell's counters."""
+
+    def __init__(self, records: Iterable[TransactionRecordView], stats: TransactionStats, now_ms: int) -> None:
+        self.records = list(records)
+        self.stats = stats
+        self.now_ms = now_ms
+
+    def collect(self) -> Iterator[Metric]:
+        open_ = [r for r in self.records if r.state in OPEN_TRANSACTION_STATES]
+        yield GaugeMetricFamily(
+            "diskless_transaction_coordinator_open_transactions",
+            "Transactions this broker coordinates that are open (Ongoing, PrepareCommit or PrepareAbort).", value=len(open_),
+        )  # fmt: skip
+        starts = [r.txn_start_ms for r in open_ if r.txn_start_ms >= 0]
+        yield GaugeMetricFamily(
+            "diskless_transaction_coordinator_oldest_open_transaction_age_seconds",
+            "Time since the oldest open transaction this broker coordinates began (0 when none is open).",
+            value=max(0.0, (self.now_ms - min(starts)) / 1000) if starts else 0.0,
+        )  # fmt: skip
+        by_state = GaugeMetricFamily(
+            "diskless_transaction_coordinator_transactions", "Transactional ids this broker coordinates, by the state of their last transaction.",
+            labels=["state"],
+        )  # fmt: skip
+        for state in TRANSACTION_STATES:
+            by_state.add_metric([state], sum(1 for r in self.records if r.state == state))
+        yield by_state
+        completed = CounterMetricFamily(
+            "diskless_transaction_coordinator_completed",
+            "Transactions this broker completed as coordinator since it started (every marker durable), by result: committed or aborted.",
+            labels=["result"],
+        )  # fmt: skip
+        completed.add_metric(["committed"], self.stats.committed)
+        completed.add_metric(["aborted"], self.stats.aborted)
+        yield completed
+        yield CounterMetricFamily(
+            "diskless_transaction_coordinator_timed_out",
+            "Transactions this broker aborted because they went silent past their transaction.timeout.ms (counted in aborted too once complete).",
+            value=self.stats.timed_out,
+        )  # fmt: skip
+
+
 class _Scrape:
     """What one scrape collects: the process's events, then this broker's state."""
 
@@ -516,6 +584,6 @@ class _Scrape:
             yield from collector.collect()
 
 
-def exposition(*collectors: BrokerStateCollector | RemoteReaderCollector) -> bytes:
+def exposition(*collectors: BrokerStateCollector | RemoteReaderCollector | TransactionCoordinatorCollector) -> bytes:
     """The text format of one scrape: the events, then each collector's state."""
     return generate_latest(_Scrape(collectors))  # type: ignore[arg-type]

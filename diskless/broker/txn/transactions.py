@@ -19,6 +19,8 @@ leads, with WriteTxnMarkers (markers_client.py) to the broker leading the others
 whose leader cannot be reached or refuses is retried until one writes the marker.
 
 Only the event-loop task calls it. Operations on one transactional id are serialised by a lock.
+What it did since the process started is counted in `stats` (plain integers, read by the
+metrics at scrape time, as the remote reader's).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -48,6 +51,17 @@ MARKER_RETRY_S = 0.2
 MAX_TIMER_SLEEP_S = 1.0
 
 
+@dataclass(slots=True)
+class CoordinatorStats:
+    """Transactions this broker finished as coordinator since it started: completed (the
+    CompleteCommit / CompleteAbort record written, each counted once) and aborted because
+    they went silent past their timeout (also counted aborted once complete)."""
+
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+
+
 class Transactions:
     def __init__(
         self,
@@ -64,6 +78,7 @@ class Transactions:
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.store = store
         self.core = TransactionCoordinator(transaction_max_timeout_ms)
+        self.stats = CoordinatorStats()
         self._leader = leader
         self._remote_leader = remote_leader  # (host, port) of another broker leading the partition
         self._allocate_producer_id = allocate_producer_id
@@ -259,6 +274,10 @@ class Transactions:
                     log.info("transaction %r: coordinator slot moved on; the next coordinator completes it", record.transactional_id)
                     return
                 self.core.apply(done)
+                if commit:
+                    self.stats.committed += 1
+                else:
+                    self.stats.aborted += 1
         log.debug("transaction %r of producer %d: %s complete", record.transactional_id, record.producer_id, "commit" if commit else "abort")
 
     async def _remote_markers(self, record: TransactionRecord, commit: bool, partitions: list[tuple[str, int]], epoch: int) -> list[tuple[str, int]]:
@@ -312,6 +331,7 @@ class Transactions:
                             log.info("transaction %r of producer %d timed out after %d ms: aborting it",
                                      record.transactional_id, record.producer_id, record.timeout_ms)  # fmt: skip
                             await self._write(record)
+                            self.stats.timed_out += 1
                     for transactional_id in self.core.expired_ids(self._clock(), self.transactional_id_expiration_ms):
                         async with self._lock(transactional_id):
                             if transactional_id in self.core.expired_ids(self._clock(), self.transactional_id_expiration_ms):
