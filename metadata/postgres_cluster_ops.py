@@ -123,12 +123,7 @@ async def set_partition_leaders(conn: Conn, topic: str, moves: Sequence[tuple[in
     topic_id, num_partitions = await _topic_row(conn, topic)
     for partition, _, _ in moves:
         check_partition(topic, partition, num_partitions)
-    # One UPDATE moves each row at most once: a later move of the same partition in the same
-    # call would find its epoch moved by the first, so it answers None, as it would one by one.
-    first = {}
-    for position, move in enumerate(moves):
-        first.setdefault(move[0], position)
-    batch = [moves[position] for position in sorted(first.values())]
+    first, batch = _first_moves(moves)
     rows = await conn.fetch(
         "UPDATE partitions p SET leader_id = m.leader_id, leader_epoch = p.leader_epoch + 1"
         " FROM unnest($2::int[], $3::int[], $4::int[]) AS m (partition, leader_id, expected_epoch)"
@@ -136,10 +131,24 @@ async def set_partition_leaders(conn: Conn, topic: str, moves: Sequence[tuple[in
         " RETURNING p.partition, p.leader_epoch",
         topic_id, [m[0] for m in batch], [m[1] for m in batch], [m[2] for m in batch],
     )  # fmt: skip
-    moved = {r["partition"]: r["leader_epoch"] for r in rows}
-    if moved:
+    return await _moved(conn, moves, first, {r["partition"]: r["leader_epoch"] for r in rows})
+
+
+def _first_moves(moves: Sequence[tuple[int, int | None, int]]) -> tuple[dict[int, int], list[tuple[int, int | None, int]]]:
+    """One UPDATE moves each row at most once: a later move of the same row in the same call
+    would find its epoch moved by the first, so it answers None, as it would one by one.
+    Returns each row's first position in `moves`, and those first moves."""
+    first: dict[int, int] = {}
+    for position, move in enumerate(moves):
+        first.setdefault(move[0], position)
+    return first, [moves[position] for position in sorted(first.values())]
+
+
+async def _moved(conn: Conn, moves: Sequence[tuple[int, int | None, int]], first: dict[int, int], epochs: dict[int, int]) -> list[int | None]:
+    """Each move's new epoch (None: not made), NOTIFYing the brokers when any was."""
+    if epochs:
         await conn.execute(NOTIFY)
-    return [moved.get(partition) if first[partition] == position else None for position, (partition, _, _) in enumerate(moves)]
+    return [epochs.get(key) if first[key] == position else None for position, (key, _, _) in enumerate(moves)]
 
 
 # --- coordinator slots -------------------------------------------------------------------------
@@ -161,17 +170,11 @@ async def create_coordinator_slots(conn: Conn, count: int) -> int:
 
 
 async def set_coordinator_slots(conn: Conn, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
-    first: dict[int, int] = {}
-    for position, move in enumerate(moves):
-        first.setdefault(move[0], position)
-    batch = [moves[position] for position in sorted(first.values())]
+    first, batch = _first_moves(moves)
     rows = await conn.fetch(
         "UPDATE coordinator_slots s SET holder = m.holder, epoch = s.epoch + 1"
         " FROM unnest($1::int[], $2::int[], $3::int[]) AS m (slot, holder, expected_epoch)"
         " WHERE s.slot = m.slot AND s.epoch = m.expected_epoch RETURNING s.slot, s.epoch",
         [m[0] for m in batch], [m[1] for m in batch], [m[2] for m in batch],
     )  # fmt: skip
-    moved = {r["slot"]: r["epoch"] for r in rows}
-    if moved:
-        await conn.execute(NOTIFY)
-    return [moved.get(slot) if first[slot] == position else None for position, (slot, _, _) in enumerate(moves)]
+    return await _moved(conn, moves, first, {r["slot"]: r["epoch"] for r in rows})
