@@ -1,6 +1,8 @@
-"""`diskless transactions list|describe`: the transactions the cluster coordinates, as Kafka's
-`kafka-transactions.sh list` and `describe --transactional-id` show them, through the Kafka
-protocol (ListTransactions, DescribeTransactions; KIP-664), so they work against any broker.
+"""`diskless transactions list|describe|abort`: the transactions the cluster coordinates, as
+Kafka's `kafka-transactions.sh list` and `describe --transactional-id` show them, and the abort
+of a hanging transaction as `kafka-transactions.sh abort` does it, through the Kafka protocol
+(ListTransactions, DescribeTransactions, KIP-664; WriteTxnMarkers), so they work against any
+broker. `--command-config` takes Kafka client properties for SASL/TLS, as the other tools.
 
     list       TransactionalId  Coordinator  ProducerId  TransactionState
     describe   CoordinatorId  TransactionalId  ProducerId  ProducerEpoch  TransactionState
@@ -8,21 +10,31 @@ protocol (ListTransactions, DescribeTransactions; KIP-664), so they work against
 
 TransactionDurationMs is now minus the start of the open transaction ("None" outside one, as
 Kafka prints it); TopicPartitions are topic-partition, comma-separated.
+
+    abort --topic T --partition P --producer-id X --producer-epoch E --coordinator-epoch C
+
+writes an abort marker for producer X's transaction into T-P through its leader (prints
+nothing, exit 0, once it is durable): a read_committed consumer then reads past it. Kafka's
+`--start-offset` form, which finds the producer with DescribeProducers, is not offered: the
+broker does not serve DescribeProducers. Errors are one line on stderr: exit 1 for what the
+broker answered (an unknown topic: UNKNOWN_TOPIC_OR_PARTITION), 2 for bad arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from diskless.client import Admin, KafkaError
+from diskless.client.security import ClientSecurity
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+from .client_options import add_client_options, bootstrap_servers, client_security
+
+MAX_PRODUCER_EPOCH = 32_767  # an int16 on the wire
 LIST_COLUMNS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_COLUMNS = (
     "CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
@@ -38,33 +50,41 @@ def add_commands(commands: Any) -> None:
     listing.add_argument("--state", action="append", default=[], help="only this state (repeatable): Ongoing, CompleteCommit, ...")
     describe = actions.add_parser("describe", help="a transactional id's producer, state and partitions")
     describe.add_argument("--transactional-id", required=True, action="append", dest="transactional_ids", metavar="ID")
-    for parser in (listing, describe):
-        parser.add_argument("--bootstrap-server", "-b", default=None,
-                            help=f"broker address HOST:PORT (default {DEFAULT_BOOTSTRAP}; env DISKLESS_BOOTSTRAP_SERVERS)")  # fmt: skip
+    abort = actions.add_parser("abort", help="abort a hanging transaction in one partition (WriteTxnMarkers to its leader)")
+    abort.add_argument("--topic", required=True)
+    abort.add_argument("--partition", required=True, type=int)
+    abort.add_argument("--producer-id", required=True, type=int, help="the transaction's producer id")
+    abort.add_argument("--producer-epoch", required=True, type=int, help="the transaction's producer epoch")
+    abort.add_argument("--coordinator-epoch", required=True, type=int, help="the coordinator epoch the marker carries")
+    for parser in (listing, describe, abort):
+        add_client_options(parser)
     transactions.set_defaults(run_command=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    bootstrap = args.bootstrap_server or os.environ.get("DISKLESS_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP)
-    action = {"list": _list, "describe": _describe}[args.action]
+    action = {"list": _list, "describe": _describe, "abort": _abort}[args.action]
     try:
-        return asyncio.run(action(args, bootstrap))
+        security = client_security(args)  # a bad --command-config is one line (ValueError), before any connection
+        return asyncio.run(action(args, bootstrap_servers(args), security))
     except KafkaError as exc:
         print(f"diskless transactions {args.action}: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:
+        print(f"diskless transactions {args.action}: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
 
-async def _list(args: argparse.Namespace, bootstrap: str) -> int:
-    async with Admin(bootstrap_servers=bootstrap) as admin:
+async def _list(args: argparse.Namespace, bootstrap: str, security: ClientSecurity | None) -> int:
+    async with Admin(bootstrap_servers=bootstrap, security=security) as admin:
         listed = await admin.list_transactions(states=args.state)
     _print_table(LIST_COLUMNS, [(t.transactional_id, str(t.coordinator_id), str(t.producer_id), t.state) for t in listed])
     return 0
 
 
-async def _describe(args: argparse.Namespace, bootstrap: str) -> int:
-    async with Admin(bootstrap_servers=bootstrap) as admin:
+async def _describe(args: argparse.Namespace, bootstrap: str, security: ClientSecurity | None) -> int:
+    async with Admin(bootstrap_servers=bootstrap, security=security) as admin:
         described = await admin.describe_transactions(args.transactional_ids)
     now_ms = int(time.time() * 1000)
     rows = []
@@ -76,6 +96,16 @@ async def _describe(args: argparse.Namespace, bootstrap: str) -> int:
             ",".join(f"{t}-{p}" for t, p in d.partitions),
         ))  # fmt: skip
     _print_table(DESCRIBE_COLUMNS, rows)
+    return 0
+
+
+async def _abort(args: argparse.Namespace, bootstrap: str, security: ClientSecurity | None) -> int:
+    if args.partition < 0 or args.producer_id < 0 or args.coordinator_epoch < 0:
+        raise ValueError("--partition, --producer-id and --coordinator-epoch must be >= 0")
+    if not 0 <= args.producer_epoch <= MAX_PRODUCER_EPOCH:
+        raise ValueError(f"--producer-epoch must be between 0 and {MAX_PRODUCER_EPOCH}")
+    async with Admin(bootstrap_servers=bootstrap, security=security) as admin:
+        await admin.abort_transaction(args.topic, args.partition, args.producer_id, args.producer_epoch, args.coordinator_epoch)
     return 0
 
 

@@ -1,7 +1,8 @@
 """The transactions half of the admin client (KIP-664): list the transactions the brokers
 coordinate (ListTransactions, asked of every broker; those that coordinate none answer
 NOT_COORDINATOR and are skipped) and describe transactional ids (DescribeTransactions, asked of
-each id's transaction coordinator, FindCoordinator key type 1).
+each id's transaction coordinator, FindCoordinator key type 1); abort a hanging transaction
+(WriteTxnMarkers to the partition's leader, as Kafka's Admin.abortTransaction).
 
 A mixin of `Admin` (admin.py), which supplies `_cluster` and `_retrying`.
 """
@@ -14,13 +15,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import protocol
-from .cluster import Cluster
-from .errors import KafkaError, error_for
+from .cluster import NO_LEADER, Cluster
+from .errors import KafkaError, UnknownTopicOrPartitionError, error_for
 
 T = TypeVar("T")
 TRANSACTION_KEY = 1
 _SKIPPED = (15, 16)  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: this broker coordinates no transactions
 _COORDINATOR_ERRORS = (14, 15, 16)
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_LEADER_NOT_AVAILABLE = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +108,40 @@ class TransactionAdmin:
 
         found = await asyncio.gather(*(describe(i) for i in ids))
         return dict(zip(ids, found))
+
+    async def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Abort the transaction `producer_id` has open in one partition, as its coordinator
+        would: an abort marker with the producer's epoch and the coordinator epoch, written by
+        the partition's leader (WriteTxnMarkers) and durable when this returns. For a hanging
+        transaction (Kafka's Admin.abortTransaction, KIP-664), whose coordinator no longer knows
+        it: the partition's last stable offset moves past it. A marker for a producer with no
+        transaction open there ends nothing. An unknown topic or partition is not retried."""
+
+        def make(version: int) -> Any:
+            cls = protocol.request_class(protocol.WRITE_TXN_MARKERS, version)
+            marker = protocol.nested(cls, "WritableTxnMarker")
+            marker_topic = protocol.nested(cls, "WritableTxnMarkerTopic")
+            return cls(markers=(
+                marker(
+                    producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False, coordinator_epoch=coordinator_epoch,
+                    topics=(marker_topic(name=topic, partition_indexes=(partition,)),),
+                ),
+            ))  # fmt: skip
+
+        async def attempt() -> None:
+            await self._cluster.fetch_metadata([topic])
+            meta = self._cluster.metadata
+            count = meta.partition_count(topic)
+            if count is None:
+                raise error_for(meta.topic_errors.get(topic, _UNKNOWN_TOPIC_OR_PARTITION), None, topic=topic)
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(None, topic=topic, partition=partition)
+            leader = meta.leader(topic, partition)
+            if leader == NO_LEADER:
+                raise error_for(_LEADER_NOT_AVAILABLE, None, topic=topic, partition=partition)
+            response = await self._cluster.request_node(leader, protocol.WRITE_TXN_MARKERS, make)
+            codes = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
+            if codes != [0]:
+                raise error_for(next((c for c in codes if c), -1), None, topic=topic, partition=partition)
+
+        await self._retrying(attempt, final=frozenset({_UNKNOWN_TOPIC_OR_PARTITION}))

@@ -46,6 +46,7 @@ INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
+WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 CREATE_PARTITIONS = 37
@@ -84,6 +85,7 @@ CLIENT_VERSIONS = MappingProxyType(
         ADD_PARTITIONS_TO_TXN: ("AddPartitionsToTxn", 0, 3),
         ADD_OFFSETS_TO_TXN: ("AddOffsetsToTxn", 0, 3),
         END_TXN: ("EndTxn", 0, 3),
+        WRITE_TXN_MARKERS: ("WriteTxnMarkers", 0, 1),
         TXN_OFFSET_COMMIT: ("TxnOffsetCommit", 0, 3),
         DESCRIBE_CONFIGS: ("DescribeConfigs", 1, 4),
         CREATE_PARTITIONS: ("CreatePartitions", 0, 3),

@@ -1,19 +1,27 @@
-"""What an operator sees of the transaction coordinator, against a real `diskless serve` and
-confluent-kafka transactional producers: its gauges and counters on /metrics and the
-transactions it coordinates on GET /v1/transactions, after one transaction committed, one
-aborted, one timed out and one held open.
+"""The transaction coordinator as an operator sees and handles it, against a real `diskless
+serve` and confluent-kafka transactional producers:
+
+- its gauges and counters on /metrics and the transactions it coordinates on GET
+  /v1/transactions, after one transaction committed, one aborted, one timed out and one held
+  open;
+- `diskless transactions abort` of a hanging transaction (open in a partition, its
+  coordinator's state gone): read_committed consumers read past it, and none of its records;
+  its one-line errors and exit codes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from diskless.client import Admin
@@ -166,3 +174,106 @@ def test_coordinator_state_in_metrics_and_admin_endpoint(http_broker, create_top
 async def _describe(bootstrap: str, transactional_ids: list[str]) -> dict:
     async with Admin(bootstrap_servers=bootstrap) as admin:
         return await admin.describe_transactions(transactional_ids)
+
+
+def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "diskless.cli.main", "transactions", *args, "-b", bootstrap], capture_output=True, text=True, timeout=60
+    )
+
+
+def read_all(bootstrap: str, topic: str, isolation: str, expected: int) -> tuple[list[str], int]:
+    """The values of partition 0 from its start, read until `expected` came and the position
+    reached the end a consumer of `isolation` may read to; and that end."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}", "isolation.level": isolation,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[str] = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append(message.value().decode())
+                continue
+            end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]
+            if len(got) >= expected and consumer.position([TopicPartition(topic, 0)])[0].offset >= end:
+                return got, end
+        raise AssertionError(f"{isolation}: {len(got)} of {expected} records within {DEADLINE_S}s")
+    finally:
+        consumer.close()
+
+
+def end_offset(bootstrap: str, topic: str, isolation: str) -> int:
+    """ListOffsets latest: the high watermark, or for read_committed the last stable offset."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{uuid.uuid4().hex[:8]}", "isolation.level": isolation})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]
+    finally:
+        consumer.close()
+
+
+def test_cli_aborts_a_hanging_transaction(broker, create_topic) -> None:
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap, partitions=1)
+    committed = transactional_producer(bootstrap, tid("committed"))
+    committed.begin_transaction()
+    for i in range(3):
+        committed.produce(topic, value=f"before-{i}".encode(), partition=0)
+    committed.commit_transaction(DEADLINE_S)  # offsets 0-2, its marker 3
+
+    hanging_id = tid("hanging")
+    hanging = transactional_producer(bootstrap, hanging_id)
+    hanging.begin_transaction()
+    for i in range(5):
+        hanging.produce(topic, value=f"hang-{i}".encode(), partition=0)
+    hanging.flush(DEADLINE_S)  # offsets 4-8, durable, the transaction open
+    described = asyncio.run(_describe(bootstrap, [hanging_id]))[hanging_id]
+    assert (described.state, described.partitions) == ("Ongoing", ((topic, 0),))
+
+    # The coordinator forgets it (its state removed from the store while the broker is down):
+    # the partition still holds it open, and nothing will ever end it.
+    broker.stop()
+    with sqlite3.connect(broker.data_dir / "metadata.db") as db:
+        assert db.execute("DELETE FROM transactions WHERE transactional_id = ?", (hanging_id,)).rowcount == 1
+    db.close()
+    broker.start()
+    plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(3):
+        plain.produce(topic, value=f"after-{i}".encode(), partition=0)
+    plain.flush(DEADLINE_S)  # offsets 9-11
+    assert cli(bootstrap, "list").stdout.split().count(hanging_id) == 0
+    assert (end_offset(bootstrap, topic, "read_uncommitted"), end_offset(bootstrap, topic, "read_committed")) == (12, 4)
+
+    result = cli(
+        bootstrap, "abort", "--topic", topic, "--partition", "0", "--producer-id", str(described.producer_id),
+        "--producer-epoch", str(described.producer_epoch), "--coordinator-epoch", "0",
+    )  # fmt: skip
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    # The abort marker at 12 is durable once the command returns: the last stable offset is past it.
+    assert (end_offset(bootstrap, topic, "read_uncommitted"), end_offset(bootstrap, topic, "read_committed")) == (13, 13)
+    got, end = read_all(bootstrap, topic, "read_committed", 6)
+    assert (got, end) == ([*(f"before-{i}" for i in range(3)), *(f"after-{i}" for i in range(3))], 13)
+    got, end = read_all(bootstrap, topic, "read_uncommitted", 11)
+    assert (got, end) == ([*(f"before-{i}" for i in range(3)), *(f"hang-{i}" for i in range(5)), *(f"after-{i}" for i in range(3))], 13)
+
+    # Errors: one line each, 1 for the broker's answer, 2 for the arguments.
+    ids = ("--producer-id", str(described.producer_id), "--producer-epoch", "0", "--coordinator-epoch", "0")
+    unknown = f"nope-{uuid.uuid4().hex[:8]}"
+    result = cli(bootstrap, "abort", "--topic", unknown, "--partition", "0", *ids)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f"diskless transactions abort: UNKNOWN_TOPIC_OR_PARTITION (topic={unknown})\n"
+    )
+    result = cli(bootstrap, "abort", "--topic", topic, "--partition", "7", *ids)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f"diskless transactions abort: UNKNOWN_TOPIC_OR_PARTITION (topic={topic}, partition=7)\n"
+    )
+    result = cli(bootstrap, "abort", "--topic", topic, "--partition", "0", *ids[:3], "40000", *ids[4:])
+    assert (result.returncode, result.stderr) == (2, "diskless transactions abort: --producer-epoch must be between 0 and 32767\n")
+    missing = broker.data_dir / "no-such.properties"
+    result = cli(bootstrap, "abort", "--topic", topic, "--partition", "0", *ids, "--command-config", str(missing))
+    assert (result.returncode, result.stderr) == (2, f"diskless transactions abort: cannot read --command-config {missing}: No such file or directory\n")
+    committed.flush(1)
