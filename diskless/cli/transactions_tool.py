@@ -13,11 +13,14 @@ Kafka prints it); TopicPartitions are topic-partition, comma-separated.
 
     abort --topic T --partition P --producer-id X --producer-epoch E --coordinator-epoch C
 
+    abort --topic T --partition P --start-offset O
+
 writes an abort marker for producer X's transaction into T-P through its leader (prints
-nothing, exit 0, once it is durable): a read_committed consumer then reads past it. Kafka's
-`--start-offset` form, which finds the producer with DescribeProducers, is not offered: the
-broker does not serve DescribeProducers. Errors are one line on stderr: exit 1 for what the
-broker answered (an unknown topic: UNKNOWN_TOPIC_OR_PARTITION), 2 for bad arguments.
+nothing, exit 0, once it is durable): a read_committed consumer then reads past it. With
+`--start-offset` the producer is the one whose open transaction in T-P begins at O, found with
+DescribeProducers (its coordinator epoch, or 0 when the partition does not know it, as Kafka).
+Errors are one line on stderr: exit 1 for what the broker answered (an unknown topic:
+UNKNOWN_TOPIC_OR_PARTITION) or no transaction starting at O, 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -53,9 +56,10 @@ def add_commands(commands: Any) -> None:
     abort = actions.add_parser("abort", help="abort a hanging transaction in one partition (WriteTxnMarkers to its leader)")
     abort.add_argument("--topic", required=True)
     abort.add_argument("--partition", required=True, type=int)
-    abort.add_argument("--producer-id", required=True, type=int, help="the transaction's producer id")
-    abort.add_argument("--producer-epoch", required=True, type=int, help="the transaction's producer epoch")
-    abort.add_argument("--coordinator-epoch", required=True, type=int, help="the coordinator epoch the marker carries")
+    abort.add_argument("--start-offset", type=int, help="the first offset of the transaction in the partition (finds its producer)")
+    abort.add_argument("--producer-id", type=int, help="the transaction's producer id (without --start-offset)")
+    abort.add_argument("--producer-epoch", type=int, help="the transaction's producer epoch (without --start-offset)")
+    abort.add_argument("--coordinator-epoch", type=int, help="the coordinator epoch the marker carries (without --start-offset)")
     for parser in (listing, describe, abort):
         add_client_options(parser)
     transactions.set_defaults(run_command=run)
@@ -100,12 +104,29 @@ async def _describe(args: argparse.Namespace, bootstrap: str, security: ClientSe
 
 
 async def _abort(args: argparse.Namespace, bootstrap: str, security: ClientSecurity | None) -> int:
-    if args.partition < 0 or args.producer_id < 0 or args.coordinator_epoch < 0:
-        raise ValueError("--partition, --producer-id and --coordinator-epoch must be >= 0")
-    if not 0 <= args.producer_epoch <= MAX_PRODUCER_EPOCH:
-        raise ValueError(f"--producer-epoch must be between 0 and {MAX_PRODUCER_EPOCH}")
+    named = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
+    by_offset = args.start_offset is not None
+    if by_offset == any(v is not None for v in named) or (not by_offset and None in named):
+        raise ValueError("give either --start-offset or all of --producer-id, --producer-epoch and --coordinator-epoch")
+    if args.partition < 0 or (by_offset and args.start_offset < 0):
+        raise ValueError("--partition and --start-offset must be >= 0")
+    if not by_offset:
+        if args.producer_id < 0 or args.coordinator_epoch < 0:
+            raise ValueError("--producer-id and --coordinator-epoch must be >= 0")
+        if not 0 <= args.producer_epoch <= MAX_PRODUCER_EPOCH:
+            raise ValueError(f"--producer-epoch must be between 0 and {MAX_PRODUCER_EPOCH}")
     async with Admin(bootstrap_servers=bootstrap, security=security) as admin:
-        await admin.abort_transaction(args.topic, args.partition, args.producer_id, args.producer_epoch, args.coordinator_epoch)
+        producer_id, producer_epoch, coordinator_epoch = args.producer_id, args.producer_epoch, args.coordinator_epoch
+        if by_offset:
+            producers = await admin.describe_producers(args.topic, args.partition)
+            found = next((p for p in producers if p.current_transaction_start_offset == args.start_offset), None)
+            if found is None:
+                print(f"diskless transactions abort: could not find any open transaction starting at offset {args.start_offset} "
+                      f"on partition {args.topic}-{args.partition}", file=sys.stderr)  # fmt: skip
+                return 1
+            producer_id, producer_epoch = found.producer_id, found.producer_epoch
+            coordinator_epoch = max(found.coordinator_epoch, 0)
+        await admin.abort_transaction(args.topic, args.partition, producer_id, producer_epoch, coordinator_epoch)
     return 0
 
 

@@ -1,8 +1,10 @@
 """The transactions half of the admin client (KIP-664): list the transactions the brokers
 coordinate (ListTransactions, asked of every broker; those that coordinate none answer
 NOT_COORDINATOR and are skipped) and describe transactional ids (DescribeTransactions, asked of
-each id's transaction coordinator, FindCoordinator key type 1); abort a hanging transaction
-(WriteTxnMarkers to the partition's leader, as Kafka's Admin.abortTransaction).
+each id's transaction coordinator, FindCoordinator key type 1); describe a partition's
+producers and the transactions they hold open there (DescribeProducers, to its leader), and
+abort a hanging transaction (WriteTxnMarkers to the partition's leader, as Kafka's
+Admin.abortTransaction).
 
 A mixin of `Admin` (admin.py), which supplies `_cluster` and `_retrying`.
 """
@@ -44,6 +46,18 @@ class TransactionDescription:
     transaction_timeout_ms: int
     transaction_start_time_ms: int  # -1 before the first transaction
     partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """A producer a partition's leader knows (Kafka's admin ProducerState)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int  # of its last marker; -1 unknown
+    current_transaction_start_offset: int  # -1: no transaction open in the partition
 
 
 class TransactionAdmin:
@@ -129,19 +143,45 @@ class TransactionAdmin:
             ))  # fmt: skip
 
         async def attempt() -> None:
-            await self._cluster.fetch_metadata([topic])
-            meta = self._cluster.metadata
-            count = meta.partition_count(topic)
-            if count is None:
-                raise error_for(meta.topic_errors.get(topic, _UNKNOWN_TOPIC_OR_PARTITION), None, topic=topic)
-            if not 0 <= partition < count:
-                raise UnknownTopicOrPartitionError(None, topic=topic, partition=partition)
-            leader = meta.leader(topic, partition)
-            if leader == NO_LEADER:
-                raise error_for(_LEADER_NOT_AVAILABLE, None, topic=topic, partition=partition)
-            response = await self._cluster.request_node(leader, protocol.WRITE_TXN_MARKERS, make)
+            response = await self._cluster.request_node(await self._partition_leader(topic, partition), protocol.WRITE_TXN_MARKERS, make)
             codes = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
             if codes != [0]:
                 raise error_for(next((c for c in codes if c), -1), None, topic=topic, partition=partition)
 
         await self._retrying(attempt, final=frozenset({_UNKNOWN_TOPIC_OR_PARTITION}))
+
+    async def describe_producers(self, topic: str, partition: int) -> list[ProducerState]:
+        """The producers the partition's leader holds state for, by producer id, each with the
+        first offset of the transaction it has open there (-1: none). An unknown topic or
+        partition is not retried."""
+
+        def make(version: int) -> Any:
+            cls = protocol.request_class(protocol.DESCRIBE_PRODUCERS, version)
+            return cls(topics=(protocol.nested(cls, "TopicRequest")(name=topic, partition_indexes=(partition,)),))
+
+        async def attempt() -> list[ProducerState]:
+            response = await self._cluster.request_node(await self._partition_leader(topic, partition), protocol.DESCRIBE_PRODUCERS, make)
+            (answer,) = [p for t in response.topics for p in t.partitions]
+            if answer.error_code:
+                raise error_for(answer.error_code, answer.error_message, topic=topic, partition=partition)
+            return sorted(
+                (ProducerState(p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp, p.coordinator_epoch, p.current_txn_start_offset)
+                 for p in answer.active_producers),
+                key=lambda p: p.producer_id,
+            )  # fmt: skip
+
+        return await self._retrying(attempt, final=frozenset({_UNKNOWN_TOPIC_OR_PARTITION}))
+
+    async def _partition_leader(self, topic: str, partition: int) -> int:
+        """The node leading the partition, from fresh metadata."""
+        await self._cluster.fetch_metadata([topic])
+        meta = self._cluster.metadata
+        count = meta.partition_count(topic)
+        if count is None:
+            raise error_for(meta.topic_errors.get(topic, _UNKNOWN_TOPIC_OR_PARTITION), None, topic=topic)
+        if not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(None, topic=topic, partition=partition)
+        leader = meta.leader(topic, partition)
+        if leader == NO_LEADER:
+            raise error_for(_LEADER_NOT_AVAILABLE, None, topic=topic, partition=partition)
+        return leader

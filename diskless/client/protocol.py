@@ -53,6 +53,7 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLUSTER = 60
+DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 CONSUMER_GROUP_HEARTBEAT = 68
@@ -92,6 +93,7 @@ CLIENT_VERSIONS = MappingProxyType(
         DELETE_GROUPS: ("DeleteGroups", 0, 2),
         INCREMENTAL_ALTER_CONFIGS: ("IncrementalAlterConfigs", 0, 1),
         DESCRIBE_CLUSTER: ("DescribeCluster", 0, 1),
+        DESCRIBE_PRODUCERS: ("DescribeProducers", 0, 0),
         DESCRIBE_TRANSACTIONS: ("DescribeTransactions", 0, 0),
         LIST_TRANSACTIONS: ("ListTransactions", 0, 1),
         CONSUMER_GROUP_HEARTBEAT: ("ConsumerGroupHeartbeat", 0, 1),

@@ -54,6 +54,7 @@ SUPPORTED = MappingProxyType(
         50: ("DescribeUserScramCredentials", 0, 0),
         51: ("AlterUserScramCredentials", 0, 0),
         60: ("DescribeCluster", 0, 1),
+        61: ("DescribeProducers", 0, 0),
         65: ("DescribeTransactions", 0, 0),
         66: ("ListTransactions", 0, 1),
         68: ("ConsumerGroupHeartbeat", 0, 1),

@@ -6,7 +6,9 @@ serve` and confluent-kafka transactional producers:
   open;
 - `diskless transactions abort` of a hanging transaction (open in a partition, its
   coordinator's state gone): read_committed consumers read past it, and none of its records;
-  its one-line errors and exit codes.
+  its one-line errors and exit codes;
+- `abort --start-offset`: the producer found with DescribeProducers among several with
+  transactions open in the partition, only its transaction aborted.
 """
 
 from __future__ import annotations
@@ -176,6 +178,11 @@ async def _describe(bootstrap: str, transactional_ids: list[str]) -> dict:
         return await admin.describe_transactions(transactional_ids)
 
 
+async def _producers(bootstrap: str, topic: str) -> list:
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        return await admin.describe_producers(topic, 0)
+
+
 def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "diskless.cli.main", "transactions", *args, "-b", bootstrap], capture_output=True, text=True, timeout=60
@@ -277,3 +284,62 @@ def test_cli_aborts_a_hanging_transaction(broker, create_topic) -> None:
     result = cli(bootstrap, "abort", "--topic", topic, "--partition", "0", *ids, "--command-config", str(missing))
     assert (result.returncode, result.stderr) == (2, f"diskless transactions abort: cannot read --command-config {missing}: No such file or directory\n")
     committed.flush(1)
+
+
+def test_cli_aborts_the_transaction_starting_at_an_offset(broker, create_topic) -> None:
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap, partitions=1)
+    ids = {name: tid(name) for name in ("committed", "first", "second")}
+    committed = transactional_producer(bootstrap, ids["committed"])
+    committed.begin_transaction()
+    for i in range(2):
+        committed.produce(topic, value=f"c-{i}".encode(), partition=0)
+    committed.commit_transaction(DEADLINE_S)  # offsets 0-1, its marker 2
+    first = transactional_producer(bootstrap, ids["first"])
+    first.begin_transaction()
+    for i in range(3):
+        first.produce(topic, value=f"f-{i}".encode(), partition=0)
+    first.flush(DEADLINE_S)  # offsets 3-5, open
+    second = transactional_producer(bootstrap, ids["second"])
+    second.begin_transaction()
+    for i in range(2):
+        second.produce(topic, value=f"s-{i}".encode(), partition=0)
+    second.flush(DEADLINE_S)  # offsets 6-7, open
+
+    described = asyncio.run(_describe(bootstrap, list(ids.values())))
+    producers = asyncio.run(_producers(bootstrap, topic))
+    expected = {  # producer id -> (epoch, last sequence, coordinator epoch, open transaction's first offset)
+        described[ids["committed"]].producer_id: (0, 1, -1, -1),
+        described[ids["first"]].producer_id: (0, 2, -1, 3),
+        described[ids["second"]].producer_id: (0, 1, -1, 6),
+    }
+    assert {p.producer_id: (p.producer_epoch, p.last_sequence, p.coordinator_epoch, p.current_transaction_start_offset) for p in producers} == expected
+    assert [p.producer_id for p in producers] == sorted(expected) and all(p.last_timestamp_ms > 0 for p in producers)
+    assert end_offset(bootstrap, topic, "read_committed") == 3
+
+    result = cli(bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "4")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f"diskless transactions abort: could not find any open transaction starting at offset 4 on partition {topic}-0\n"
+    )
+    result = cli(bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "3")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    # The first transaction ended by the marker at 8; the second still holds the last stable offset.
+    assert (end_offset(bootstrap, topic, "read_uncommitted"), end_offset(bootstrap, topic, "read_committed")) == (9, 6)
+    assert {p.producer_id: p.current_transaction_start_offset for p in asyncio.run(_producers(bootstrap, topic))} == {
+        described[ids["committed"]].producer_id: -1, described[ids["first"]].producer_id: -1, described[ids["second"]].producer_id: 6,
+    }
+    second.commit_transaction(DEADLINE_S)  # its marker at 9
+    got, end = read_all(bootstrap, topic, "read_committed", 4)
+    assert (got, end) == (["c-0", "c-1", "s-0", "s-1"], 10)
+
+    unknown = f"nope-{uuid.uuid4().hex[:8]}"
+    result = cli(bootstrap, "abort", "--topic", unknown, "--partition", "0", "--start-offset", "3")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f"diskless transactions abort: UNKNOWN_TOPIC_OR_PARTITION (topic={unknown})\n"
+    )
+    result = cli(bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "3", "--producer-id", "1")
+    assert (result.returncode, result.stderr) == (
+        2, "diskless transactions abort: give either --start-offset or all of --producer-id, --producer-epoch and --coordinator-epoch\n"
+    )
+    for producer in (committed, first, second):
+        producer.flush(1)

@@ -49,6 +49,7 @@ HANDLERS = metrics.instrument({
     50: security.handle_describe_user_scram_credentials,
     51: security.handle_alter_user_scram_credentials,
     60: cluster.handle_describe_cluster,
+    61: transactions.handle_describe_producers,
     65: transactions.handle_describe_transactions,
     66: transactions.handle_list_transactions,
     68: consumer_groups.handle_consumer_group_heartbeat,

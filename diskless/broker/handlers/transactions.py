@@ -1,7 +1,8 @@
 """The transaction coordinator's APIs: InitProducerId with a transactional id,
 AddPartitionsToTxn (v0-v3, the client's form), AddOffsetsToTxn, TxnOffsetCommit and EndTxn;
 DescribeTransactions and ListTransactions (KIP-664); WriteTxnMarkers, which the coordinator sends
-to the leaders of partitions it does not lead.
+to the leaders of partitions it does not lead (and `kafka-transactions.sh abort` to end a hanging
+transaction); DescribeProducers (KIP-664), which finds a hanging transaction's producer.
 
 Transaction state is reached only through `broker.transactions` (txn/transactions.py). The
 coordinator is the broker that coordinates groups (FindCoordinator key type 1 answers the same
@@ -25,7 +26,7 @@ from metadata import CommittedOffset
 from ..api import BrokerApi, absent
 from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
-from ..security.authorizer import CLUSTER_ACTION, TOPIC, WRITE
+from ..security.authorizer import CLUSTER_ACTION, READ, TOPIC, WRITE
 from .groups import coordinator_error
 
 log = logging.getLogger(__name__)
@@ -290,3 +291,33 @@ async def handle_write_txn_markers(broker: BrokerApi, request: Request) -> Any:
             )
         )
     return make(mod.WriteTxnMarkersResponse, markers=tuple(results))
+
+
+async def handle_describe_producers(broker: BrokerApi, request: Request) -> Any:
+    """DescribeProducers v0 (KIP-664): per partition this broker leads, the producers its
+    producer state holds, with the first offset of the transaction each has open there
+    (-1: none). READ on the topic, as Kafka. The coordinator epoch of a producer's last marker
+    is not kept by the partition: always -1, as Kafka answers before any marker."""
+    body, version = request.body, request.header.api_version
+    mod = response_module(61, version)
+    topics = []
+    for topic in body.topics:
+        allowed = broker.security.allowed(READ, TOPIC, topic.name)
+        partitions = []
+        for index in topic.partition_indexes:
+            leader = broker.registry.leader(topic.name, index) if allowed else None
+            error = ErrorCode.topic_authorization_failed if not allowed else ErrorCode.none if leader is not None else absent(broker, topic.name, index)
+            producers = []
+            if leader is not None:
+                for producer_id in leader.producers.producer_ids():
+                    entry = leader.producers.last_entry(producer_id)
+                    if entry is None:
+                        continue
+                    start = leader.txns.ongoing_first_offset(producer_id)
+                    producers.append(make(
+                        mod.ProducerState, producer_id=producer_id, producer_epoch=entry.producer_epoch, last_sequence=entry.last_sequence,
+                        last_timestamp=entry.last_timestamp_ms, coordinator_epoch=-1, current_txn_start_offset=-1 if start is None else start,
+                    ))  # fmt: skip
+            partitions.append(make(mod.PartitionResponse, partition_index=index, error_code=error, error_message=None, active_producers=tuple(producers)))
+        topics.append(make(mod.TopicResponse, name=topic.name, partitions=tuple(partitions)))
+    return make(mod.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

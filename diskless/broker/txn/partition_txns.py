@@ -97,6 +97,11 @@ class PartitionTxns:
     def is_ongoing(self, producer_id: int) -> bool:
         return producer_id in self._ongoing
 
+    def ongoing_first_offset(self, producer_id: int) -> int | None:
+        """The first offset of the producer's open transaction here (DescribeProducers'
+        currentTxnStartOffset), or None."""
+        return self._ongoing.get(producer_id)
+
     def on_data(self, producer_id: int, first_offset: int) -> None:
         """A transactional data batch was appended."""
         self._seen = True
