@@ -279,6 +279,11 @@ class PartitionLeader:
         (`until_durable(offset + 1)`), which is when the coordinator may count it written."""
         if not self._may_write():
             raise NotLeaderOrFollower(self.topic, self.index)
+        current = self.producers.last_entry(producer_id)
+        if current is not None and producer_epoch < current.producer_epoch:
+            # As Kafka's appendEndTxnMarker: a late marker of a fenced epoch (from a coordinator
+            # that lost its slot) must not end the transaction the newer epoch has open.
+            raise InvalidProducerEpoch(producer_id, producer_epoch, current.producer_epoch)
         wal = self._wal if self._rules.tiered else None
         if wal is not None and self._wal_failure is not None:
             raise self._wal_failure
