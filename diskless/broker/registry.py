@@ -137,6 +137,8 @@ class Registry:
             if known is not None and known.topic_id != topic.topic_id:
                 await self._forget_topic(known, remove_dirs=True)
                 known = None
+            if known is not None and known != topic and newer(("changed", name)):
+                continue  # its configs or partitions changed here after the view was read
             if known != topic:
                 self._set_topic(topic)
                 if known is not None and known.configs != topic.configs:
@@ -415,6 +417,7 @@ class Registry:
         configs = self.topic_configs(topic)
         await self._prepare_partition_dirs(topic, range(topic.num_partitions, count), configs)
         updated = await self.store.create_partitions(name, count)
+        self._seen_at[("changed", name)] = time.monotonic()
         self._set_topic(updated)
         try:
             await self._lead_new_partitions(updated, range(topic.num_partitions, count))
@@ -474,6 +477,7 @@ class Registry:
         checked = topic_configs.validate(configs)
         removed = set(topic.configs) - set(checked)
         updated = await self.store.alter_topic_configs(name, checked, removed)
+        self._seen_at[("changed", name)] = time.monotonic()
         self._set_topic(updated)
         self._apply_configs(updated)
         log.info("topic %s configs are now %s", name, checked or "{}")
