@@ -33,12 +33,20 @@ def wait_for_port(port: int, deadline_s: float = 30.0, process: subprocess.Popen
 READY = " ready on "  # the broker's ready line: "diskless broker N ready on HOST:PORT ..."
 
 
+class PortTaken(Exception):
+    """The broker's port was taken by another process before the broker could bind it."""
+
+
 class BrokerProcess:
     """A `diskless serve` subprocess; start, stop (SIGTERM), kill (SIGKILL) and restart it."""
 
     def __init__(self, data_dir: Path, *extra_args: str, port: int | None = None, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
+        # A port free_port() found may be taken (another test's outgoing connection got it as
+        # its ephemeral port) before the broker binds it: a first start then takes another.
+        self._port_chosen_here = port is None
+        self._started = False
         self.extra_args = list(extra_args)
         self.env = {**os.environ, **(env or {})}
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
@@ -51,7 +59,16 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         """Start it and wait until it is ready: its port answers and it logged its ready line
         (it binds its port before joining the cluster and opening its partitions)."""
+        for _ in range(3):
+            try:
+                return self._start()
+            except PortTaken:
+                self.port = free_port()
+        return self._start()
+
+    def _start(self) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        logged_before = len(self.log_text())
         readies = self.log_text().count(READY)
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
@@ -61,14 +78,24 @@ class BrokerProcess:
             env=self.env,
         )
         log.close()
-        wait_for_port(self.port, process=self.process)
+
+        def exited(what: str) -> Exception:
+            if self._port_chosen_here and not self._started and "Address already in use" in self.log_text()[logged_before:]:
+                return PortTaken(self.port)
+            return RuntimeError(f"broker exited with {self.process.returncode} before {what}")
+
+        try:
+            wait_for_port(self.port, process=self.process)
+        except RuntimeError:
+            raise exited("listening") from None
         deadline = time.monotonic() + 60
         while self.log_text().count(READY) <= readies:
             if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode} before it was ready")
+                raise exited("it was ready")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"broker on port {self.port} logged no ready line within 60 s")
             time.sleep(0.02)  # polling its log file with a deadline: nothing to wait on instead
+        self._started = True
         return self
 
     def stop(self) -> int:

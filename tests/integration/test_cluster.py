@@ -101,8 +101,12 @@ class Cluster:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
     def start(self) -> Cluster:
-        for broker in self.brokers.values():
-            broker.start()
+        try:
+            for broker in self.brokers.values():
+                broker.start()
+        except BaseException:
+            self.close()  # the brokers already started would outlive the test
+            raise
         # The cluster has formed once every broker sees every other (a heartbeat later).
         for broker in self.brokers.values():
             wait_until(
