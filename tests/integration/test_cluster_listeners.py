@@ -111,7 +111,11 @@ def test_clients_of_the_second_listener_produce_and_consume_through_it(brokers) 
     assert connected == {1: ("localhost", external[1]), 2: ("localhost", external[2])}
 
     # A group whose coordinator slot broker 1 holds (broker 3 has no EXTERNAL listener).
-    group = next(g for g in (f"g-{uuid.uuid4().hex[:8]}" for _ in range(1000)) if coordinators(started[1].bootstrap, [g])[g] == 1)
+    candidates = [f"g-{uuid.uuid4().hex[:8]}" for _ in range(200)]
+    group = wait_until(
+        lambda: next((g for g, node in coordinators(started[1].bootstrap, candidates).items() if node == 1), None),
+        "a group coordinated by broker 1",
+    )
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
     consumer.subscribe([name])
     got: list[bytes] = []
