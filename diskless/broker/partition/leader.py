@@ -49,7 +49,7 @@ from ..txn.partition_txns import PartitionTxns, encode_marker, trim_to
 from ..tiering.remote_log import RemoteLog
 from ..wal.recovery import recover_tail
 from ..wal.writer import WalWriter
-from .producer_snapshots import load_producer_state, write_producer_snapshot
+from .producer_snapshots import drop_snapshots_above, load_producer_state, write_producer_snapshot
 from .rules import PartitionRules
 
 logger = logging.getLogger(__name__)
@@ -140,8 +140,16 @@ class PartitionLeader:
             )  # fmt: skip
             log.truncate_fully_and_start_at(remote.end_offset)
         high_watermark = log.log_end_offset
+        kept = [log.log_end_offset]  # where the local log was cut, at the lowest
         if wal is not None:
-            high_watermark = await recover_tail(log, store, remote.storage.bucket, topic, index, remote.end_offset, now_ms)
+            high_watermark = await recover_tail(
+                log, store, remote.storage.bucket, topic, index, remote.end_offset, now_ms, on_truncate=kept.append
+            )
+        # Producer snapshots above the cut describe batches that are gone: the tail rebuilt over
+        # them may hold other batches at those offsets (another leader's), and a snapshot kept
+        # there would hide them from the producer state (their sequences unknown: the
+        # producer's next batch is refused OUT_OF_ORDER_SEQUENCE, and it resends).
+        drop_snapshots_above(log.dir, min(kept))
         leader = cls(
             topic, topic_id, index, log, rules, remote, store, uploads, wal, may_write,
             leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, high_watermark=high_watermark,

@@ -80,6 +80,15 @@ def write_producer_snapshot(dir: Path, manager: ProducerStateManager) -> Path:
     return path
 
 
+def drop_snapshots_above(dir: Path, offset: int) -> int:
+    """Delete the snapshots of map end offsets above `offset` (all of them for -1): the log was
+    cut there. Returns how many went."""
+    gone = [_snapshot_path(dir, o) for o in _snapshot_offsets(dir) if o > offset]
+    for path in gone:
+        path.unlink(missing_ok=True)
+    return len(gone)
+
+
 def _snapshot_path(dir: Path, offset: int) -> Path:
     return dir / f"{offset:020d}.snapshot"
 

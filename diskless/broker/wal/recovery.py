@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from itertools import groupby
 
 from cold_tier.store import ObjectStore
@@ -39,9 +40,11 @@ RECOVERY_GETS_IN_FLIGHT = 16  # ranged GETs of write-ahead objects in flight per
 
 
 async def recover_tail(
-    log_: Log, store: MetadataStore, bucket: ObjectStore, topic: str, index: int, remote_end_offset: int, now_ms: int
+    log_: Log, store: MetadataStore, bucket: ObjectStore, topic: str, index: int, remote_end_offset: int, now_ms: int,
+    on_truncate: Callable[[int], None] = lambda end: None,
 ) -> int:
-    """Append to `log_` the durable batches it lacks; return the durable end offset."""
+    """Append to `log_` the durable batches it lacks; return the durable end offset.
+    `on_truncate(end)` is told where the local log was cut before the appends (-1: all of it)."""
     batches = await store.list_wal_batches(topic, index, remote_end_offset)
     durable_end = max(remote_end_offset, batches[-1].next_offset if batches else 0)
     local_end = log_.log_end_offset
@@ -54,10 +57,12 @@ async def recover_tail(
         log.warning("%s-%d: local log ends at %d inside durable batch %d-%d; rebuilding from %d",
                     topic, index, local_end, first.base_offset, first.last_offset, first.base_offset)  # fmt: skip
         log_.truncate_to(first.base_offset)
+        on_truncate(first.base_offset)
     elif first.base_offset > local_end:
         log.error("%s-%d: local log ends at %d but the first durable batch above it starts at %d; continuing from there",
                   topic, index, local_end, first.base_offset)  # fmt: skip
         log_.truncate_fully_and_start_at(first.base_offset)
+        on_truncate(-1)
     appended = 0
     runs = [list(group) for _, group in groupby(missing, key=lambda b: b.object_key)]
     # The ranged GETs run ahead of the appends, a window of them at a time (each costs a
