@@ -49,6 +49,7 @@ from ..txn.partition_txns import PartitionTxns, encode_marker, trim_to
 from ..tiering.remote_log import RemoteLog
 from ..wal.recovery import recover_tail
 from ..wal.writer import WalWriter
+from .epoch_checkpoint import last_leader_epoch, record_leader_epoch
 from .producer_snapshots import drop_snapshots_above, load_producer_state, write_producer_snapshot
 from .rules import PartitionRules
 
@@ -131,8 +132,12 @@ class PartitionLeader:
         back to the segments and rebuilt from the write-ahead objects."""
         await remote.load(leader_epoch)
         wal = wal if rules.tiered else None
+        # Epochs are handed out one per leadership: a gap since the one this broker last took
+        # means another broker may have led (and been sent this broker's unacknowledged tail).
+        last_here = last_leader_epoch(log.dir)
+        led_since = last_here is None or leader_epoch > last_here + 1
         if wal is not None and log.log_end_offset > remote.end_offset:
-            await _drop_a_stale_tail(log, store, remote, topic, index)
+            await _drop_a_stale_tail(log, store, remote, topic, index, led_since)
         if remote.end_offset > log.log_end_offset:
             logger.warning(
                 "%s-%d: local log ends at %d but the bucket holds up to %d; continuing from the bucket",
@@ -150,6 +155,7 @@ class PartitionLeader:
         # there would hide them from the producer state (their sequences unknown: the
         # producer's next batch is refused OUT_OF_ORDER_SEQUENCE, and it resends).
         drop_snapshots_above(log.dir, min(kept))
+        record_leader_epoch(log.dir, leader_epoch, log.log_end_offset)
         leader = cls(
             topic, topic_id, index, log, rules, remote, store, uploads, wal, may_write,
             leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, high_watermark=high_watermark,
@@ -577,29 +583,36 @@ class PartitionLeader:
         return self._log.dir
 
 
-async def _drop_a_stale_tail(log: Log, store: MetadataStore, remote: RemoteLog, topic: str, index: int) -> None:
+async def _drop_a_stale_tail(log: Log, store: MetadataStore, remote: RemoteLog, topic: str, index: int, led_since: bool) -> None:
     """Cut the local log back where it diverges from the durable log: at the first durable
     batch of a newer leader epoch than the local tail's (another leader wrote from there on;
     what this broker holds from that offset on may differ). Kafka truncates a former leader
     to its leader epoch's end offset for the same reason; the cut part is rebuilt from the
-    write-ahead objects."""
+    write-ahead objects.
+
+    If another broker may have led since this one did (`led_since`), the tail above the
+    durable end goes too, even when nothing newer became durable: it was never acknowledged
+    to acks=all producers, and they sent it again to that leader, which may have appended it
+    (under a bumped producer epoch, where sequences cannot tell it is the same records);
+    sending it to the bucket now would duplicate it once that leader's copy lands."""
     local_epoch = _last_batch_epoch(log)
     if local_epoch is None:
         return
     durable = await store.list_wal_batches(topic, index, remote.end_offset)
     newer = next((b for b in durable if b.leader_epoch > local_epoch), None)
-    if newer is None:
-        segment_epoch = max((s.leader_epoch for s in remote.segments[-1:]), default=None)
-        if segment_epoch is None or segment_epoch <= local_epoch:
-            return
-        diverges_at = remote.end_offset
-    else:
+    if newer is not None:
         diverges_at = max(newer.base_offset, remote.end_offset)
+    elif max((s.leader_epoch for s in remote.segments[-1:]), default=-1) > local_epoch:
+        diverges_at = remote.end_offset
+    elif led_since:
+        diverges_at = max(remote.end_offset, durable[-1].next_offset if durable else 0)
+    else:
+        return
     if diverges_at >= log.log_end_offset:
         return
     logger.warning(
-        "%s-%d: the local tail from offset %d (leader epoch %d) may differ from what a newer leader made durable; "
-        "rebuilding it from the bucket",
+        "%s-%d: the local tail from offset %d (leader epoch %d) may differ from the durable log (another leader may have "
+        "written since); rebuilding it from the bucket",
         topic, index, diverges_at, local_epoch,
     )  # fmt: skip
     if diverges_at >= log.log_start_offset:

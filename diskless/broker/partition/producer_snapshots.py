@@ -36,14 +36,17 @@ def load_producer_state(log: Log, producer_id_expiration_ms: int) -> tuple[Produ
     """(state, base offset of the active segment if no rolled local segment lacks a snapshot,
     else -1: then the caller writes one before tiering may drop those segments).
 
-    Snapshots above the log end describe batches that are gone (the log was cut after a
-    crash) and are deleted; an unreadable snapshot is skipped for an older one.
+    Snapshots outside the local log are deleted, as Kafka's truncateAndReload does: above its
+    end they describe batches that are gone (the log was cut after a crash); below its start
+    the batches between them and the log are not here to replay (the log was cut whole and
+    restarted higher), so the state would miss those producers' last sequences. An
+    unreadable snapshot is skipped for an older one.
     """
-    log_end_offset = log.log_end_offset
+    log_end_offset, log_start_offset = log.log_end_offset, log.segments[0].base_offset
     manager: ProducerStateManager | None = None
     for offset in sorted(_snapshot_offsets(log.dir), reverse=True):
         path = _snapshot_path(log.dir, offset)
-        if offset > log_end_offset:
+        if not log_start_offset <= offset <= log_end_offset:
             path.unlink(missing_ok=True)
             continue
         if manager is not None:
