@@ -1,10 +1,18 @@
 """Transactions in a cluster of three brokers (PostgreSQL, moto's S3 server): the coordinator
 writes the markers of partitions other brokers lead with WriteTxnMarkers, and read_committed
-consumers read exactly the committed records from every leader."""
+consumers read exactly the committed records from every leader; a consume-transform-produce
+whose group and transactional id are coordinated by different brokers commits its offsets
+with its transactions (the group's coordinator hands TxnOffsetCommit on)."""
 
 from __future__ import annotations
 
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
 from .test_cluster import DEADLINE_S, Cluster, cluster, create, leaders, moto_bucket, wait_until  # noqa: F401 (fixtures)
+from .test_cluster_coordinators import TRANSACTION_KEY, coordinators
 from .test_transactions_confluent import consume_all, tid, transactional_producer, values
 
 PARTITIONS = 6
@@ -32,3 +40,59 @@ def test_transactions_over_partitions_of_every_broker(cluster: Cluster) -> None:
             producer.commit_transaction(DEADLINE_S)
     assert values(consume_all(cluster.bootstrap, topic, "read_committed", 90, partitions=PARTITIONS)) == committed
     assert values(consume_all(cluster.bootstrap, topic, "read_uncommitted", 120, partitions=PARTITIONS)) == everything
+
+
+def test_offsets_sent_to_a_transaction_whose_coordinator_is_not_the_groups(cluster: Cluster) -> None:
+    """librdkafka sends TxnOffsetCommit to the group's coordinator; here another broker
+    coordinates the transactional id. Every input record comes out once, the group's offsets
+    end at the input's end, and an aborted transaction's offsets are not committed."""
+    keys = [f"ctp-{uuid.uuid4().hex[:8]}" for _ in range(40)]
+    groups = wait_until(lambda: (seen := coordinators(cluster.brokers[1].bootstrap, keys)) and set(seen.values()) == {1, 2, 3} and seen, "coordinators on every broker")
+    transactional = coordinators(cluster.brokers[1].bootstrap, keys, TRANSACTION_KEY)
+    group = keys[0]
+    transactional_id = next(k for k in keys if transactional[k] != groups[group])
+    source, sink = create(cluster.bootstrap, PARTITIONS), create(cluster.bootstrap, PARTITIONS)
+    count = 300
+    plain = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for i in range(count):
+        plain.produce(source, value=str(i).encode(), partition=i % PARTITIONS)
+    assert plain.flush(DEADLINE_S) == 0
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+    })  # fmt: skip
+    consumer.subscribe([source])
+    producer = transactional_producer(cluster.bootstrap, transactional_id)
+    done = transactions = 0
+    try:
+        deadline = time.monotonic() + 3 * DEADLINE_S
+        while done < count:
+            assert time.monotonic() < deadline, f"{done} of {count} records transformed"
+            batch = consumer.consume(50, 1.0)
+            if not batch:
+                continue
+            producer.begin_transaction()
+            for message in batch:
+                assert message.error() is None
+                producer.produce(sink, value=b"out-" + message.value(), partition=message.partition())
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), DEADLINE_S)
+            transactions += 1
+            if transactions == 2:  # aborted: its offsets are not committed; back to the committed ones
+                producer.abort_transaction(DEADLINE_S)
+                committed = consumer.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=DEADLINE_S)
+                for tp in committed:
+                    consumer.seek(TopicPartition(source, tp.partition, tp.offset if tp.offset >= 0 else 0))
+                continue
+            producer.commit_transaction(DEADLINE_S)
+            done += len(batch)
+    finally:
+        consumer.close()
+    assert done == count
+    out = sorted(int(v.removeprefix("out-")) for vs in values(consume_all(cluster.bootstrap, sink, "read_committed", count, partitions=PARTITIONS)).values() for v in vs)
+    assert out == list(range(count))
+    checker = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:
+        offsets = checker.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=DEADLINE_S)
+        assert [tp.offset for tp in offsets] == [count // PARTITIONS] * PARTITIONS
+    finally:
+        checker.close()

@@ -27,9 +27,13 @@ from ..api import BrokerApi, absent
 from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import CLUSTER_ACTION, READ, TOPIC, WRITE
-from .groups import coordinator_error
+from ..cluster.slots import holder
+from ..txn import markers_client
+from .groups import coordinator_error, is_coordinator
 
 log = logging.getLogger(__name__)
+
+FORWARD_TIMEOUT_S = 10.0  # a TxnOffsetCommit handed to the transactional id's coordinator
 
 
 def _ms(value: Any) -> int:
@@ -144,11 +148,14 @@ async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
         for t in body.topics
         for p in t.partitions
     ]
+    errors: dict[tuple[str, int], ErrorCode] = {}
     try:
-        if not await _coordinating(broker, body.transactional_id):
-            error = ErrorCode.not_coordinator
-        else:
+        if await _coordinating(broker, body.transactional_id):
             error = await broker.transactions.txn_offset_commit(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, offsets)
+        elif is_coordinator(broker, body.group_id) and request.header.client_id != markers_client.CLIENT_ID:  # handed on once, never back
+            error, errors = await _forward_txn_offset_commit(broker, request)
+        else:
+            error = ErrorCode.not_coordinator
     except Exception as exc:
         error = coordinator_error(exc, "TxnOffsetCommit", (body.group_id,), request)
     error = _fenced(error, version, 3)
@@ -159,11 +166,32 @@ async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
             make(
                 mod.TxnOffsetCommitResponseTopic,
                 name=t.name,
-                partitions=tuple(make(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=error) for p in t.partitions),
+                partitions=tuple(
+                    make(mod.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=errors.get((t.name, p.partition_index), error))
+                    for p in t.partitions
+                ),
             )
             for t in body.topics
         ),
     )
+
+
+async def _forward_txn_offset_commit(broker: BrokerApi, request: Request) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+    """The group's coordinator (here) hands a TxnOffsetCommit to the transactional id's, which
+    holds the transaction (Kafka's group coordinator keeps the pending offsets itself; here the
+    transaction coordinator does, and commits them with the markers). Its per-partition answers
+    are the client's; unreachable, it is COORDINATOR_NOT_AVAILABLE, which clients retry."""
+    body = request.body
+    node = holder(broker.cluster.slots, body.transactional_id)
+    registration = broker.cluster.brokers.get(node) if node is not None else None
+    if registration is None or node == broker.settings.node_id:
+        return ErrorCode.coordinator_not_available, {}
+    try:
+        answers = await markers_client.txn_offset_commit(registration.host, registration.port, body, FORWARD_TIMEOUT_S)
+    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+        log.warning("TxnOffsetCommit of group %r for transactional id %r: broker %d unreachable (%s)", body.group_id, body.transactional_id, node, exc)
+        return ErrorCode.coordinator_not_available, {}
+    return ErrorCode.unknown_server_error, answers  # a partition the answer lacks: unknown
 
 
 async def handle_end_txn(broker: BrokerApi, request: Request) -> Any:

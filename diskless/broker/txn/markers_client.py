@@ -1,15 +1,22 @@
-"""WriteTxnMarkers (API 27, v1) sent by the transaction coordinator to the broker leading a
-partition of a transaction that this broker does not lead (Kafka's TransactionMarkerChannel
-Manager). One short connection per request, plaintext, without SASL: inter-broker security
-is not configured yet. The receiving broker answers once each marker is durable.
+"""Requests one broker's transaction machinery sends another, over a short connection each:
+plaintext, without SASL (inter-broker security is not configured yet).
 
-Only the coordinator's completion tasks (txn/transactions.py) call it.
+- WriteTxnMarkers (API 27, v1), sent by the transaction coordinator to the broker leading a
+  partition of a transaction that this broker does not lead (Kafka's TransactionMarkerChannel
+  Manager). The receiving broker answers once each marker is durable.
+- TxnOffsetCommit, which clients send to the group's coordinator: that broker hands it on, as
+  the client wrote it, to the transactional id's coordinator, which holds the transaction's
+  pending offsets (txn/transactions.py) when the two ids hash to slots of different brokers.
+
+Only the coordinator's completion tasks (txn/transactions.py) and the TxnOffsetCommit handler
+call it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
@@ -36,14 +43,27 @@ async def write_txn_markers(
             topics=tuple(mod.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items()),
         ),
     ))  # fmt: skip
+    response = await _exchange(host, port, body, timeout_s)
+    answered = {(t.name, p.partition_index): p.error_code for m in response.markers for t in m.topics for p in t.partitions}
+    return {key: answered.get(key, ErrorCode.unknown_server_error) for key in partitions}
+
+
+async def txn_offset_commit(host: str, port: int, body: Any, timeout_s: float) -> dict[tuple[str, int], ErrorCode]:
+    """Each partition's error code as the transactional id's coordinator answered the client's
+    TxnOffsetCommit `body` (any version). Raises OSError / asyncio.TimeoutError when the broker
+    cannot be reached in time."""
+    response = await _exchange(host, port, body, timeout_s)
+    return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+
+
+async def _exchange(host: str, port: int, body: Any, timeout_s: float) -> Any:
     async with asyncio.timeout(timeout_s):
         reader, writer = await asyncio.open_connection(host, port)
         try:
             writer.write(encode_request(1, CLIENT_ID, body))
             await writer.drain()
             (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
-            _, response = parse_response(await reader.readexactly(size), response_type(27, 1))
+            _, response = parse_response(await reader.readexactly(size), response_type(body.__api_key__, body.__version__))
         finally:
             writer.close()
-    answered = {(t.name, p.partition_index): p.error_code for m in response.markers for t in m.topics for p in t.partitions}
-    return {key: answered.get(key, ErrorCode.unknown_server_error) for key in partitions}
+    return response
