@@ -26,7 +26,9 @@ Kafka source (Structured Streaming + Kafka Integration Guide) wherever they appl
 
 Spark's Kafka-source options this source does not implement fail with InvalidOption naming
 them (UNSUPPORTED_OPTIONS), rather than being ignored: minOffsetsPerTrigger and maxTriggerDelay
-(streaming), and kafka.isolation.level=read_committed (transactions are not written yet).
+(streaming), and kafka.isolation.level=read_committed: the reader does not yet drop the
+records of aborted transactions (it reads every data batch, as read_uncommitted does), so it
+would return them.
 Options that only tune a Kafka consumer (kafka.*, groupIdPrefix, fetchOffset.*, ...) have no
 meaning without one and are ignored, as they would change nothing.
 
@@ -150,7 +152,11 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
             raise InvalidOption(option, lower[name], reason)
     isolation = str(lower.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
     if isolation != "read_uncommitted":
-        raise InvalidOption("kafka.isolation.level", isolation, "only read_uncommitted is supported (no transactions are written yet)")
+        raise InvalidOption(
+            "kafka.isolation.level", isolation,
+            "read_committed is not supported by the diskless source yet: it would return aborted transactions' records"
+            if isolation == "read_committed" else 'expected "read_uncommitted"',
+        )  # fmt: skip
     path = lower.get("path")
     if not path:
         raise InvalidOption(

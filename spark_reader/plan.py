@@ -29,6 +29,7 @@ Tasks are small frozen dataclasses; they are pickled to Spark's workers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -250,7 +251,10 @@ def split_ranges(
     ranges: Sequence[BucketRange], min_partitions: int | None, max_records_per_partition: int | None
 ) -> list[BucketRange]:
     """Spark's KafkaOffsetRangeCalculator: cap each range at maxRecordsPerPartition, then, if
-    that gives fewer than minPartitions ranges, divide each in proportion to its size."""
+    that gives fewer than minPartitions ranges, divide the large ones in proportion to their
+    size. A range whose share of minPartitions rounds to at most one piece stays whole, and the
+    pieces it takes are left out of the large ranges' sums (Spark's "unsplit ranges"), so the
+    count comes out at about minPartitions: sizes 10 and 990 with minPartitions=10 give 1 + 9."""
     pieces: list[BucketRange] = []
     for task in ranges:
         size = task.end_offset - task.start_offset
@@ -261,11 +265,18 @@ def split_ranges(
     total = sum(task.end_offset - task.start_offset for task in pieces)
     if total == 0:
         return pieces
+    whole = [_part_count(task, total, min_partitions) == 1 for task in pieces]
+    split_total = sum(task.end_offset - task.start_offset for task, keep in zip(pieces, whole) if not keep)
+    split_min_partitions = max(min_partitions - sum(whole), 1)
     divided: list[BucketRange] = []
-    for task in pieces:
-        size = task.end_offset - task.start_offset
-        divided.extend(_divide(task, max(int(size / total * min_partitions + 0.5), 1)))  # Scala's round
+    for task, keep in zip(pieces, whole):
+        divided.extend([task] if keep else _divide(task, _part_count(task, split_total, split_min_partitions)))
     return divided
+
+
+def _part_count(task: BucketRange, total: int, min_partitions: int) -> int:
+    """Spark's getPartCount: max(round(size / total * minPartitions), 1), Scala's round (half up)."""
+    return max(math.floor((task.end_offset - task.start_offset) / total * min_partitions + 0.5), 1)
 
 
 def _divide(task: BucketRange, parts: int) -> list[BucketRange]:

@@ -168,3 +168,13 @@ def test_importing_the_reader_loads_no_asyncio_nor_broker() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_read_committed_is_refused_saying_why() -> None:
+    assert batch(subscribe="a", **{"kafka.isolation.level": "read_uncommitted"}).topics.topics == ("a",)
+    with pytest.raises(InvalidOption) as raised:
+        batch(subscribe="a", **{"kafka.isolation.level": "READ_COMMITTED"})
+    assert raised.value.option == "kafka.isolation.level"
+    assert raised.value.reason == "read_committed is not supported by the diskless source yet: it would return aborted transactions' records"
+    with pytest.raises(InvalidOption, match="expected \"read_uncommitted\""):
+        batch(subscribe="a", **{"kafka.isolation.level": "serializable"})

@@ -134,6 +134,21 @@ def test_split_ranges_follows_spark_offset_range_calculator() -> None:
     assert [len(p.segments) for p in pieces] == [1, 1, 1, 1]
 
 
+def test_min_partitions_leaves_small_ranges_whole_and_shares_the_rest_like_spark() -> None:
+    small = BucketRange("t", 0, 0, 10, refs(segment(0, 9)))
+    large = BucketRange("t", 1, 0, 990, refs(segment(0, 989)))
+    # Spark's "unsplit ranges": small keeps one piece and is left out of the share, so large
+    # takes round(990 / 990 * (10 - 1)) = 9 pieces, not round(990 / 1000 * 10) = 10.
+    pieces = split_ranges([small, large], 10, None)
+    assert [(p.partition, p.end_offset - p.start_offset) for p in pieces] == [(0, 10)] + [(1, 110)] * 9
+    # maxRecordsPerPartition first (ceil(990 / 400) = 3 pieces of 330), then minPartitions=8
+    # over 10 + 3 * 330: small whole, each 330 round(330 / 990 * 7) = 2 pieces.
+    pieces = split_ranges([small, large], 8, 400)
+    assert [(p.partition, p.start_offset, p.end_offset) for p in pieces] == [
+        (0, 0, 10), (1, 0, 165), (1, 165, 330), (1, 330, 495), (1, 495, 660), (1, 660, 825), (1, 825, 990)
+    ]
+
+
 def offset_index(*entries: tuple[int, int]) -> bytes:
     return b"".join(struct.pack(">ii", relative, position) for relative, position in entries)
 
