@@ -10,6 +10,23 @@ calls them (no locks).
   segment files and the metadata store, so that connections alone can never exhaust them.
 - `max.connections.per.ip`: a connection over its address's limit is closed at once, as
   Kafka closes it (TooManyConnectionsException).
+- `max.connections.per.ip.overrides`: per-address limits that replace max.connections.per.ip,
+  "host:count" or "ip:count", comma-separated, read as Kafka's Csv.parseCsvMap reads them (the
+  count after the last colon, so IPv6 addresses need no brackets). Host names are resolved by
+  the shell when the setting is applied, as Kafka resolves them when it is configured; matching
+  is by address. max.connections.per.ip may be 0 only with overrides (only the listed addresses
+  may connect), as Kafka requires.
+- `max.connection.creation.rate` (KIP-612): connections accepted per second, broker-wide (one
+  `ConnectionCreationRate` shared by every listener). Each accepted connection is recorded, and
+  when the measured rate is above the quota the acceptor waits the throttle time Kafka computes
+  before it hands that connection on and accepts the next; connections are delayed, never
+  refused, and the ones behind wait in the kernel's backlog. The rate is Kafka's `Rate` over
+  `quota.window.num` (11) samples of `quota.window.size.seconds` (1 s): a young window counts as
+  ten full ones, so a broker that has seen no connections lets about 10 x the rate through at
+  once before it throttles; past that, the rate is held. The throttle is
+  (rate - quota) / quota x window, at most one sample window (Kafka's QuotaUtils.boundedThrottleTime).
+  Per-IP creation-rate quotas (KIP-612's `connection_creation_rate` of an IP entity, set with
+  AlterClientQuotas) are not here.
 - `connections.max.idle.ms`: a connection with no request in progress and no byte received
   for that long is closed (Kafka's default 600000).
 - `queued.max.request.bytes`: bytes of requests read and not yet answered, across all
@@ -26,8 +43,12 @@ calls them (no locks).
 from __future__ import annotations
 
 import enum
+import ipaddress
+import math
+import re
 import resource
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 INT32_MAX = 2**31 - 1  # Kafka's default for max.connections and max.connections.per.ip
 # Descriptors kept out of reach of connections: the metadata store, the bucket's HTTP
@@ -41,6 +62,9 @@ class ConnectionLimits:
 
     max_connections: int = INT32_MAX
     max_connections_per_ip: int = INT32_MAX
+    # max.connections.per.ip.overrides, parsed (parse_per_ip_overrides): host or address -> count.
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    max_connection_creation_rate: int = INT32_MAX  # connections per second, broker-wide
     connections_max_idle_ms: int = 600_000
     queued_max_request_bytes: int = 256 * 2**20
     request_arrival_timeout_ms: int = 30_000
@@ -74,14 +98,94 @@ class Admission(enum.Enum):
     TOO_MANY_FOR_IP = "too many connections from this address"
 
 
-class ConnectionQuotas:
-    """Counts of open connections, in total and per address (Kafka's ConnectionQuotas)."""
+class InvalidPerIpOverrides(ValueError):
+    """max.connections.per.ip.overrides that Kafka could not parse; `reason` says which entry."""
 
-    def __init__(self, max_connections: int, max_connections_per_ip: int) -> None:
+    def __init__(self, value: str, reason: str) -> None:
+        super().__init__(reason)
+        self.value = value
+        self.reason = reason
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_per_ip_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides as Kafka reads it (Csv.parseCsvMap, then toInt): ""
+    is none; entries are split at commas (spaces around them ignored, a trailing one too),
+    each at its last colon into a host or address and a count. Raises InvalidPerIpOverrides."""
+    overrides: dict[str, int] = {}
+    if text == "":
+        return overrides
+    entries = re.split(r"\s*,\s*", text)
+    while entries and entries[-1] == "":  # Java's String.split drops trailing empty strings
+        entries.pop()
+    for entry in entries:
+        host, sep, count = entry.rpartition(":")
+        host, count = host.strip(), count.strip()
+        if not sep or not host:
+            raise InvalidPerIpOverrides(text, f"expected HOST:COUNT, got {entry!r}")
+        if not _INT.fullmatch(count) or not -(2**31) <= int(count) <= INT32_MAX:
+            raise InvalidPerIpOverrides(text, f"the count of {host} is not an int: {count!r}")
+        overrides[host] = int(count)
+    return overrides
+
+
+def normalize_address(host: str) -> str:
+    """One text per address, so that a peer and an override compare as Java's InetAddress does:
+    IPv6 compressed (brackets dropped), an IPv4-mapped IPv6 address as its IPv4 address. A
+    name that is not an address is returned as it is."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+def resolve_per_ip_overrides(
+    overrides: Mapping[str, int], resolve: Callable[[str], Sequence[str]]
+) -> tuple[dict[str, int], list[str]]:
+    """The overrides by address: address literals as they are, host names through `resolve`
+    (the shell's DNS lookup; every address a name has gets its count). Returns them and the
+    names that resolved to nothing (not applied; the shell logs them)."""
+    by_address: dict[str, int] = {}
+    unresolved: list[str] = []
+    for host, count in overrides.items():
+        if _is_address(host.strip("[]")):
+            by_address[normalize_address(host)] = count
+            continue
+        addresses = [normalize_address(a) for a in resolve(host)]
+        if not addresses:
+            unresolved.append(host)
+        for resolved in addresses:
+            by_address[resolved] = count
+    return by_address, unresolved
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+class ConnectionQuotas:
+    """Counts of open connections, in total and per address (Kafka's ConnectionQuotas).
+    Addresses are `normalize_address` texts; `per_ip_overrides` is keyed by them."""
+
+    def __init__(self, max_connections: int, max_connections_per_ip: int, per_ip_overrides: Mapping[str, int] | None = None) -> None:
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides: Mapping[str, int] = dict(per_ip_overrides or {})
         self.total = 0
         self._per_ip: dict[str, int] = {}
+
+    def limit_for(self, host: str) -> int:
+        """The connections `host` may have open: its override, else max.connections.per.ip."""
+        return self.per_ip_overrides.get(host, self.max_connections_per_ip)
 
     def accepting(self) -> bool:
         """False while at max.connections: the acceptor should wait for a close."""
@@ -90,7 +194,7 @@ class ConnectionQuotas:
     def admit(self, host: str) -> Admission:
         """Count a connection just accepted from `host`, or say why it must be closed."""
         count = self._per_ip.get(host, 0)
-        if count >= self.max_connections_per_ip:
+        if count >= self.limit_for(host):
             return Admission.TOO_MANY_FOR_IP
         self._per_ip[host] = count + 1
         self.total += 1
@@ -106,6 +210,123 @@ class ConnectionQuotas:
 
     def count(self, host: str) -> int:
         return self._per_ip.get(host, 0)
+
+
+QUOTA_WINDOW_NUM = 11  # Kafka's quota.window.num: samples of the connection creation rate
+QUOTA_WINDOW_SIZE_MS = 1000  # Kafka's quota.window.size.seconds (1), in ms
+# Kafka's default MetricConfig (2 samples of 30 s): the window of connection-accept-throttle-time.
+METRIC_WINDOW_NUM = 2
+METRIC_WINDOW_SIZE_MS = 30_000
+
+
+class SampledStat:
+    """Kafka's SampledStat (common.metrics.stats): `samples` windows of `window_ms`. An event
+    goes to the current window, or starts the next one (reusing the oldest slot) once the
+    current one is `window_ms` old; a window `samples` x `window_ms` old is reset (obsolete)
+    before every measure. Keeps the sum and the count of the values recorded."""
+
+    def __init__(self, samples: int, window_ms: int) -> None:
+        self.samples = samples
+        self.window_ms = window_ms
+        self._starts: list[int] = []  # each window's lastWindowMs
+        self._sums: list[float] = []
+        self._counts: list[int] = []
+        self._current = 0
+
+    def record(self, value: float, now_ms: int) -> None:
+        if not self._starts:
+            self._add(now_ms)
+        if now_ms - self._starts[self._current] >= self.window_ms:  # Sample.isComplete
+            self._current = (self._current + 1) % self.samples
+            if self._current >= len(self._starts):
+                self._add(now_ms)
+            else:
+                self._reset(self._current, now_ms)
+        self._sums[self._current] += value
+        self._counts[self._current] += 1
+
+    def purge(self, now_ms: int) -> None:
+        """purgeObsoleteSamples: windows `samples` x `window_ms` old start again, empty, at now."""
+        for i, start in enumerate(self._starts):
+            if now_ms - start >= self.samples * self.window_ms:
+                self._reset(i, now_ms)
+
+    def total(self, now_ms: int) -> float:
+        self.purge(now_ms)
+        return sum(self._sums)
+
+    def count(self, now_ms: int) -> int:
+        self.purge(now_ms)
+        return sum(self._counts)
+
+    def oldest_start_ms(self, now_ms: int) -> int:
+        if not self._starts:  # Kafka's oldest() makes a first window, as here
+            self._add(now_ms)
+        return min(self._starts)
+
+    def _add(self, now_ms: int) -> None:
+        self._starts.append(now_ms)
+        self._sums.append(0.0)
+        self._counts.append(0)
+
+    def _reset(self, i: int, now_ms: int) -> None:
+        self._starts[i], self._sums[i], self._counts[i] = now_ms, 0.0, 0
+
+
+class ConnectionCreationRate:
+    """max.connection.creation.rate: Kafka's broker connection rate sensor, a `Rate` (per
+    second) over QUOTA_WINDOW_NUM samples of QUOTA_WINDOW_SIZE_MS, with an upper quota.
+    Shared by every listener of a broker; only the event-loop task calls it."""
+
+    def __init__(self, max_rate: int, samples: int = QUOTA_WINDOW_NUM, window_ms: int = QUOTA_WINDOW_SIZE_MS) -> None:
+        self.max_rate = max_rate
+        self._stat = SampledStat(samples, window_ms)
+        self.max_throttle_ms = window_ms  # Kafka: quota.window.size.seconds
+
+    def record(self, now_ms: int) -> int:
+        """Record one accepted connection; how long (ms) the acceptor must wait before it hands
+        the connection on, 0 within the quota. Kafka's Sensor.record then
+        QuotaUtils.boundedThrottleTime: (rate - quota) / quota x the rate's window, rounded
+        half up, at most `max_throttle_ms`."""
+        self._stat.record(1.0, now_ms)
+        rate = self.rate(now_ms)
+        if rate <= self.max_rate:
+            return 0
+        if self.max_rate == 0:
+            return self.max_throttle_ms
+        throttle_ms = math.floor((rate - self.max_rate) / self.max_rate * self.window_size_ms(now_ms) + 0.5)
+        return min(throttle_ms, self.max_throttle_ms)
+
+    def rate(self, now_ms: int) -> float:
+        """Connections per second, as Kafka's Rate.measure (its broker-connection-accept-rate)."""
+        total = self._stat.total(now_ms)
+        return total / (self.window_size_ms(now_ms) / 1000)
+
+    def window_size_ms(self, now_ms: int) -> int:
+        """Kafka's Rate.windowSize: the time since the oldest window began, and at least
+        samples - 1 full windows (the missing ones count as windows without connections)."""
+        self._stat.purge(now_ms)
+        elapsed_ms = now_ms - self._stat.oldest_start_ms(now_ms)
+        full_windows = elapsed_ms // self._stat.window_ms
+        if full_windows < self._stat.samples - 1:
+            elapsed_ms += (self._stat.samples - 1 - full_windows) * self._stat.window_ms
+        return max(elapsed_ms, 1)
+
+
+class ThrottleTimeAvg:
+    """Kafka's connection-accept-throttle-time of a listener: the average of the non-zero
+    throttle times (`Avg` over METRIC_WINDOW_NUM samples of METRIC_WINDOW_SIZE_MS); NaN
+    while there are none in the window, as Kafka's Avg reports."""
+
+    def __init__(self, samples: int = METRIC_WINDOW_NUM, window_ms: int = METRIC_WINDOW_SIZE_MS) -> None:
+        self._stat = SampledStat(samples, window_ms)
+
+    def record(self, throttle_ms: int, now_ms: int) -> None:
+        self._stat.record(float(throttle_ms), now_ms)
+
+    def value(self, now_ms: int) -> float:
+        count = self._stat.count(now_ms)
+        return self._stat.total(now_ms) / count if count else math.nan
 
 
 READ_CHUNK_BYTES = 64 * 1024
