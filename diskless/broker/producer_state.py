@@ -302,6 +302,21 @@ class ProducerStateManager:
 
     # -- snapshots -----------------------------------------------------------------------
 
+    def entries(self) -> list[ProducerStateEntry]:
+        """Every producer's entry, by producer id."""
+        return [self._entries[pid] for pid in sorted(self._entries)]
+
+    @classmethod
+    def from_entries(
+        cls, map_end_offset: int, entries: Iterable[ProducerStateEntry], producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    ) -> ProducerStateManager:
+        """A state made of `entries`, reflecting every batch below `map_end_offset`."""
+        manager = cls(producer_id_expiration_ms)
+        manager._map_end_offset = map_end_offset
+        manager._entries = {e.producer_id: e for e in entries}
+        return manager
+
+
     def snapshot(self) -> bytes:
         """The whole state in the byte layout of the module header."""
         body = bytearray(_BODY_HEADER.pack(self._map_end_offset, len(self._entries)))

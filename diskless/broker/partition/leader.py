@@ -50,7 +50,8 @@ from ..tiering.remote_log import RemoteLog
 from ..wal.recovery import recover_tail
 from ..wal.writer import WalWriter
 from .epoch_checkpoint import last_leader_epoch, record_leader_epoch
-from .producer_snapshots import drop_snapshots_above, load_producer_state, write_producer_snapshot
+from .producer_snapshots import drop_snapshots_above, load_producer_state, published_state, snapshot_after, to_published
+from .producer_snapshots import write_producer_snapshot
 from .rules import PartitionRules
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class PartitionLeader:
         log_start_offset: int,
         high_watermark: int,
         producer_id_expiration_ms: int,
+        published: ProducerStateManager | None = None,
     ) -> None:
         self.topic = topic
         self.topic_id = topic_id
@@ -109,7 +111,7 @@ class PartitionLeader:
         self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._wal_failure: BaseException | None = None
         self.producers: ProducerStateManager
-        self.producers, self._snapshot_base = load_producer_state(log, producer_id_expiration_ms)
+        self.producers, self._snapshot_base = load_producer_state(log, producer_id_expiration_ms, published)
         self.txns = PartitionTxns()  # open transactions, last stable offset, aborted ones (txn/)
         self.txns.rebuild(transactional_batches(log), self.high_watermark)
         self._appended: asyncio.Future[None] | None = None
@@ -156,10 +158,13 @@ class PartitionLeader:
         # producer's next batch is refused OUT_OF_ORDER_SEQUENCE, and it resends).
         drop_snapshots_above(log.dir, min(kept))
         record_leader_epoch(log.dir, leader_epoch, log.log_end_offset)
+        published = None
+        if 0 < remote.end_offset <= log.segments[0].base_offset:  # no local history below the bucket's end
+            published = await _published_producer_state(store, topic, index, producer_id_expiration_ms)
         leader = cls(
             topic, topic_id, index, log, rules, remote, store, uploads, wal, may_write,
             leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, high_watermark=high_watermark,
-            producer_id_expiration_ms=producer_id_expiration_ms,
+            producer_id_expiration_ms=producer_id_expiration_ms, published=published,
         )  # fmt: skip
         leader._resubmit_tail()
         leader.txns.merge_aborted(await store.list_aborted_transactions(topic, index))
@@ -338,9 +343,22 @@ class PartitionLeader:
         active_base = self._log.active_base_offset
         if active_base <= self._snapshot_base:
             return False
-        write_producer_snapshot(self._log.dir, self.producers)
+        write_producer_snapshot(self._log.dir, self.producers, keep_above=self.remote.end_offset)
         self._snapshot_base = active_base
         return True
+
+    async def publish_producer_state(self, segment_end: int) -> None:
+        """Before a segment's commit: the producer state at its end (the first local snapshot
+        after it that holds only durable batches) goes to the store. A leader on another
+        broker, whose local log will begin where the bucket ends, starts from it; without it
+        a retry of a batch below would be taken as new (load_producer_state)."""
+        state = snapshot_after(self._log.dir, segment_end, self.high_watermark, self.producers.producer_id_expiration_ms)
+        if state is None:
+            return
+        try:
+            await self._store.put_producer_snapshot(self.topic, self.index, to_published(state), leader_epoch=self.leader_epoch)
+        except Exception as exc:  # the next segment publishes a newer one
+            logger.warning("%s-%d: publishing the producer state at offset %d failed: %s", self.topic, self.index, state.map_end_offset, exc)
 
     # --- durability ---------------------------------------------------------------------------
 
@@ -553,6 +571,7 @@ class PartitionLeader:
         target = self._log.log_end_offset
         self._tail_uploaded = (target, asyncio.get_running_loop().create_future())
         self._log.roll(now_ms)
+        self.maybe_snapshot_producers()  # at the roll: the state the next leader starts from
         self._uploads.rolled()
         await self._tail_uploaded[1]
 
@@ -619,6 +638,15 @@ async def _drop_a_stale_tail(log: Log, store: MetadataStore, remote: RemoteLog, 
         log.truncate_to(diverges_at)
     else:
         log.truncate_fully_and_start_at(diverges_at)
+
+
+async def _published_producer_state(store: MetadataStore, topic: str, index: int, producer_id_expiration_ms: int) -> ProducerStateManager | None:
+    try:
+        snapshot = await store.get_producer_snapshot(topic, index)
+    except Exception as exc:  # the state is then rebuilt from the local log alone, as before it was published
+        logger.warning("%s-%d: reading the published producer state failed: %s", topic, index, exc)
+        return None
+    return None if snapshot is None else published_state(snapshot, producer_id_expiration_ms)
 
 
 def _last_batch_epoch(log: Log) -> int | None:

@@ -21,10 +21,12 @@ from pathlib import Path
 
 from hot_tier import Log
 from hot_tier.files import fsync_dir
-from hot_tier.records.header import BatchHeader
+from hot_tier.records.header import NO_SEQUENCE, BatchHeader
 from hot_tier.scan import scan_batches
+from metadata import ProducerSnapshot
+from metadata import ProducerStateEntry as StoredEntry
 
-from ..producer_state import ProducerSnapshotError, ProducerStateManager
+from ..producer_state import BatchMetadata, ProducerSnapshotError, ProducerStateEntry, ProducerStateManager
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +34,17 @@ PRODUCER_SNAPSHOTS_KEPT = 2
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 
 
-def load_producer_state(log: Log, producer_id_expiration_ms: int) -> tuple[ProducerStateManager, int]:
+def load_producer_state(
+    log: Log, producer_id_expiration_ms: int, published: ProducerStateManager | None = None
+) -> tuple[ProducerStateManager, int]:
     """(state, base offset of the active segment if no rolled local segment lacks a snapshot,
     else -1: then the caller writes one before tiering may drop those segments).
+
+    `published` is the state the partition's leaders keep in the metadata store (see
+    `published_state`); it is used when it lies inside the local log and no local snapshot
+    is newer: a broker taking over from another starts with a local log that begins where
+    the bucket ends, and without it would know none of the producers whose batches all lie
+    below (it would then take any sequence from them, a retry too).
 
     Snapshots outside the local log are deleted, as Kafka's truncateAndReload does: above its
     end they describe batches that are gone (the log was cut after a crash); below its start
@@ -57,6 +67,9 @@ def load_producer_state(log: Log, producer_id_expiration_ms: int) -> tuple[Produ
             logger.warning("ignoring producer-state snapshot %s: %s", path, exc)
     for stale in log.dir.glob("*.snapshot.tmp"):
         stale.unlink(missing_ok=True)
+    if published is not None and log_start_offset <= published.map_end_offset <= log_end_offset:
+        if manager is None or manager.map_end_offset < published.map_end_offset:
+            manager = published
     segments = log.segments
     covered = len(segments) == 1 or (manager is not None and manager.map_end_offset >= segments[-1].base_offset)
     manager = manager or ProducerStateManager(producer_id_expiration_ms)
@@ -64,8 +77,9 @@ def load_producer_state(log: Log, producer_id_expiration_ms: int) -> tuple[Produ
     return manager, segments[-1].base_offset if covered else -1
 
 
-def write_producer_snapshot(dir: Path, manager: ProducerStateManager) -> Path:
-    """Write `manager`'s snapshot durably under its map end offset; keep the newest few."""
+def write_producer_snapshot(dir: Path, manager: ProducerStateManager, keep_above: int | None = None) -> Path:
+    """Write `manager`'s snapshot durably under its map end offset; keep the newest few, and
+    every one above `keep_above` (the bucket's end: `published_state` reads them)."""
     path = _snapshot_path(dir, manager.map_end_offset)
     tmp = path.with_name(path.name + ".tmp")
     data = memoryview(manager.snapshot())
@@ -79,8 +93,49 @@ def write_producer_snapshot(dir: Path, manager: ProducerStateManager) -> Path:
     os.replace(tmp, path)
     fsync_dir(dir)
     for offset in sorted(_snapshot_offsets(dir))[:-PRODUCER_SNAPSHOTS_KEPT]:
-        _snapshot_path(dir, offset).unlink(missing_ok=True)
+        if keep_above is None or offset <= keep_above:
+            _snapshot_path(dir, offset).unlink(missing_ok=True)
     return path
+
+
+def snapshot_after(dir: Path, segment_end: int, durable_end: int, producer_id_expiration_ms: int) -> ProducerStateManager | None:
+    """The state of the first local snapshot at or after a segment's end that describes only
+    durable batches (at most `durable_end`), or None: what a leader publishes with the segment."""
+    for offset in sorted(o for o in _snapshot_offsets(dir) if segment_end <= o <= durable_end):
+        try:
+            return ProducerStateManager.from_snapshot(_snapshot_path(dir, offset).read_bytes(), producer_id_expiration_ms)
+        except (OSError, ProducerSnapshotError) as exc:
+            logger.warning("ignoring producer-state snapshot %s: %s", _snapshot_path(dir, offset), exc)
+    return None
+
+
+def to_published(manager: ProducerStateManager) -> ProducerSnapshot:
+    """The store's form of a state: each producer's last batch, as Kafka's snapshot files keep it."""
+    return ProducerSnapshot(
+        manager.map_end_offset,
+        tuple(
+            StoredEntry(
+                e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset,
+                e.batches[-1].last_offset - e.batches[-1].first_offset if e.batches else 0, e.last_timestamp_ms,
+            )  # fmt: skip
+            for e in manager.entries()
+        ),
+    )
+
+
+def published_state(snapshot: ProducerSnapshot, producer_id_expiration_ms: int) -> ProducerStateManager:
+    """A state from the store's form: each producer with its last batch (a retry of an earlier
+    one is then not recognised, as after Kafka reloads a snapshot file)."""
+    entries = []
+    for e in snapshot.entries:
+        batches: tuple[BatchMetadata, ...] = ()
+        if e.last_sequence != NO_SEQUENCE:
+            first_sequence = e.last_sequence - e.offset_delta
+            if first_sequence < 0:  # the batch's sequences wrapped past Int32 max to 0
+                first_sequence += 2**31
+            batches = (BatchMetadata(first_sequence, e.last_sequence, e.last_offset - e.offset_delta, e.last_offset, e.last_timestamp_ms),)
+        entries.append(ProducerStateEntry(e.producer_id, e.producer_epoch, batches, e.last_offset, e.last_timestamp_ms))
+    return ProducerStateManager.from_entries(snapshot.log_end_offset, entries, producer_id_expiration_ms)
 
 
 def drop_snapshots_above(dir: Path, offset: int) -> int:

@@ -197,6 +197,7 @@ class Uploader:
         await upload_committed(
             self.bucket, committed, log_path=segment.log_path, index_path=segment.index_path, timeindex_path=segment.timeindex_path
         )
+        await leader.publish_producer_state(committed.next_offset)
         await remote.commit(committed, leader.leader_epoch)
         await leader.segment_committed()
         log.info("%s-%d: segment %d-%d (%d bytes) is in the bucket", leader.topic, leader.index,
