@@ -29,6 +29,7 @@ from . import dynamic_broker_configs
 from .admin_http import AdminHttp
 from .api import RequestSettings
 from .config import BrokerConfig
+from .connection_limits import ConnectionCreationRate, parse_per_ip_overrides
 from .cluster.membership import ClusterView, Membership, MembershipSettings
 from .cluster.slots import slot_of
 from .data_dir import DataDirLock, claim_data_dir
@@ -79,6 +80,8 @@ class Broker:
                 "offsets.retention.minutes": str(config.offsets_retention_minutes),
                 "max.connections": str(config.connection_limits.max_connections),
                 "max.connections.per.ip": str(config.connection_limits.max_connections_per_ip),
+                "max.connections.per.ip.overrides": config.max_connections_per_ip_overrides,
+                "max.connection.creation.rate": str(config.max_connection_creation_rate),
                 **config.cleaner.broker_configs(),
             },
         )
@@ -90,9 +93,11 @@ class Broker:
         self.cluster_id = ""
         self.data_dir_lock: DataDirLock | None = None
         self.security = BrokerSecurity(config.security)
+        # max.connection.creation.rate is broker-wide: one rate for every listener (cli/listeners.py).
+        self.connection_creation_rate = ConnectionCreationRate(config.max_connection_creation_rate)
         self.server = KafkaServer(
             self.handle, config.listen_host, config.listen_port, config.socket_request_max_bytes, config.connection_limits,
-            security=config.listener_security,
+            security=config.listener_security, creation_rate=self.connection_creation_rate,
             ssl_context=server_context(config.security.tls) if config.listener_security.uses_tls and config.security.tls else None,
         )
         self.kafka_servers = [self.server]  # every listener's, for dynamic max.connections(.per.ip)
@@ -268,7 +273,10 @@ class Broker:
         """The broker's own dynamic settings changed (dynamic_broker_configs.BROKER_DYNAMIC):
         applied to every listener and to the cleaner at once."""
         for server in self.kafka_servers:
-            server.set_connection_limits(int(values["max.connections"]), int(values["max.connections.per.ip"]))
+            server.set_connection_limits(
+                int(values["max.connections"]), int(values["max.connections.per.ip"]),
+                parse_per_ip_overrides(values["max.connections.per.ip.overrides"]), int(values["max.connection.creation.rate"]),
+            )  # fmt: skip
         if self.cleaner is not None:
             self.cleaner.reconfigure(dynamic_broker_configs.cleaner_config(self.config.cleaner, values))
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .compaction.config import CleanerConfig
-from .connection_limits import INT32_MAX, ConnectionLimits
+from .connection_limits import INT32_MAX, ConnectionLimits, parse_per_ip_overrides
 from .security.config import ListenerSecurity, SecurityConfig
 
 
@@ -45,6 +45,8 @@ class BrokerConfig:
     # Connection and memory limits (connection_limits.py), Kafka's defaults but where noted.
     max_connections: int = INT32_MAX
     max_connections_per_ip: int = INT32_MAX
+    max_connections_per_ip_overrides: str = ""  # Kafka's text: "host:count,ip:count"; validated by the CLI
+    max_connection_creation_rate: int = INT32_MAX  # connections per second, broker-wide (KIP-612)
     connections_max_idle_ms: int = 600000
     queued_max_request_bytes: int = 256 * 2**20  # Kafka's default is -1 (no bound)
     request_arrival_timeout_ms: int = 30000  # no Kafka name: slow senders are cut after it
@@ -89,6 +91,8 @@ class BrokerConfig:
         return ConnectionLimits(
             max_connections=self.max_connections,
             max_connections_per_ip=self.max_connections_per_ip,
+            max_connections_per_ip_overrides=parse_per_ip_overrides(self.max_connections_per_ip_overrides),
+            max_connection_creation_rate=self.max_connection_creation_rate,
             connections_max_idle_ms=self.connections_max_idle_ms,
             queued_max_request_bytes=self.queued_max_request_bytes,
             request_arrival_timeout_ms=self.request_arrival_timeout_ms,

@@ -5,10 +5,11 @@ IncrementalAlterConfigs or AlterConfigs on a BROKER resource. Sans-IO. Two famil
   a topic config, e.g. log.retention.ms for retention.ms, message.max.bytes for
   max.message.bytes), applied through the topic defaults;
 - the broker's own settings this broker has and Kafka reconfigures without a restart
-  (`BROKER_DYNAMIC`): max.connections and max.connections.per.ip (Kafka's
-  DynamicConnectionQuota), log.cleaner.threads, .dedupe.buffer.size, .io.max.bytes.per.second
-  and .backoff.ms (LogCleaner.ReconfigurableConfigs), applied by the broker to its listeners
-  and its cleaner (`broker_values` gives their effective values).
+  (`BROKER_DYNAMIC`): max.connections, max.connections.per.ip, max.connections.per.ip.overrides
+  and max.connection.creation.rate (Kafka's DynamicConnectionQuota), log.cleaner.threads,
+  .dedupe.buffer.size, .io.max.bytes.per.second and .backoff.ms (LogCleaner.ReconfigurableConfigs),
+  applied by the broker to its listeners and its cleaner (`broker_values` gives their effective
+  values).
 
 num.partitions, auto.create.topics.enable, log.cleaner.enable, node.id and every other broker
 config are read-only in Kafka, as here.
@@ -33,6 +34,7 @@ from dataclasses import dataclass, replace as replaced
 
 from . import topic_configs
 from .compaction.config import DOUBLE_MAX, CleanerConfig, InvalidCleanerConfig
+from .connection_limits import InvalidPerIpOverrides, parse_per_ip_overrides
 from .topic_configs import AlterOp, ConfigType, InvalidConfig
 
 INT32_MAX = 2**31 - 1
@@ -57,8 +59,14 @@ class BrokerConfigDef:
     low: float  # the least value Kafka's ConfigDef accepts (Range.atLeast)
     doc: str
 
-    def parse(self, value: str) -> int | float:
+    def parse(self, value: str) -> int | float | str:
         """The value as Kafka's ConfigDef parses it; BrokerConfigRefused with Kafka's reason."""
+        if self.type is ConfigType.STRING:  # max.connections.per.ip.overrides, the only one
+            try:
+                parse_per_ip_overrides(value)
+            except InvalidPerIpOverrides as exc:
+                raise BrokerConfigRefused([self.name], f"Invalid value {value} for configuration {self.name}: {exc.reason}") from None
+            return value
         try:
             number: int | float = float(value) if self.type is ConfigType.DOUBLE else int(value.strip())
         except ValueError:
@@ -80,6 +88,10 @@ BROKER_DYNAMIC: Mapping[str, BrokerConfigDef] = {
                         "Connections the broker accepts at once; at the limit it stops accepting until one closes."),
         BrokerConfigDef("max.connections.per.ip", ConfigType.INT, str(INT32_MAX), 0,
                         "Connections accepted from one address; more are closed at once."),
+        BrokerConfigDef("max.connections.per.ip.overrides", ConfigType.STRING, "", 0,
+                        "Per-address limits that replace max.connections.per.ip: hostName:100,127.0.0.1:200"),
+        BrokerConfigDef("max.connection.creation.rate", ConfigType.INT, str(INT32_MAX), 0,
+                        "Connections the broker accepts per second, across listeners; the acceptor delays connections over it."),
         BrokerConfigDef("log.cleaner.threads", ConfigType.INT, "1", 0, "Partitions the log cleaner cleans at the same time."),
         BrokerConfigDef("log.cleaner.dedupe.buffer.size", ConfigType.LONG, str(128 * 2**20), 0,
                         "Bytes of the cleaner's key -> offset map, shared by its threads."),
@@ -125,13 +137,18 @@ def apply(
         name = next((n for n in sorted(updated) if DYNAMIC.get(n) == exc.name), exc.name)
         raise BrokerConfigRefused([name], f"Invalid value {updated.get(name, exc.value)} for configuration {name}: {exc.reason}") from None
     values = {name: BROKER_DYNAMIC[name].parse(value) for name, value in updated.items() if name in BROKER_DYNAMIC}
-    _check_connections(values)
+    _check_connections(values, current, running or {})
     _check_cleaner(values, running or {})
     return updated
 
 
-def _check_connections(values: Mapping[str, int | float]) -> None:
-    if values.get("max.connections.per.ip") == 0:  # Kafka: only with per-address overrides, which this broker has not
+def _check_connections(values: Mapping[str, int | float | str], current: Mapping[str, str], running: Mapping[str, str]) -> None:
+    """Kafka's KafkaConfig check, on the values the change leads to: max.connections.per.ip may
+    be zero only with overrides (the resource's new ones; if it has none, the running ones,
+    unless this change deleted them)."""
+    name = "max.connections.per.ip.overrides"
+    overrides = values[name] if name in values else "" if name in current else running.get(name, "")
+    if values.get("max.connections.per.ip") == 0 and not parse_per_ip_overrides(str(overrides)):
         raise BrokerConfigRefused(
             ["max.connections.per.ip"], "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."
         )

@@ -7,6 +7,10 @@ Names as the Prometheus JMX exporter translates Kafka's (metrics.py says how):
   `kafka_server_socket_server_metrics_connection_count{listener="L"}` (a gauge) and the
   counters `..._connection_creation_total` and `..._connection_close_total`; Kafka's
   `-rate` attributes are PromQL's `rate()` of those.
+- `connection-accept-throttle-time` (KIP-612), the average of the non-zero times the acceptor
+  waited for max.connection.creation.rate over Kafka's metric window (2 x 30 s; NaN when none),
+  becomes the gauge `kafka_server_socket_server_metrics_connection_accept_throttle_time{listener="L"}`
+  (ms), computed at scrape time (connection_limits.ThrottleTimeAvg).
 - Authentication, labelled with the name of the listener the session came in on:
   `failed-authentication-total` and `successful-authentication-total` count first logins,
   `failed-reauthentication-total` and `successful-reauthentication-total` the logins again on
@@ -30,11 +34,13 @@ of each API key are looked up once, then kept in a dict. Only the event-loop tas
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from .connection_limits import ThrottleTimeAvg
 from .metrics import EVENTS, request_name
 
 # Bytes, powers of 4 from 64 B to 64 MiB (requests are bounded by socket.request.max.bytes, 100 MiB).
@@ -52,6 +58,12 @@ CONNECTIONS_CREATED = Counter(
 CONNECTIONS_CLOSED = Counter(
     "kafka_server_socket_server_metrics_connection_close",
     "Connections closed, by either side, per listener (Kafka's connection-close-total; its rate is connection-close-rate).",
+    ["listener"], registry=EVENTS,
+)  # fmt: skip
+CONNECTION_ACCEPT_THROTTLE_TIME = Gauge(
+    "kafka_server_socket_server_metrics_connection_accept_throttle_time",
+    "Average of the non-zero times (ms) the acceptor waited for max.connection.creation.rate, per listener, "
+    "over the last 30-60 s; NaN when none (Kafka's connection-accept-throttle-time).",
     ["listener"], registry=EVENTS,
 )  # fmt: skip
 FAILED_AUTHENTICATIONS = Counter(
@@ -101,17 +113,24 @@ def response_size_bytes(parts: Sequence[Any]) -> int:
 class ListenerMetrics:
     """The counting of one listener (one `KafkaServer`), labelled once its port is bound."""
 
-    __slots__ = ("listener", "_open", "_created", "_closed", "_sizes")
+    __slots__ = ("listener", "_open", "_created", "_closed", "_sizes", "_throttle")
 
     def __init__(self) -> None:
         self.listener: str | None = None
         self._sizes: dict[int, tuple[Any, Any]] = {}  # api key: (request, response) histogram children
+        self._throttle = ThrottleTimeAvg()
 
     def bind(self, listener: str) -> None:
         self.listener = listener
         self._open = CONNECTIONS.labels(listener)
         self._created = CONNECTIONS_CREATED.labels(listener)
         self._closed = CONNECTIONS_CLOSED.labels(listener)
+        throttle = self._throttle
+        CONNECTION_ACCEPT_THROTTLE_TIME.labels(listener).set_function(lambda: throttle.value(_now_ms()))
+
+    def connection_throttled(self, throttle_ms: int) -> None:
+        """The acceptor waits `throttle_ms` for max.connection.creation.rate."""
+        self._throttle.record(throttle_ms, _now_ms())
 
     def connection_opened(self) -> None:
         self._created.inc()
@@ -139,8 +158,12 @@ class ListenerMetrics:
         the tests do, keeps no stale ones)."""
         if self.listener is None:
             return
-        for metric in (CONNECTIONS, CONNECTIONS_CREATED, CONNECTIONS_CLOSED):
+        for metric in (CONNECTIONS, CONNECTIONS_CREATED, CONNECTIONS_CLOSED, CONNECTION_ACCEPT_THROTTLE_TIME):
             try:
                 metric.remove(self.listener)
             except KeyError:
                 pass
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000

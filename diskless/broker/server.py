@@ -24,7 +24,9 @@ rate-limited by `RefusalLog` so that a flood of bad frames cannot flood the log:
 per kind of reason per second, the next one saying how many were suppressed.
 
 Limits (decisions in connection_limits.py): max.connections (accepting pauses at the limit),
-max.connections.per.ip (the extra connection is closed), connections.max.idle.ms, a deadline
+max.connections.per.ip and its per-address overrides (the extra connection is closed),
+max.connection.creation.rate (the acceptor waits the throttle time before it hands an accepted
+connection on; one rate shared by the broker's listeners), connections.max.idle.ms, a deadline
 for a request to arrive once it has begun (slow senders), and queued.max.request.bytes (reading
 request bodies pauses while the bytes read and not yet answered, across connections, would pass
 it). The shell owns the accept loop (not asyncio.start_server): when accept fails for lack of
@@ -52,7 +54,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,13 +70,16 @@ from .security.tls import principal_of_certificate
 from .connection_limits import (
     AcceptBackoff,
     Admission,
+    ConnectionCreationRate,
     ConnectionLimits,
     ConnectionQuotas,
     Phase,
     QueuedRequestBytes,
     descriptor_budget,
+    normalize_address,
     overdue,
     raise_descriptor_limit,
+    resolve_per_ip_overrides,
     soft_descriptor_limit,
     sweep_interval_ms,
 )
@@ -181,6 +186,7 @@ class KafkaServer:
         self, handle: Callable[[Request], Awaitable[Any]], host: str, port: int, max_request_bytes: int,
         limits: ConnectionLimits | None = None, listener_name: str | None = None,
         security: ListenerSecurity | None = None, ssl_context: ssl.SSLContext | None = None,
+        creation_rate: ConnectionCreationRate | None = None,
     ) -> None:  # fmt: skip
         self.handle = handle  # the broker's: a parsed request in, its response (or None) out
         self.host = host
@@ -196,7 +202,10 @@ class KafkaServer:
         self._listeners: list[socket.socket] = []
         self._tasks: list[asyncio.Task[None]] = []  # accept loops and the deadline sweeper
         self._connections: dict[asyncio.Task[None], _Connection] = {}
-        self._quotas = ConnectionQuotas(self.limits.max_connections, self.limits.max_connections_per_ip)
+        self._quotas = ConnectionQuotas(self.limits.max_connections, self.limits.max_connections_per_ip,
+                                        _resolved_overrides(self.limits.max_connections_per_ip_overrides))
+        # max.connection.creation.rate is broker-wide: the broker passes one rate to all its listeners.
+        self._creation_rate = creation_rate if creation_rate is not None else ConnectionCreationRate(self.limits.max_connection_creation_rate)
         self._queued = QueuedRequestBytes(self.limits.queued_max_request_bytes)
         self._room: asyncio.Event | None = None  # set when queued request bytes fall below the bound
         self._slot_freed: asyncio.Event | None = None
@@ -213,13 +222,25 @@ class KafkaServer:
     def queued_request_bytes(self) -> int:
         return self._queued.used_bytes
 
-    def set_connection_limits(self, max_connections: int, max_connections_per_ip: int) -> None:
-        """max.connections and max.connections.per.ip changed at run time (dynamic broker
-        configs): new connections are admitted by the new limits; open ones stay, as in Kafka.
-        An acceptor paused at the old max.connections looks again."""
-        self.limits = dataclasses.replace(self.limits, max_connections=max_connections, max_connections_per_ip=max_connections_per_ip)
+    def set_connection_limits(
+        self, max_connections: int, max_connections_per_ip: int, max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+        max_connection_creation_rate: int | None = None,
+    ) -> None:  # fmt: skip
+        """max.connections, max.connections.per.ip, its overrides (parsed; host names are
+        resolved here) and max.connection.creation.rate changed at run time (dynamic broker
+        configs): new connections are admitted by the new limits; open ones stay, as in Kafka,
+        and a connection already waiting for its throttle time waits it out. An acceptor paused
+        at the old max.connections looks again. None: unchanged."""
+        overrides = self.limits.max_connections_per_ip_overrides if max_connections_per_ip_overrides is None else max_connections_per_ip_overrides
+        rate = self.limits.max_connection_creation_rate if max_connection_creation_rate is None else max_connection_creation_rate
+        self.limits = dataclasses.replace(
+            self.limits, max_connections=max_connections, max_connections_per_ip=max_connections_per_ip,
+            max_connections_per_ip_overrides=dict(overrides), max_connection_creation_rate=rate,
+        )  # fmt: skip
         self._quotas.max_connections = max_connections
         self._quotas.max_connections_per_ip = max_connections_per_ip
+        self._quotas.per_ip_overrides = _resolved_overrides(overrides)
+        self._creation_rate.max_rate = rate
         if self._slot_freed is not None:
             self._slot_freed.set()
 
@@ -283,11 +304,25 @@ class KafkaServer:
                 await asyncio.sleep(delay_ms / 1000)
                 continue
             backoff.succeeded()
-            host = address[0] if isinstance(address, tuple) else str(address)
+            throttle_ms = self._creation_rate.record(_now_ms())
+            if throttle_ms > 0:
+                # As Kafka's acceptor (KIP-612): this connection waits before it is served, and
+                # the ones behind it wait in the backlog; none is refused for the rate.
+                self._metrics.connection_throttled(throttle_ms)
+                self._warn_accept(f"accepting throttled: max.connection.creation.rate {self._creation_rate.max_rate}/s exceeded, "
+                                  "the acceptor waits before each connection")
+                try:
+                    await asyncio.sleep(throttle_ms / 1000)
+                except asyncio.CancelledError:
+                    sock.close()
+                    raise
+            host = normalize_address(address[0]) if isinstance(address, tuple) else str(address)
             if self._quotas.admit(host) is Admission.TOO_MANY_FOR_IP:
                 sock.close()
-                self._refused(f"{host}:{address[1]}", ConnectionRefusedError(), None,
-                              f"too many connections from {host} (max.connections.per.ip {self.limits.max_connections_per_ip})")
+                limit = self._quotas.limit_for(host)
+                setting = (f"max.connections.per.ip.overrides {host}:{limit}" if host in self._quotas.per_ip_overrides
+                           else f"max.connections.per.ip {limit}")
+                self._refused(f"{host}:{address[1]}", ConnectionRefusedError(), None, f"too many connections from {host} ({setting})")
                 continue
             task = loop.create_task(self._on_socket(sock, address))
             self._connections[task] = _Connection(host, task, _now_ms())
@@ -514,6 +549,23 @@ class KafkaServer:
                 # transport's buffer is empty (uvloop cannot; see DESIGN.md).
                 await loop.sendfile(writer.transport, part.file, part.position, part.size_bytes, fallback=True)
         await writer.drain()
+
+
+def _resolved_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
+    """max.connections.per.ip.overrides by address. Host names are looked up here, once, when
+    the setting is applied (as Kafka's InetAddress.getByName; a blocking lookup, only for
+    names); a name that does not resolve is left out, with a warning."""
+
+    def lookup(host: str) -> list[str]:
+        try:
+            return sorted({info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)})
+        except OSError:
+            return []
+
+    by_address, unresolved = resolve_per_ip_overrides(overrides, lookup)
+    for host in unresolved:
+        log.warning("max.connections.per.ip.overrides: cannot resolve %s; its override is not applied", host)
+    return by_address
 
 
 def _address_text(address: Any) -> str:

@@ -60,6 +60,7 @@ class ExtraListeners:
                 self._handler(address), listener.host, listener.port, self.config.socket_request_max_bytes, self.config.connection_limits,
                 security=listener.security,
                 ssl_context=server_context(tls) if listener.security.uses_tls and tls is not None else None,
+                creation_rate=self.broker.connection_creation_rate,  # max.connection.creation.rate is broker-wide
             )
             await server.start()
             self.servers.append(server)

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from diskless.broker.config import BrokerConfig, Listener
+from diskless.broker.connection_limits import InvalidPerIpOverrides, parse_per_ip_overrides
 
 from .cleaner_settings import CLEANER_SETTINGS, cleaner_config
 from .security_settings import SECURITY_SETTINGS, named_listeners, security_config
@@ -47,6 +48,15 @@ def directory(value: str) -> Path:
 def text(value: str) -> str:
     if not isinstance(value, str):
         raise SettingsError(f"expected a string, got {value!r}")
+    return value
+
+
+def per_ip_overrides(value: str) -> str:
+    """max.connections.per.ip.overrides, checked as Kafka parses it; kept as its text."""
+    try:
+        parse_per_ip_overrides(text(value))
+    except InvalidPerIpOverrides as exc:
+        raise SettingsError(exc.reason) from None
     return value
 
 
@@ -164,7 +174,12 @@ SETTINGS = [
     Setting("max_connections", integer, 2**31 - 1, "max.connections: connections open at once; at the limit the broker "
             "stops accepting until one closes (it is also kept below the open file limit)"),
     Setting("max_connections_per_ip", integer, 2**31 - 1, "max.connections.per.ip: connections from one address; "
-            "one more is closed at once"),
+            "one more is closed at once (0: only the addresses in the overrides may connect)"),
+    Setting("max_connections_per_ip_overrides", per_ip_overrides, None, "max.connections.per.ip.overrides: per-address "
+            "limits that replace --max-connections-per-ip, e.g. \"127.0.0.1:200,hostName:100\" (host names resolved "
+            "when applied; default none)", "HOST:COUNT[,...]"),
+    Setting("max_connection_creation_rate", integer, 2**31 - 1, "max.connection.creation.rate: connections accepted "
+            "per second, across listeners; past it the broker delays accepting (KIP-612), it refuses none"),
     Setting("connections_max_idle_ms", integer, 600000, "connections.max.idle.ms: close a connection idle for this long"),
     Setting("queued_max_request_bytes", integer, 256 * 2**20, "queued.max.request.bytes: bytes of requests read and not "
             "yet answered, across connections; reading pauses past it (-1: no bound, Kafka's default)"),
@@ -305,7 +320,9 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         auto_create_topics_enable=values["auto_create_topics"],
         socket_request_max_bytes=values["socket_request_max_bytes"],
         max_connections=_at_least(1, values, sources, "max_connections"),
-        max_connections_per_ip=_at_least(1, values, sources, "max_connections_per_ip"),
+        max_connections_per_ip=_max_connections_per_ip(values, sources),
+        max_connections_per_ip_overrides=values["max_connections_per_ip_overrides"] or "",
+        max_connection_creation_rate=_at_least(0, values, sources, "max_connection_creation_rate"),
         connections_max_idle_ms=_at_least(1, values, sources, "connections_max_idle_ms"),
         queued_max_request_bytes=_at_least(-1, values, sources, "queued_max_request_bytes"),
         request_arrival_timeout_ms=_at_least(1, values, sources, "request_arrival_timeout_ms"),
@@ -336,6 +353,14 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         cleaner=cleaner,
     )
     return config, LogSettings(values["log_level"], values["log_format"])
+
+
+def _max_connections_per_ip(values: Mapping[str, Any], sources: Mapping[str, str]) -> int:
+    """At least 1; 0 only with overrides, as Kafka requires."""
+    if values["max_connections_per_ip"] == 0 and not parse_per_ip_overrides(values["max_connections_per_ip_overrides"] or ""):
+        raise SettingsError(f"{sources['max_connections_per_ip']}: max.connections.per.ip can be set to zero only if "
+                            f"max.connections.per.ip.overrides property is set")
+    return values["max_connections_per_ip"] if values["max_connections_per_ip"] == 0 else _at_least(1, values, sources, "max_connections_per_ip")
 
 
 def _at_least(minimum: int, values: Mapping[str, Any], sources: Mapping[str, str], name: str) -> int:

@@ -64,9 +64,9 @@ def test_the_brokers_own_settings() -> None:
     static = {"max.connections": "100", "max.connections.per.ip": "2147483647"}
     values = dynamic.broker_values(static, {"max.connections.per.ip": "10", "log.cleaner.threads": "2"}, {"max.connections.per.ip": "3"})
     assert values == {
-        "max.connections": "100", "max.connections.per.ip": "3", "log.cleaner.threads": "2",
-        "log.cleaner.dedupe.buffer.size": "134217728", "log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308",
-        "log.cleaner.backoff.ms": "15000",
+        "max.connections": "100", "max.connections.per.ip": "3", "max.connections.per.ip.overrides": "",
+        "max.connection.creation.rate": "2147483647", "log.cleaner.threads": "2", "log.cleaner.dedupe.buffer.size": "134217728",
+        "log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308", "log.cleaner.backoff.ms": "15000",
     }  # fmt: skip
     cleaner = dynamic.cleaner_config(CleanerConfig(backoff_ms=100), {**values, "log.cleaner.io.max.bytes.per.second": "1048576.0"})
     assert cleaner == CleanerConfig(threads=2, backoff_ms=15000, io_max_bytes_per_second=1048576.0)
