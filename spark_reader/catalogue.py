@@ -4,8 +4,9 @@ tail), resolve the offset options, and return the tasks (plan.py does the decidi
 Requests to the bucket, per topic read (cold_tier.layout's keys):
 
     subscribePattern        1 LIST of the root's "directories": the topic names
-    any partition selected  1 LIST of `T/P/commits/` per selected partition (assign, or a pushed
-                            partition filter naming partitions), in parallel
+    any partition selected  1 LIST of `T/P/commits/` per selected partition (assign, or pushed
+                            partition filters leaving at most MAX_PARALLEL_REQUESTS partitions:
+                            `partition = 1`, IN, BETWEEN), in parallel
     otherwise               1 LIST of `T/` (all pages): partitions and commit keys at once. A
                             LIST page holds 1,000 keys, each upload has 4, so a topic whose
                             partitions hold up to 250 segments each costs one request per
@@ -129,8 +130,9 @@ def _explicit_partitions(selection: object, pushdown: Pushdown) -> dict[str, set
         for topic, partition in selection.partitions:
             named.setdefault(topic, set()).add(partition)
         return named
-    if pushdown.partitions is not None and isinstance(selection, Subscribe):
-        return {topic: set(pushdown.partitions) for topic in selection.topics}
+    named = pushdown.named_partitions(MAX_PARALLEL_REQUESTS) if isinstance(selection, Subscribe) else None
+    if named is not None:
+        return {topic: set(named) for topic in selection.topics}
     return None
 
 

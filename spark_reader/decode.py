@@ -428,12 +428,18 @@ def _record_batch(columns: _Columns, topic: str, partition: int, include_headers
         columns.keys,
         columns.values,
         pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(topic_offsets), pa.py_buffer(topic_bytes * count)]),
-        pa.array(np.full(count, partition, np.int32)),
-        pa.array(columns.offsets),
-        pa.Array.from_buffers(TIMESTAMP_TYPE, count, [None, pa.py_buffer(np.ascontiguousarray(columns.timestamps_us))]),
-        pa.array(columns.timestamp_types.astype(np.int32, copy=False)),
+        _fixed_width(pa.int32(), np.full(count, partition, np.int32)),
+        _fixed_width(pa.int64(), columns.offsets.astype(np.int64, copy=False)),
+        _fixed_width(TIMESTAMP_TYPE, columns.timestamps_us.astype(np.int64, copy=False)),
+        _fixed_width(pa.int32(), columns.timestamp_types.astype(np.int32, copy=False)),
     ]
     if include_headers:
         arrays.append(columns.headers)
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
 
+
+def _fixed_width(type_: pa.DataType, values: np.ndarray) -> pa.Array:
+    """An Arrow array over a numpy array's buffer, with no nulls. Not pa.array(values): on its
+    first call pyarrow imports pandas, if installed, to ask whether `values` is a pandas object,
+    and on a fresh Python worker that import is most of the time to the first row."""
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])

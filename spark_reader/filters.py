@@ -5,7 +5,8 @@ Spark hands `pushFilters` the conjuncts of a WHERE clause (pyspark.sql.datasourc
 those accepted here are not evaluated again by Spark, so each is applied exactly:
 
     topic      = 'a', IN ('a', 'b')                     prunes topics before any LIST
-    partition  = 3, IN (...), <, <=, >, >=              prunes partitions before listing commits
+    partition  = 3, IN (...), <, <=, >, >=              prunes partitions before listing commits;
+                                                        a few named ones are listed one by one
     offset     = n, <, <=, >, >=                        narrows each offset range: fewer segments,
                                                         and byte ranges from the offset index
     timestamp  = t, <, <=, >, >=                        a row filter (timestamps need not grow with
@@ -49,6 +50,17 @@ class Pushdown:
         if not self.min_partition <= partition <= self.max_partition:
             return False
         return self.partitions is None or partition in self.partitions
+
+    def named_partitions(self, most: int) -> frozenset[int] | None:
+        """The partitions the filters leave, when they are a set of at most `most` (an IN, or
+        a range such as `partition = 1` or `partition BETWEEN 2 AND 5`): planning then LISTs
+        those partitions' commits rather than the whole topic. None: too many, or unbounded."""
+        if self.partitions is not None:
+            named = frozenset(p for p in self.partitions if self.allows_partition(p))
+            return named if len(named) <= most else None
+        if self.max_partition - self.min_partition + 1 > most:
+            return None
+        return frozenset(range(self.min_partition, self.max_partition + 1))
 
     @property
     def is_empty(self) -> bool:

@@ -257,3 +257,22 @@ def test_topic_and_partition_columns() -> None:
     assert batch.column("topic").to_pylist() == ["orders.eu-1"] * 3
     assert batch.column("partition").type == pa.int32()
     assert batch.column("partition").to_pylist() == [2147483647] * 3
+
+
+def test_decoding_does_not_import_pandas() -> None:
+    """pa.array() imports pandas on its first call; a fresh Spark Python worker would pay for
+    that import before its first row (bench/spark_scan.py --first-row)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from hot_tier.records import Record, encode_batch, Compression;"
+        "from spark_reader.decode import RecordBounds, batches_to_arrow, select_batches;"
+        "buf = encode_batch([Record(i, 1_700_000_000_000 + i, b'k', b'v' * i) for i in range(100)], compression=Compression.LZ4);"
+        "bounds = RecordBounds(3, 90); selection = select_batches(buf, bounds);"
+        "batch = batches_to_arrow(buf, selection.headers, 't', 1, bounds, False);"
+        "assert batch.num_rows == 87 and batch.column('offset').to_pylist() == list(range(3, 90)), batch;"
+        "print('pandas' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout.strip()) == (0, "False"), result.stderr

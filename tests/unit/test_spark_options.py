@@ -159,6 +159,19 @@ def test_contradicting_filters_make_an_empty_pushdown() -> None:
     assert not pushdown.is_empty and (pushdown.bounds.start_offset, pushdown.bounds.end_offset) == (7, 8)
 
 
+def test_a_few_partitions_named_by_filters_are_listed_one_by_one() -> None:
+    def named(*filters: object, most: int = 16) -> frozenset[int] | None:
+        return push_filters(list(filters))[0].named_partitions(most)
+
+    assert named() is None
+    assert named(EqualTo(("partition",), 1)) == {1}
+    assert named(GreaterThanOrEqual(("partition",), 2), LessThanOrEqual(("partition",), 5)) == {2, 3, 4, 5}
+    assert named(GreaterThan(("partition",), 3)) is None  # unbounded
+    assert named(LessThan(("partition",), 17)) is None and named(LessThan(("partition",), 16)) == set(range(16))
+    assert named(In(("partition",), (1, 7, None)), LessThan(("partition",), 5)) == {1}
+    assert named(In(("partition",), tuple(range(20)))) is None
+
+
 def test_importing_the_reader_loads_no_asyncio_nor_broker() -> None:
     code = (
         "import sys, spark_reader, spark_reader.catalogue, spark_reader.read, spark_reader.hot_tail, spark_reader.plan;"
