@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupType, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -425,3 +425,57 @@ def test_members_join_and_leave_one_at_a_time_while_records_are_produced(short_s
     assert set(members.values()) == set(produced)
     for before, after in zip(commits, commits[1:]):
         assert all(after.get(p, -1) >= offset for p, offset in before.items()), (before, after)
+
+
+def test_an_empty_classic_group_is_taken_over_by_a_consumer_protocol_member_with_its_offsets(shared_group_broker, create_topic):
+    """Kafka's offline upgrade: once a classic group is empty, a member of the new protocol
+    joins it as a consumer group and starts from the offsets the classic members committed;
+    once that one leaves, a classic member takes it back the same way. While the classic
+    group has members, a new-protocol member is refused."""
+    bootstrap = shared_group_broker.bootstrap
+    topic = create_topic(bootstrap, partitions=2)
+    group = _group()
+    values = sorted(_produce(bootstrap, topic, 2, 40), key=lambda v: int(v[1:]))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def group_type():
+        listed = admin.list_consumer_groups().result(timeout=20).valid
+        return next((g.type for g in listed if g.group_id == group), None)
+
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    classic.subscribe([topic])
+    members = Members(classic=classic)
+    members.poll_until(lambda: len(members.consumed["classic"]) == 40, 60, "the classic member to read everything")
+    classic.commit(offsets=[TopicPartition(topic, 0, 10), TopicPartition(topic, 1, 10)], asynchronous=False)
+    assert group_type() == ConsumerGroupType.CLASSIC
+    refused = _consumer(bootstrap, group, topic, "too-early")
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the classic member still holds the group: the new protocol may not take it
+            message = refused.poll(0.2)
+            if message is not None and message.error() is not None:
+                # GROUP_ID_NOT_FOUND, as Kafka answers with group.consumer.migration.policy=disabled
+                # (no online upgrade here); librdkafka makes it fatal for that consumer.
+                assert (message.error().code(), "The group id does not exist" in message.error().str()) == (KafkaError._FATAL, True), message.error()
+                break
+            assert message is None, "a new-protocol member consumed from a classic group that has members"
+            assert time.monotonic() < deadline, "the new-protocol member was never refused"
+    finally:
+        refused.close()
+    classic.close()  # the classic group is empty now
+
+    modern = _consumer(bootstrap, group, topic, "modern", **{"enable.auto.commit": "false"})
+    members = Members(modern=modern)
+    members.poll_until(lambda: len(members.consumed["modern"]) == 20, 60, "the new-protocol member to read from the committed offsets")
+    assert sorted(v for _, v in members.consumed["modern"]) == sorted(v for v in values if int(v[1:]) >= 20)  # offsets 10.. of each
+    assert group_type() == ConsumerGroupType.CONSUMER
+    modern.commit(offsets=[TopicPartition(topic, 0, 15), TopicPartition(topic, 1, 15)], asynchronous=False)
+    modern.close()
+
+    back = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    back.subscribe([topic])
+    members = Members(back=back)
+    members.poll_until(lambda: len(members.consumed["back"]) == 10, 60, "a classic member to read from the offsets committed by the new protocol")
+    assert sorted(v for _, v in members.consumed["back"]) == sorted(v for v in values if int(v[1:]) >= 30)
+    assert group_type() == ConsumerGroupType.CLASSIC
+    back.close()
