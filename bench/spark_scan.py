@@ -1,27 +1,45 @@
-"""Spark scanning the bucket with the `diskless` data source, beside Spark scanning the same
-rows from a Parquet file on local disk.
+"""Spark scanning the bucket with the `diskless` data source, beside a Python data source
+that does no work (the ceiling) and Spark scanning the same rows from Parquet on local disk;
+and, with --first-row, the time to the first row of a narrow query on a topic of 1,000
+segments.
 
-    python bench/spark_scan.py [--quick] [--records N] [--partitions P] [--codec none|lz4|zstd|...]
+    python bench/spark_scan.py [--quick] [--records N] [--partitions P] [--codec none,lz4]
+    python bench/spark_scan.py --first-row [--segments 1000]
 
-The bucket holds real segments (hot_tier.Log files, 8 MiB each, uploaded with the layout's
-protocol by tests/integration/test_spark_bucket_writer.py): N records (default 3,000,000;
-500,000 with --quick) over P partitions, a 12-byte key from 1,000 distinct ones and a
-100-byte value each, in batches of 500 records. It is written twice: to a local directory
-(file://) and to moto's S3 server on 127.0.0.1 (s3://, in memory, over HTTP). The Parquet
-file holds the same rows (pyarrow's defaults, snappy; one file per partition), on local disk.
+Scan. For each codec of --codec (default none and lz4), the bucket holds real segments
+(hot_tier.Log files, 8 MiB each, uploaded with the layout's protocol by
+tests/integration/test_spark_bucket_writer.py): N records (default 3,000,000; 500,000 with
+--quick) over P partitions, a 12-byte key from 1,000 distinct ones and a 100-byte value each,
+in batches of 500 records. It is written twice: to a local directory (file://) and to moto's
+S3 server on 127.0.0.1 (s3://, in memory, over HTTP). The Parquet file holds the same rows
+(pyarrow's defaults, snappy; one file per partition), on local disk: the rows do not depend on
+the codec, so Parquet and the ceiling are measured once.
 
 Each figure is the best of --rounds (default 3; 2 with --quick) runs of one Spark job that
 materialises every column of every row (`write.format("noop")`), in a local[2] session: rows/s
 of the whole job, planning included, after warm-up runs (Python workers, the JIT). Sources
 take turns within a round; the machine is shared, and the best run is the least disturbed
-one. Ratios are diskless / Parquet (the target is 0.5 or more).
+one.
 
 "ceiling" is a Python data source that does nothing but hand Spark the Parquet file's Arrow
 batches (read by pyarrow, in C++): what any Python data source can reach at most here, since
-moving Arrow batches from Python workers into Spark's rows is the larger cost. The last line
-is one JSON object with every figure.
-"""
+moving Arrow batches from Python workers into Spark's rows is the larger cost. Ratios per
+codec: diskless / ceiling (the target is 0.9 or more) and diskless / Parquet.
 
+First row (--first-row). A topic of --segments committed segments (2,000 records each, over
+two partitions) in a local directory and in moto; for each, a fresh Spark session (the JVM
+warmed by a job that starts no Python worker) times
+`load()` + `where("partition = 1 AND offset BETWEEN 1000 AND 1999")` up to its first row and
+up to all 1,000 rows, with pushDownPredicate=true (planning LISTs partition 1's commit keys and
+the write-ahead directory; the task reads one index object and the bytes of those offsets):
+"cold" is the session's first query, Spark's start of its Python workers included, "warm" the
+best of three after it. "no_pushdown" is the same query read the default way (every segment
+read, Spark filters), warm, for comparison. "floor" is a do-nothing Python data source that
+takes the filters and yields the 1,000 rows from memory, timed the same way in its own fresh
+session: what Spark's own Python workers cost before any source's first row here.
+
+The last line is one JSON object with every figure.
+"""
 from __future__ import annotations
 
 import argparse
@@ -171,69 +189,213 @@ def scan(df) -> float:
     return time.perf_counter() - started
 
 
+def scan_figures(args: argparse.Namespace, work: Path) -> dict:
+    records = args.records or (500_000 if args.quick else 3_000_000)
+    rounds = args.rounds or (2 if args.quick else 3)
+    warmups = 1 if args.quick else 2
+    codecs = [c.strip().lower() for c in args.codec.split(",") if c.strip()]
+    with moto_s3_server() as s3:
+        bucket = s3.create_bucket()
+        urls: dict[str, tuple[str, str]] = {}
+        for codec in codecs:
+            started = time.perf_counter()
+            segments = build_segments(work / f"segments-{codec}", records, args.partitions, Compression[codec.upper()])
+            file_url = f"file://{work}/bucket-{codec}"
+            rows = upload(file_url, {}, work, segments)
+            s3_url = s3.url(bucket, prefix=f"bench-{codec}")
+            upload(s3_url, s3.env(), work, segments)
+            shutil.rmtree(work / f"segments-{codec}", ignore_errors=True)
+            if not (work / "parquet").exists():  # the same rows whatever the codec
+                write_parquet(file_url, work / "parquet")
+            urls[codec] = (file_url, s3_url)
+            print(f"wrote {rows:,} records ({codec}) to {file_url} and to moto in {time.perf_counter() - started:.1f} s", flush=True)
+
+        os.environ.update({k: v for k, v in s3.env().items() if k.startswith("AWS_") and "ENDPOINT" not in k})
+        spark = session()
+        try:
+            parquet = str(work / "parquet")
+            spark.dataSource.register(ceiling_source())
+            sources = {
+                "parquet": spark.read.parquet(parquet),
+                "ceiling": spark.read.format("arrow_files").load(parquet),
+            }
+            for codec, (file_url, s3_url) in urls.items():
+                sources[f"{codec}_file"] = spark.read.format("diskless").option("subscribe", TOPIC).load(file_url)
+                sources[f"{codec}_s3"] = spark.read.format("diskless").option("subscribe", TOPIC).load(s3_url)
+            for _ in range(warmups):  # Python workers, the JIT, the page cache
+                for df in sources.values():
+                    scan(df)
+            best = dict.fromkeys(sources, float("inf"))
+            for _ in range(rounds):  # sources take turns, so a disturbance hits all alike
+                for name, df in sources.items():
+                    best[name] = min(best[name], scan(df))
+            figures = {name: rows / seconds for name, seconds in best.items()}
+            for name, rate in figures.items():
+                print(f"{name:10s} {rate:>12,.0f} rows/s", flush=True)
+        finally:
+            spark.stop()
+    ceiling, parquet_rate = figures["ceiling"], figures["parquet"]
+    result: dict = {
+        "records": rows,
+        "parquet_rows_s": round(parquet_rate),
+        "python_source_ceiling_rows_s": round(ceiling),
+        "ceiling_ratio": round(ceiling / parquet_rate, 3),
+    }
+    for codec in codecs:
+        file_rate, s3_rate = figures[f"{codec}_file"], figures[f"{codec}_s3"]
+        result[codec] = {
+            "file_rows_s": round(file_rate),
+            "s3_rows_s": round(s3_rate),
+            "file_vs_ceiling": round(file_rate / ceiling, 3),
+            "s3_vs_ceiling": round(s3_rate / ceiling, 3),
+            "file_vs_parquet": round(file_rate / parquet_rate, 3),
+            "s3_vs_parquet": round(s3_rate / parquet_rate, 3),
+        }
+        print(f"{codec}: diskless/ceiling file {file_rate / ceiling:.2f}, s3 {s3_rate / ceiling:.2f};"
+              f" diskless/parquet file {file_rate / parquet_rate:.2f}, s3 {s3_rate / parquet_rate:.2f}")  # fmt: skip
+    print(f"the ceiling (a Python source doing no work of its own) / parquet: {ceiling / parquet_rate:.2f}")
+    return result
+
+
+FIRST_ROW_TOPIC = "narrow"
+FIRST_ROW_PARTITIONS = 2
+FIRST_ROW_RECORDS_PER_SEGMENT = 2_000
+FIRST_ROW_QUERY = "partition = 1 AND offset BETWEEN 1000 AND 1999"
+
+
+def build_small_segments(work: Path, segments: int) -> dict[int, list[tuple[Path, Path, Path]]]:
+    """`segments` segments of FIRST_ROW_RECORDS_PER_SEGMENT records, shared among the
+    partitions, each rolled by hand so the count is exact."""
+    template = batches_for(0, FIRST_ROW_RECORDS_PER_SEGMENT, int(Compression.NONE))
+    files = {}
+    for partition in range(FIRST_ROW_PARTITIONS):
+        count = segments // FIRST_ROW_PARTITIONS + (1 if partition < segments % FIRST_ROW_PARTITIONS else 0)
+        log = Log.open(work / f"{FIRST_ROW_TOPIC}-{partition}", LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=4096), NOW_MS)
+        for _ in range(count):
+            for batch in template:
+                log.append(bytearray(batch), NOW_MS)
+            log.roll(NOW_MS)
+        files[partition] = [(s.log_path, s.index_path, s.timeindex_path) for s in log.segments if not s.is_active]
+        log.close()
+        assert len(files[partition]) == count
+    return files
+
+
+def first_row(df_of) -> tuple[float, float]:
+    """Seconds from `load()` to the first row of the narrow query, and to its last row; the
+    rows are checked, so a fast wrong answer does not count."""
+    started = time.perf_counter()
+    rows = df_of().where(FIRST_ROW_QUERY).select("partition", "offset").toLocalIterator()
+    got = [next(rows)]
+    first_s = time.perf_counter() - started
+    got.extend(rows)
+    all_s = time.perf_counter() - started
+    assert sorted((row.partition, row.offset) for row in got) == [(1, o) for o in range(1000, 2000)], "wrong rows"
+    return first_s, all_s
+
+
+def first_row_floor_source():
+    """A Python data source that takes the filters (pushFilters, as ours does with
+    pushDownPredicate=true) and hands Spark the narrow query's 1,000 rows, built in memory:
+    the time to the first row that Spark itself takes here, starting its Python workers
+    (one for load(), one for the pushdown and partitions, one for the task) included."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class RowsReader(DataSourceReader):
+        def pushFilters(self, filters):
+            return []
+
+        def partitions(self):
+            return [InputPartition(1)]
+
+        def read(self, partition):
+            import array
+
+            import pyarrow as pa
+
+            from spark_reader.schema import arrow_schema
+
+            schema, count = arrow_schema(False), 1000
+            offsets = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(array.array("q", range(1000, 2000)))])
+            partitions = pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(array.array("i", [1] * count))])
+            columns = [offsets if f.name == "offset" else partitions if f.name == "partition" else pa.nulls(count, f.type) for f in schema]
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    class RowsSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "narrow_rows"
+
+        def schema(self) -> str:
+            from spark_reader.schema import spark_ddl
+
+            return spark_ddl(False)
+
+        def reader(self, schema):
+            return RowsReader()
+
+    return RowsSource
+
+
+def first_row_figures(args: argparse.Namespace, work: Path) -> dict:
+    with moto_s3_server() as s3:
+        started = time.perf_counter()
+        files = build_small_segments(work / "segments", args.segments)
+        file_url = f"file://{work}/bucket"
+        s3_url = s3.url(s3.create_bucket(), prefix="bench")
+        for url, env in ((file_url, {}), (s3_url, s3.env())):
+            writer = BucketWriter(url, work, env)
+            for partition, segment_files in files.items():
+                writer.upload_segment_files(FIRST_ROW_TOPIC, partition, segment_files, records=False)
+        print(f"wrote {args.segments:,} segments of {FIRST_ROW_RECORDS_PER_SEGMENT:,} records to {file_url} and to moto"
+              f" in {time.perf_counter() - started:.1f} s", flush=True)  # fmt: skip
+        os.environ.update({k: v for k, v in s3.env().items() if k.startswith("AWS_") and "ENDPOINT" not in k})
+        result: dict = {"segments": args.segments}
+        for name, url in (("file", file_url), ("s3", s3_url), ("floor", None)):
+            spark = session()  # a fresh SparkContext: its Python workers are not started yet
+            try:
+                spark.range(1000).selectExpr("sum(id)").collect()  # the JVM's own warm-up; no Python worker
+                spark.dataSource.register(first_row_floor_source())
+
+                def narrow(pushdown: str = "true", url: str | None = url):
+                    if url is None:
+                        return spark.read.format("narrow_rows").load()
+                    reader = spark.read.format("diskless").option("subscribe", FIRST_ROW_TOPIC)
+                    return reader.option("pushDownPredicate", pushdown).load(url)
+
+                cold_first, cold_all = first_row(narrow)
+                warm = [first_row(narrow) for _ in range(3)]
+                no_pushdown = first_row(lambda: narrow("false")) if url is not None else None
+            finally:
+                spark.stop()  # the next session() starts a new SparkContext
+            result[name] = {
+                "cold_first_row_s": round(cold_first, 3),
+                "cold_all_rows_s": round(cold_all, 3),
+                "warm_first_row_s": round(min(f for f, _ in warm), 3),
+                "warm_all_rows_s": round(min(a for _, a in warm), 3),
+            }
+            if no_pushdown is not None:
+                result[name]["no_pushdown_warm_first_row_s"] = round(no_pushdown[0], 3)
+            print(f"{name}: first row cold {cold_first:.2f} s (all {cold_all:.2f} s), warm {result[name]['warm_first_row_s']:.2f} s"
+                  + (f"; without pushdown {no_pushdown[0]:.2f} s" if no_pushdown else ""), flush=True)  # fmt: skip
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="500,000 records, 2 rounds")
     parser.add_argument("--records", type=int, default=None)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--codec", default="none", choices=[c.name.lower() for c in Compression])
+    parser.add_argument("--codec", default="none,lz4", help="comma-separated: " + ",".join(c.name.lower() for c in Compression))
+    parser.add_argument("--first-row", action="store_true", help="time to the first row of a narrow query instead of the scan")
+    parser.add_argument("--segments", type=int, default=1000, help="with --first-row: segments in the topic")
     args = parser.parse_args()
-    records = args.records or (500_000 if args.quick else 3_000_000)
-    rounds = args.rounds or (2 if args.quick else 3)
-    warmups = 1 if args.quick else 2
-    codec = Compression[args.codec.upper()]
     work = Path(tempfile.mkdtemp(prefix="bench-spark-scan-"))
     try:
-        with moto_s3_server() as s3:
-            started = time.perf_counter()
-            segments = build_segments(work / "segments", records, args.partitions, codec)
-            file_url = f"file://{work}/bucket"
-            rows = upload(file_url, {}, work, segments)
-            s3_url = s3.url(s3.create_bucket(), prefix="bench")
-            upload(s3_url, s3.env(), work, segments)
-            write_parquet(file_url, work / "parquet")
-            print(f"wrote {rows:,} records ({args.codec}) to {file_url}, to moto and to Parquet in {time.perf_counter() - started:.1f} s", flush=True)
-
-            os.environ.update({k: v for k, v in s3.env().items() if k.startswith("AWS_") and "ENDPOINT" not in k})
-            spark = session()
-            try:
-                parquet = str(work / "parquet")
-
-                spark.dataSource.register(ceiling_source())
-                sources = {
-                    "parquet": spark.read.parquet(parquet),
-                    "ceiling": spark.read.format("arrow_files").load(parquet),
-                    "file": spark.read.format("diskless").option("subscribe", TOPIC).load(file_url),
-                    "s3": spark.read.format("diskless").option("subscribe", TOPIC).load(s3_url),
-                }
-                for _ in range(warmups):  # Python workers, the JIT, the page cache
-                    for df in sources.values():
-                        scan(df)
-                best = dict.fromkeys(sources, float("inf"))
-                for _ in range(rounds):  # sources take turns, so a disturbance hits all alike
-                    for name, df in sources.items():
-                        best[name] = min(best[name], scan(df))
-                figures = {name: rows / seconds for name, seconds in best.items()}
-                for name, rate in figures.items():
-                    print(f"{name:8s} {rate:>12,.0f} rows/s", flush=True)
-            finally:
-                spark.stop()
+        result = first_row_figures(args, work) if args.first_row else scan_figures(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result = {
-        "records": rows,
-        "codec": args.codec,
-        "file_rows_s": round(figures["file"]),
-        "s3_rows_s": round(figures["s3"]),
-        "parquet_rows_s": round(figures["parquet"]),
-        "python_source_ceiling_rows_s": round(figures["ceiling"]),
-        "ratio": round(figures["file"] / figures["parquet"], 3),
-        "s3_ratio": round(figures["s3"] / figures["parquet"], 3),
-        "ceiling_ratio": round(figures["ceiling"] / figures["parquet"], 3),
-    }
-    print(f"diskless/parquet: file {result['ratio']:.2f}, s3 {result['s3_ratio']:.2f}"
-          f" (a Python source doing no work of its own: {result['ceiling_ratio']:.2f})")  # fmt: skip
     print(json.dumps(result))
 
 

@@ -28,16 +28,20 @@ that is scanned once (one action, no self-join, no cache).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
-from .bucket import open_bucket
-from .catalogue import plan_read
-from .filters import Pushdown, push_filters
 from .options import ReadOptions, parse_options
 from .schema import spark_ddl
-from .tasks import locate, read_task
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# Planning and reading (catalogue, tasks, filters and what they import: hot_tier.records,
+# cold_tier.layout, numpy) are imported where they are used, not here: Spark starts a Python
+# worker just to call schema() at load(), and one per worker module after it, each importing
+# this module afresh; a worker that only needs the schema need not pay for them.
 
 
 class DisklessDataSource(DataSource):
@@ -69,11 +73,17 @@ class DisklessReader(DataSourceReader):
     for every query of it."""
 
     def __init__(self, options: ReadOptions) -> None:
+        from .filters import Pushdown
+        from .tasks import locate
+
         self.options = options
         self.location = locate(options)
         self.pushdown = Pushdown()
 
     def partitions(self) -> list[InputPartition]:
+        from .bucket import open_bucket
+        from .catalogue import plan_read
+
         bucket = open_bucket(self.location)
         try:
             tasks = plan_read(bucket, self.options, self.pushdown)
@@ -82,6 +92,8 @@ class DisklessReader(DataSourceReader):
         return [InputPartition(task) for task in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from .tasks import read_task
+
         return read_task(partition.value, self.location, self.options, self.pushdown)
 
 
@@ -92,6 +104,8 @@ class DisklessPushdownReader(DisklessReader):
     one, so the reader's state is a function of this call's filters."""
 
     def pushFilters(self, filters: list) -> list:
+        from .filters import Pushdown, push_filters
+
         self.pushdown, rejected = push_filters(filters, Pushdown())
         return rejected
 
