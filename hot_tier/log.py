@@ -373,7 +373,7 @@ class Log:
             RetentionView(
                 segment.base_offset,
                 segment.size_bytes,
-                segment.max_timestamp if segment.max_timestamp >= 0 else os.stat(segment.log_path).st_mtime_ns // 1_000_000,
+                segment.max_timestamp if segment.max_timestamp >= 0 else segment.last_modified_ms(),
             )
             for segment in self._segments
         ]
@@ -489,6 +489,9 @@ class Log:
             active.flush()
         for segment in self._segments:
             segment.close()
+        self._closed = True
+        if len(self._segments) == 1 and not active.size_bytes:
+            return  # nothing for recovery to skip at the next open: no marker (and no fsyncs for it)
         marker = os.open(self._dir / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.fsync(marker)

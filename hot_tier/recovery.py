@@ -63,10 +63,10 @@ def _scan_dir(dir: Path) -> tuple[list[int], list[Path]]:
     return sorted(logs), [path for base, path in indexes if base not in logs]
 
 
-def _new_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+def _new_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int, *, lazy: bool = False) -> LogSegment:
     return LogSegment.create(
         dir, base_offset, index_interval_bytes=config.index_interval_bytes,
-        segment_index_bytes=config.segment_index_bytes, now_ms=now_ms,
+        segment_index_bytes=config.segment_index_bytes, now_ms=now_ms, lazy=lazy,
     )  # fmt: skip
 
 
@@ -119,8 +119,8 @@ def load_log(
             segment.close()
         raise
 
-    if not segments:
-        segments.append(_new_segment(dir, log_start_offset or 0, config, now_ms))
+    if not segments:  # its file is made at first use: until then, a restart finds the same empty log
+        segments.append(_new_segment(dir, log_start_offset or 0, config, now_ms, lazy=True))
     log_end_offset = segments[-1].next_offset
     if log_start_offset is not None and log_start_offset > log_end_offset:
         for segment in segments:
@@ -130,6 +130,6 @@ def load_log(
     start = segments[0].base_offset if log_start_offset is None else max(log_start_offset, segments[0].base_offset)
     if bases and (not clean or truncated):
         segments[-1].flush()  # what recovery kept or cut may be only in the page cache (a new log holds nothing)
-    if bases or clean:
-        fsync_dir(dir)  # the marker's removal, the cuts and the deletions above (a new log: none of these)
+    if bases:
+        fsync_dir(dir)  # the marker's removal, the cuts and the deletions above (a log without segments: nothing to guard)
     return LoadedLog(segments, start, truncated, deleted, clean)

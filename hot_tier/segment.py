@@ -88,6 +88,7 @@ class LogSegment:
         segment_index_bytes: int,
         now_ms: int,
         new: bool,
+        lazy: bool = False,
     ) -> None:
         self.base_offset = base_offset
         self.log_path, self.index_path, self.timeindex_path = segment_paths(dir, base_offset)
@@ -101,7 +102,10 @@ class LogSegment:
         self._file: SegmentFile | None = None  # opened on use, let go of by OPEN_SEGMENTS
         self._index_fd = -1  # O_WRONLY | O_APPEND, only while appending index entries
         self._timeindex_fd = -1
-        self._size = os.fstat(self.file.fileno()).st_size
+        # A new segment of an empty directory (a partition just made) creates its .log file at
+        # its first use, as its index files: a topic of thousands of partitions need not make
+        # thousands of files that may never be written (absent, it reads as an empty log).
+        self._size = 0 if lazy else os.fstat(self.file.fileno()).st_size
         if new and self._size:
             raise CorruptLog(self.log_path, f"a new segment's file already holds {self._size} bytes")
         self.offset_index = OffsetIndex(base_offset, segment_index_bytes)
@@ -114,8 +118,12 @@ class LogSegment:
         self._last_index_position = 0
         self.index_trusted = True
         if new:
-            _write_whole(self.index_path, b"")
-            _write_whole(self.timeindex_path, b"")
+            # The index files are created by their first entry (or the roll), not here: a topic
+            # of thousands of partitions would create two files each that may never be used.
+            # Stale ones (a base offset reused after a truncation) are emptied.
+            for path in (self.index_path, self.timeindex_path):
+                if path.exists():
+                    _write_whole(path, b"")
         elif not indexes_existed:
             self.index_trusted = False
         else:
@@ -133,12 +141,15 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, dir: Path, base_offset: int, *, index_interval_bytes: int, segment_index_bytes: int, now_ms: int
+        cls, dir: Path, base_offset: int, *, index_interval_bytes: int, segment_index_bytes: int, now_ms: int,
+        lazy: bool = False,
     ) -> LogSegment:
-        """A new, empty segment (its files are created; stale index files are emptied)."""
+        """A new, empty segment: its .log file is created (at first use if `lazy`: the
+        directory holds no segment), its index files by their first entry; stale index files
+        are emptied."""
         return cls(
             dir, base_offset, index_interval_bytes=index_interval_bytes,
-            segment_index_bytes=segment_index_bytes, now_ms=now_ms, new=True,
+            segment_index_bytes=segment_index_bytes, now_ms=now_ms, new=True, lazy=lazy,
         )  # fmt: skip
 
     @classmethod
@@ -183,6 +194,13 @@ class LogSegment:
             file = self._file = open_segment_file(self.log_path)
         OPEN_SEGMENTS.used(self)
         return file
+
+    def last_modified_ms(self) -> int:
+        """The .log file's mtime (when it was created, if it has not been yet)."""
+        try:
+            return os.stat(self.log_path).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return self.created_ms
 
     def release_files(self) -> None:
         """Let go of the open files (OPEN_SEGMENTS calls this; they reopen on next use). The
@@ -303,6 +321,7 @@ class LogSegment:
         return self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
 
     def mark_rolled(self, now_ms: int) -> None:
+        self._index_fds()  # a rolled segment has both index files, if only empty (uploads send them)
         self.append_final_time_entry()
         self.rolled_ms = now_ms
         # Flushed by the Log right after (fsync by path), never appended to again.
@@ -495,8 +514,9 @@ class LogSegment:
         os.ftruncate(self.file.fileno(), position)
         self.offset_index.truncate_to_offset(new_next_offset)
         self.time_index.truncate_to_offset(new_next_offset)
-        os.truncate(self.index_path, len(self.offset_index) * OFFSET_ENTRY_BYTES)
-        os.truncate(self.timeindex_path, len(self.time_index) * TIME_ENTRY_BYTES)
+        for path, size in ((self.index_path, len(self.offset_index) * OFFSET_ENTRY_BYTES), (self.timeindex_path, len(self.time_index) * TIME_ENTRY_BYTES)):
+            if size or path.exists():  # absent: no entry was ever written
+                os.truncate(path, size)
         self._size = position
         self._next_offset = new_next_offset
         last_entry = self.offset_index.last_entry
@@ -525,7 +545,7 @@ class LogSegment:
         for fd, path in ((self._index_fd, self.index_path), (self._timeindex_fd, self.timeindex_path)):
             if fd >= 0:
                 os.fsync(fd)
-            else:
+            elif path.exists():  # not yet created: no entry written, nothing to flush
                 _fsync_path(path)
 
     def close(self) -> None:

@@ -395,9 +395,13 @@ class Registry:
         # One transaction for them all; a partition the controller gave a leader first answers
         # None, and the next reconcile follows the controller's choice.
         epochs = await self.store.set_partition_leaders(topic.name, [(index, node, 0) for index, node in chosen])
-        for (index, node), epoch in zip(chosen, epochs):
-            if node == me and epoch is not None:
-                await self._open_leader(topic, index, configs, None, epoch)
+        mine = [(index, epoch) for (index, node), epoch in zip(chosen, epochs) if node == me and epoch is not None]
+        # The directories first, in a worker thread: thousands of mkdirs would hold the event
+        # loop (heartbeats, other clients) for seconds on a slow disk.
+        await asyncio.to_thread(_claim_dirs, self.settings.logs_dir, topic, [index for index, _ in mine], False)
+        for index, epoch in mine:
+            await self._open_leader(topic, index, configs, None, epoch, created=True)
+            await asyncio.sleep(0)  # a created partition opens without a wait: let heartbeats and clients in
 
     async def create_partitions(self, name: str, count: int) -> TopicMetadata:
         async with self._changing:
@@ -461,11 +465,10 @@ class Registry:
         await asyncio.to_thread(_remove_dirs, self.settings.logs_dir, topic.name, range(topic.num_partitions))
 
     async def _prepare_partition_dirs(self, topic: TopicMetadata, indexes: range, configs: dict[str, str]) -> None:
-        """Create the directories of new partitions (and their partition.metadata) before the
-        store is told; on failure remove them all. Opening the logs follows the store's write."""
+        """Create the directories of new partitions before the store is told; on failure remove
+        them all. Opening the logs follows the store's write."""
         try:
-            for index in indexes:
-                _claim_dir(self.settings.logs_dir / _dir_name(topic.name, index), topic.topic_id)
+            await asyncio.to_thread(_claim_dirs, self.settings.logs_dir, topic, indexes, False)
         except BaseException:
             await asyncio.to_thread(_remove_dirs, self.settings.logs_dir, topic.name, indexes)
             raise
@@ -509,10 +512,11 @@ class Registry:
         self._topics_by_id[topic.topic_id] = topic
 
     async def _open_leader(
-        self, topic: TopicMetadata, index: int, configs: dict[str, str], log_start_offset: int | None, leader_epoch: int
+        self, topic: TopicMetadata, index: int, configs: dict[str, str], log_start_offset: int | None, leader_epoch: int,
+        created: bool = False,
     ) -> None:
         path = self.settings.logs_dir / _dir_name(topic.name, index)
-        _claim_dir(path, topic.topic_id)
+        marked = _claim_dir(path, topic.topic_id, mark=False)
         rules = PartitionRules.from_configs(configs)
         log_ = Log.open(path, rules.log_config(configs), self.clock(), log_start_offset=log_start_offset)
         self._seen_at[(topic.name, index)] = time.monotonic()
@@ -520,8 +524,13 @@ class Registry:
             topic.name, topic.topic_id, index, log_, rules, RemoteLog(self.storage, topic.name, index), self.store, self.uploader,
             self.wal, self.may_write, leader_epoch=leader_epoch, log_start_offset=log_start_offset,
             producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
-            now_ms=self.clock(),
+            now_ms=self.clock(), created=created,
         )  # fmt: skip
+        if not marked:  # the directory's topic id: now if it holds batches, else with its first one
+            if any(s.size_bytes for s in log_.segments):
+                _claim_dir(path, topic.topic_id)
+            else:
+                self._leaders[(topic.name, index)].before_first_write.append(lambda: _claim_dir(path, topic.topic_id))
 
 
 def _dir_name(topic: str, index: int) -> str:
@@ -533,15 +542,30 @@ def _remove_dirs(logs_dir: Path, topic: str, indexes: range) -> None:
         shutil.rmtree(logs_dir / _dir_name(topic, index), ignore_errors=True)
 
 
-def _claim_dir(path: Path, topic_id: uuid.UUID) -> None:
-    """Make `path` the directory of `topic_id`, wiping what an older topic of that name left."""
+def _claim_dirs(logs_dir: Path, topic: TopicMetadata, indexes: Iterable[int], mark: bool) -> None:
+    for index in indexes:
+        _claim_dir(logs_dir / _dir_name(topic.name, index), topic.topic_id, mark=mark)
+
+
+def _claim_dir(path: Path, topic_id: uuid.UUID, *, mark: bool = True) -> bool:
+    """Make `path` the directory of `topic_id`, wiping what an older topic of that name left.
+    Without `mark`, its partition.metadata (the topic id) is not written yet: a directory
+    without one holds nothing (a new partition writes it before its first batch) and is
+    claimed by whichever topic opens it next. Returns whether it has one now."""
     marker = path / "partition.metadata"
     expected = f"version: 0\ntopic_id: {topic_id}\n"
-    if marker.exists() and marker.read_text() != expected:
+    try:
+        found: str | None = marker.read_text()
+    except FileNotFoundError:
+        found = None
+    if found is not None and found != expected:
         log.warning("removing %s: it belongs to an older topic of the same name", path)
         shutil.rmtree(path, ignore_errors=True)
+        found = None
     path.mkdir(parents=True, exist_ok=True)
-    if not marker.exists():
+    if found is None and mark:
         tmp = marker.with_suffix(".tmp")
         tmp.write_text(expected)
         tmp.replace(marker)
+        return True
+    return found is not None

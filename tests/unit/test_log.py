@@ -377,10 +377,12 @@ def test_reopen_after_clean_close(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     assert not log.dir.joinpath(CLEAN_SHUTDOWN_FILE).exists()
     assert bases(log) == before
-    # close added the active segment's final time index entry; nothing else changed
+    # close added the active segment's final time index entry (creating its index files: a
+    # new segment's are made by their first entry); nothing else changed
     after = {p.name: p.read_bytes() for p in log.dir.iterdir()}
     assert after.pop("00000000000000000004.timeindex") == struct.pack(">qi", 1004, 0)
-    files.pop("00000000000000000004.timeindex")
+    assert after.pop("00000000000000000004.index") == b""
+    assert "00000000000000000004.timeindex" not in files and "00000000000000000004.index" not in files
     assert after == files
     assert log.append(batch(7), now_ms=0).first_offset == 5
     assert log.max_timestamp_offset() == TimestampOffset(1004, 4)

@@ -116,13 +116,15 @@ class PartitionLeader:
         self.txns.rebuild(transactional_batches(log), self.high_watermark)
         self._appended: asyncio.Future[None] | None = None
         self._tail_uploaded: tuple[int, asyncio.Future[None]] | None = None  # hand_over_tail's wait
+        # What a partition created a moment ago writes before its first batch (created=True in open).
+        self.before_first_write: list[Callable[[], None]] = []
         self.maybe_snapshot_producers()
 
     @classmethod
     async def open(
         cls, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: PartitionRules, remote: RemoteLog,
         store: MetadataStore, uploads: UploadSignals, wal: WalWriter | None, may_write: Callable[[], bool], *,
-        leader_epoch: int, log_start_offset: int | None, producer_id_expiration_ms: int, now_ms: int,
+        leader_epoch: int, log_start_offset: int | None, producer_id_expiration_ms: int, now_ms: int, created: bool = False,
     ) -> PartitionLeader:
         """Take up the partition at `leader_epoch`: its bucket catalogue settled, and a local log
         that continues where the durable log ends.
@@ -131,9 +133,21 @@ class PartitionLeader:
         last: if its last batch carries an older leader epoch than the last durable batch,
         another leader has written since, and the local tail may diverge from the durable
         log (Kafka truncates to the leader epoch's end offset for the same reason); it is cut
-        back to the segments and rebuilt from the write-ahead objects."""
-        await remote.load(leader_epoch)
+        back to the segments and rebuilt from the write-ahead objects.
+
+        `created`: the partition was made by this broker a moment ago, so the store and the
+        bucket hold nothing of it yet and are not asked (a topic of 10,000 partitions would
+        wait on 40,000 reads that all answer nothing)."""
         wal = wal if rules.tiered else None
+        if created:
+            leader = cls(
+                topic, topic_id, index, log, rules, remote, store, uploads, wal, may_write,
+                leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, high_watermark=0,
+                producer_id_expiration_ms=producer_id_expiration_ms,
+            )  # fmt: skip
+            leader._record_epoch_at_first_write()
+            return leader
+        await remote.load(leader_epoch)
         # Epochs are handed out one per leadership: a gap since the one this broker last took
         # means another broker may have led (and been sent this broker's unacknowledged tail).
         last_here = last_leader_epoch(log.dir)
@@ -157,7 +171,6 @@ class PartitionLeader:
         # there would hide them from the producer state (their sequences unknown: the
         # producer's next batch is refused OUT_OF_ORDER_SEQUENCE, and it resends).
         drop_snapshots_above(log.dir, min(kept))
-        record_leader_epoch(log.dir, leader_epoch, log.log_end_offset)
         published = None
         if 0 < remote.end_offset <= log.segments[0].base_offset:  # no local history below the bucket's end
             published = await _published_producer_state(store, topic, index, producer_id_expiration_ms)
@@ -166,6 +179,7 @@ class PartitionLeader:
             leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, high_watermark=high_watermark,
             producer_id_expiration_ms=producer_id_expiration_ms, published=published,
         )  # fmt: skip
+        leader._record_epoch_at_first_write()
         leader._resubmit_tail()
         leader.txns.merge_aborted(await store.list_aborted_transactions(topic, index))
         try:
@@ -256,6 +270,8 @@ class PartitionLeader:
             records = apply_compression_type(records, rules.compression_type)
             if len(records) > rules.max_message_bytes:  # recompression may have grown it
                 raise RecordTooLarge(len(records), rules.max_message_bytes)
+        if self.before_first_write:
+            self._first_write()
         active_before = self._log.active_base_offset
         appended = bytearray(records)  # offsets, epoch (and LogAppendTime) are written into it
         info = self._log.append(appended, now_ms, log_append_time=rules.log_append_time, leader_epoch=self.leader_epoch)
@@ -275,6 +291,20 @@ class PartitionLeader:
         if rules.tiered and self._log.active_base_offset != active_before:
             self._uploads.rolled()
         return info
+
+    def _record_epoch_at_first_write(self) -> None:
+        """The leader-epoch checkpoint notes this leadership before its first write (a batch,
+        a marker, the tail sent to the bucket again), not at open: a leadership that writes
+        nothing leaves nothing another leader could have written again, and a broker opening
+        thousands of partitions makes no file for each."""
+        dir, epoch, start = self._log.dir, self.leader_epoch, self._log.log_end_offset
+        self.before_first_write.append(lambda: record_leader_epoch(dir, epoch, start))
+
+    def _first_write(self) -> None:
+        """The files of a partition this broker created (its leader-epoch checkpoint, the
+        directory's topic id), before its first batch: until then it holds nothing to guard."""
+        while self.before_first_write:
+            self.before_first_write.pop(0)()
 
     # --- transactions (txn/) ------------------------------------------------------------------
 
@@ -306,6 +336,8 @@ class PartitionLeader:
         wal = self._wal if self._rules.tiered else None
         if wal is not None and self._wal_failure is not None:
             raise self._wal_failure
+        if self.before_first_write:
+            self._first_write()
         active_before = self._log.active_base_offset
         appended = bytearray(encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         info = self._log.append(appended, now_ms, log_append_time=self._rules.log_append_time, leader_epoch=self.leader_epoch)
@@ -420,6 +452,8 @@ class PartitionLeader:
         acks=1 producers before a stop or crash) go to the write-ahead writer again."""
         if self._wal is None or self.high_watermark >= self._log.log_end_offset:
             return
+        if self.before_first_write:
+            self._first_write()
         offset, count = self.high_watermark, 0
         while offset < self._log.log_end_offset:
             chunk = self._log.read(offset, 8 * 2**20, min_one_batch=True)

@@ -158,6 +158,8 @@ def _snapshot_offsets(dir: Path) -> list[int]:
 def batch_headers(log: Log) -> Iterator[BatchHeader]:
     """Every batch header of the local log, in offset order (reads headers only)."""
     for segment in log.segments:
+        if not segment.size_bytes:  # nothing to read (a new segment's file may not exist yet)
+            continue
         fd = os.open(segment.log_path, os.O_RDONLY)
         try:
             yield from scan_batches(fd, 0, segment.size_bytes)

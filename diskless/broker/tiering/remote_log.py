@@ -77,7 +77,11 @@ class RemoteLog:
         """Read the committed catalogue; settle uploads and deletions a crash left half done."""
         store, bucket = self._storage.store, self._storage.bucket
         rows = await store.list_remote_segments(self.topic, self.index, states=tuple(RemoteSegmentState))
+        settled = True
         for row in rows:
+            if row.state == RemoteSegmentState.COMMITTED:
+                continue
+            settled = False
             if row.state == RemoteSegmentState.UPLOADING:
                 segment = parse_commit_key(row.object_key)
                 if await bucket.head(segment.commit_key) is not None:
@@ -88,7 +92,7 @@ class RemoteLog:
                     log.info("%s-%d: removed the unfinished upload of segment %d", self.topic, self.index, row.base_offset)
             elif row.state == RemoteSegmentState.DELETING:
                 await self._forget(row, parse_commit_key(row.object_key), leader_epoch)
-        committed = await store.list_remote_segments(self.topic, self.index)
+        committed = [r for r in rows if r.state == RemoteSegmentState.COMMITTED] if settled else await store.list_remote_segments(self.topic, self.index)
         self._segments = [parse_commit_key(row.object_key) for row in committed]
 
     async def _forget(self, row: RemoteSegment, segment: CommittedSegment, leader_epoch: int) -> None:

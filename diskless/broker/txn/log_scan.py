@@ -17,6 +17,8 @@ def transactional_batches(log: Log) -> Iterator[tuple[BatchHeader, bytes]]:
     """(header, bytes) of every transactional batch in the local log, in offset order; the
     bytes are empty for data batches, the whole batch (header at position 0) for control ones."""
     for segment in log.segments:
+        if not segment.size_bytes:  # nothing to read (a new segment's file may not exist yet)
+            continue
         fd = os.open(segment.log_path, os.O_RDONLY)
         try:
             for header in scan_batches(fd, 0, segment.size_bytes):
