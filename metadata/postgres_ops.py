@@ -239,6 +239,17 @@ async def get_log_start_offsets(conn: Conn, topic: str) -> dict[int, int]:
     return {r["partition"]: r["log_start_offset"] for r in rows}
 
 
+async def partitions_with_state(conn: Conn, topic: str) -> set[int]:
+    topic_id, _ = await _topic_row(conn, topic)
+    rows = await conn.fetch(
+        "SELECT DISTINCT partition FROM remote_segments WHERE topic_id = $1"
+        " UNION SELECT DISTINCT partition FROM wal_batches WHERE topic_id = $1"
+        " UNION SELECT DISTINCT partition FROM aborted_transactions WHERE topic_id = $1",
+        topic_id,
+    )
+    return {r["partition"] for r in rows}
+
+
 async def get_leader_epoch(conn: Conn, topic: str, partition: int) -> int:
     return (await _partition_row(conn, topic, partition))[1]
 

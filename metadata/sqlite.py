@@ -179,6 +179,9 @@ class SqliteMetadataStore:
     async def get_log_start_offsets(self, topic: str) -> dict[int, int]:
         return await self._call(ops.get_log_start_offsets, topic)
 
+    async def partitions_with_state(self, topic: str) -> set[int]:
+        return await self._call(ops.partitions_with_state, topic)
+
     async def get_leader_epoch(self, topic: str, partition: int) -> int:
         return await self._call(ops.get_leader_epoch, topic, partition)
 

@@ -231,6 +231,18 @@ def get_log_start_offsets(conn: sqlite3.Connection, topic: str) -> dict[int, int
         )
 
 
+def partitions_with_state(conn: sqlite3.Connection, topic: str) -> set[int]:
+    with _read(conn):
+        topic_id, _ = _topic_row(conn, topic)
+        rows = conn.execute(
+            "SELECT DISTINCT partition FROM remote_segments WHERE topic_id = ?1"
+            " UNION SELECT DISTINCT partition FROM wal_batches WHERE topic_id = ?1"
+            " UNION SELECT DISTINCT partition FROM aborted_transactions WHERE topic_id = ?1",
+            (topic_id,),
+        )
+        return {row[0] for row in rows}
+
+
 def get_leader_epoch(conn: sqlite3.Connection, topic: str, partition: int) -> int:
     with _read(conn):
         return _partition_row(conn, topic, partition)[1]

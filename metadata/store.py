@@ -93,6 +93,13 @@ class MetadataStore(Protocol):
         """{partition: log_start_offset} for every partition. Raises UnknownTopic."""
         ...
 
+    async def partitions_with_state(self, topic: str) -> set[int]:
+        """The partitions that hold rows of their own besides their leadership: catalogued
+        segments (any state), write-ahead batches or aborted transactions. A new leader of any
+        other partition has nothing to read back (one query per topic at start-up instead
+        of several per partition). Raises UnknownTopic."""
+        ...
+
     async def get_leader_epoch(self, topic: str, partition: int) -> int:
         """Raises UnknownTopic, UnknownTopicOrPartition."""
         ...

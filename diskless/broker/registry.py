@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hot_tier import Log
+from hot_tier import Log, LogConfig
 from metadata import MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.model import validate_topic_name
 from metadata.errors import InvalidPartitions, UnknownTopic
@@ -166,6 +166,8 @@ class Registry:
         # A few side by side: each waits mostly on the metadata store and on the bucket (a
         # long tail to rebuild), so one partition's waits overlap another's work.
         start_offsets = {name: await self.store.get_log_start_offsets(name) for name in dict.fromkeys(t for t, _ in opening)}
+        rules = {name: _rules_of(self.topic_configs(self._topics[name])) for name in start_offsets}  # once per topic
+        stored = {name: await self.store.partitions_with_state(name) for name in start_offsets}
         slots = asyncio.Semaphore(OPENING_CONCURRENCY)
 
         async def open_one(topic_name: str, index: int) -> None:
@@ -173,7 +175,8 @@ class Registry:
             async with slots:
                 try:
                     await self._open_leader(
-                        topic, index, self.topic_configs(topic), start_offsets[topic_name].get(index), mine[(topic_name, index)].leader_epoch
+                        topic, index, self.topic_configs(topic), start_offsets[topic_name].get(index), mine[(topic_name, index)].leader_epoch,
+                        rules=rules[topic_name], stored=index in stored[topic_name],
                     )
                 except Exception as exc:
                     # One partition that cannot be rebuilt (an unreadable write-ahead object, a bad
@@ -391,6 +394,7 @@ class Registry:
             if p.leader_id is not None:
                 load[p.leader_id] = load.get(p.leader_id, 0) + 1
         configs = self.topic_configs(topic)
+        rules = _rules_of(configs)
         chosen = list(zip(indexes, initial_leaders(len(indexes), live, load)))
         # One transaction for them all; a partition the controller gave a leader first answers
         # None, and the next reconcile follows the controller's choice.
@@ -400,7 +404,7 @@ class Registry:
         # loop (heartbeats, other clients) for seconds on a slow disk.
         await asyncio.to_thread(_claim_dirs, self.settings.logs_dir, topic, [index for index, _ in mine], False)
         for index, epoch in mine:
-            await self._open_leader(topic, index, configs, None, epoch, created=True)
+            await self._open_leader(topic, index, configs, None, epoch, created=True, rules=rules)
             await asyncio.sleep(0)  # a created partition opens without a wait: let heartbeats and clients in
 
     async def create_partitions(self, name: str, count: int) -> TopicMetadata:
@@ -513,24 +517,29 @@ class Registry:
 
     async def _open_leader(
         self, topic: TopicMetadata, index: int, configs: dict[str, str], log_start_offset: int | None, leader_epoch: int,
-        created: bool = False,
+        created: bool = False, rules: tuple[PartitionRules, LogConfig] | None = None, stored: bool = True,
     ) -> None:
         path = self.settings.logs_dir / _dir_name(topic.name, index)
         marked = _claim_dir(path, topic.topic_id, mark=False)
-        rules = PartitionRules.from_configs(configs)
-        log_ = Log.open(path, rules.log_config(configs), self.clock(), log_start_offset=log_start_offset)
+        partition_rules, log_config = rules or _rules_of(configs)
+        log_ = Log.open(path, log_config, self.clock(), log_start_offset=log_start_offset)
         self._seen_at[(topic.name, index)] = time.monotonic()
         self._leaders[(topic.name, index)] = await PartitionLeader.open(
-            topic.name, topic.topic_id, index, log_, rules, RemoteLog(self.storage, topic.name, index), self.store, self.uploader,
+            topic.name, topic.topic_id, index, log_, partition_rules, RemoteLog(self.storage, topic.name, index), self.store, self.uploader,
             self.wal, self.may_write, leader_epoch=leader_epoch, log_start_offset=log_start_offset,
             producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
-            now_ms=self.clock(), created=created,
+            now_ms=self.clock(), created=created, stored=stored,
         )  # fmt: skip
         if not marked:  # the directory's topic id: now if it holds batches, else with its first one
             if any(s.size_bytes for s in log_.segments):
                 _claim_dir(path, topic.topic_id)
             else:
                 self._leaders[(topic.name, index)].before_first_write.append(lambda: _claim_dir(path, topic.topic_id))
+
+
+def _rules_of(configs: dict[str, str]) -> tuple[PartitionRules, LogConfig]:
+    rules = PartitionRules.from_configs(configs)
+    return rules, rules.log_config(configs)
 
 
 def _dir_name(topic: str, index: int) -> str:

@@ -1098,3 +1098,23 @@ async def test_resource_configs_replace_a_resources_whole_set(store: MetadataSto
     assert await store.list_resource_configs("broker") == {}
     await store.set_resource_configs("group", "g2", {})
     assert await store.list_resource_configs("group") == {"g1": {"consumer.heartbeat.interval.ms": "7000"}}
+
+
+async def test_partitions_with_state_names_each_partition_with_rows_of_its_own(store: MetadataStore) -> None:
+    # A new leader reads back only these partitions' catalogue, write-ahead batches and
+    # aborted transactions; the others are opened without asking.
+    topic = name()
+    await store.create_topic(topic, 6, {})
+    assert await store.partitions_with_state(topic) == set()
+    await store.add_remote_segment(seg(topic, 1, 0, 9))  # uploading: a crash may have left it
+    await add_committed(store, seg(topic, 2, 0, 9))
+    await store.commit_wal_object((key := wal_key()), [wal(topic, 3, 0, 4, key), wal(topic, 2, 10, 12, key, position=320)])
+    await store.put_aborted_transactions(topic, 4, [(7, 0, 3)], delete_below=0, leader_epoch=0)
+    assert await store.partitions_with_state(topic) == {1, 2, 3, 4}
+    await store.delete_wal_batches_below(topic, 3, 5, leader_epoch=0)  # the batches went into a segment
+    assert await store.partitions_with_state(topic) == {1, 2, 4}
+    other = name()
+    await store.create_topic(other, 2, {})
+    assert await store.partitions_with_state(other) == set()
+    with pytest.raises(UnknownTopic):
+        await store.partitions_with_state(name())

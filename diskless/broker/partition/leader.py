@@ -125,6 +125,7 @@ class PartitionLeader:
         cls, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: PartitionRules, remote: RemoteLog,
         store: MetadataStore, uploads: UploadSignals, wal: WalWriter | None, may_write: Callable[[], bool], *,
         leader_epoch: int, log_start_offset: int | None, producer_id_expiration_ms: int, now_ms: int, created: bool = False,
+        stored: bool = True,
     ) -> PartitionLeader:
         """Take up the partition at `leader_epoch`: its bucket catalogue settled, and a local log
         that continues where the durable log ends.
@@ -137,7 +138,9 @@ class PartitionLeader:
 
         `created`: the partition was made by this broker a moment ago, so the store and the
         bucket hold nothing of it yet and are not asked (a topic of 10,000 partitions would
-        wait on 40,000 reads that all answer nothing)."""
+        wait on 40,000 reads that all answer nothing). `stored=False`: the store holds no
+        catalogued segment, write-ahead batch or aborted transaction of it (the registry asked
+        once for the whole topic), so those are not read either."""
         wal = wal if rules.tiered else None
         if created:
             leader = cls(
@@ -147,13 +150,14 @@ class PartitionLeader:
             )  # fmt: skip
             leader._record_epoch_at_first_write()
             return leader
-        await remote.load(leader_epoch)
+        if stored:
+            await remote.load(leader_epoch)
         # Epochs are handed out one per leadership: a gap since the one this broker last took
         # means another broker may have led (and been sent this broker's unacknowledged tail).
         last_here = last_leader_epoch(log.dir)
         led_since = last_here is None or leader_epoch > last_here + 1
         if wal is not None and log.log_end_offset > remote.end_offset:
-            await _drop_a_stale_tail(log, store, remote, topic, index, led_since)
+            await _drop_a_stale_tail(log, store, remote, topic, index, led_since, stored)
         if remote.end_offset > log.log_end_offset:
             logger.warning(
                 "%s-%d: local log ends at %d but the bucket holds up to %d; continuing from the bucket",
@@ -164,13 +168,14 @@ class PartitionLeader:
         kept = [log.log_end_offset]  # where the local log was cut, at the lowest
         if wal is not None:
             high_watermark = await recover_tail(
-                log, store, remote.storage.bucket, topic, index, remote.end_offset, now_ms, on_truncate=kept.append
+                log, store, remote.storage.bucket, topic, index, remote.end_offset, now_ms, on_truncate=kept.append, stored=stored
             )
         # Producer snapshots above the cut describe batches that are gone: the tail rebuilt over
         # them may hold other batches at those offsets (another leader's), and a snapshot kept
         # there would hide them from the producer state (their sequences unknown: the
         # producer's next batch is refused OUT_OF_ORDER_SEQUENCE, and it resends).
-        drop_snapshots_above(log.dir, min(kept))
+        if min(kept) < log.log_end_offset:  # else load_producer_state drops those above the log's end
+            drop_snapshots_above(log.dir, min(kept))
         published = None
         if 0 < remote.end_offset <= log.segments[0].base_offset:  # no local history below the bucket's end
             published = await _published_producer_state(store, topic, index, producer_id_expiration_ms)
@@ -181,7 +186,8 @@ class PartitionLeader:
         )  # fmt: skip
         leader._record_epoch_at_first_write()
         leader._resubmit_tail()
-        leader.txns.merge_aborted(await store.list_aborted_transactions(topic, index))
+        if stored:
+            leader.txns.merge_aborted(await store.list_aborted_transactions(topic, index))
         try:
             await leader.record_aborted_transactions()
         except Exception as exc:  # kept in memory: the next segment commit writes them
@@ -636,7 +642,9 @@ class PartitionLeader:
         return self._log.dir
 
 
-async def _drop_a_stale_tail(log: Log, store: MetadataStore, remote: RemoteLog, topic: str, index: int, led_since: bool) -> None:
+async def _drop_a_stale_tail(
+    log: Log, store: MetadataStore, remote: RemoteLog, topic: str, index: int, led_since: bool, stored: bool
+) -> None:
     """Cut the local log back where it diverges from the durable log: at the first durable
     batch of a newer leader epoch than the local tail's (another leader wrote from there on;
     what this broker holds from that offset on may differ). Kafka truncates a former leader
@@ -651,7 +659,7 @@ async def _drop_a_stale_tail(log: Log, store: MetadataStore, remote: RemoteLog, 
     local_epoch = _last_batch_epoch(log)
     if local_epoch is None:
         return
-    durable = await store.list_wal_batches(topic, index, remote.end_offset)
+    durable = await store.list_wal_batches(topic, index, remote.end_offset) if stored else []
     newer = next((b for b in durable if b.leader_epoch > local_epoch), None)
     if newer is not None:
         diverges_at = max(newer.base_offset, remote.end_offset)

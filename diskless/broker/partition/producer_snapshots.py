@@ -54,7 +54,8 @@ def load_producer_state(
     """
     log_end_offset, log_start_offset = log.log_end_offset, log.segments[0].base_offset
     manager: ProducerStateManager | None = None
-    for offset in sorted(_snapshot_offsets(log.dir), reverse=True):
+    names = os.listdir(log.dir)  # once: a broker opens thousands of partitions at start-up
+    for offset in sorted(_snapshot_offsets(log.dir, names), reverse=True):
         path = _snapshot_path(log.dir, offset)
         if not log_start_offset <= offset <= log_end_offset:
             path.unlink(missing_ok=True)
@@ -65,8 +66,9 @@ def load_producer_state(
             manager = ProducerStateManager.from_snapshot(path.read_bytes(), producer_id_expiration_ms)
         except (OSError, ProducerSnapshotError) as exc:
             logger.warning("ignoring producer-state snapshot %s: %s", path, exc)
-    for stale in log.dir.glob("*.snapshot.tmp"):
-        stale.unlink(missing_ok=True)
+    for name in names:
+        if name.endswith(".snapshot.tmp"):
+            (log.dir / name).unlink(missing_ok=True)
     if published is not None and log_start_offset <= published.map_end_offset <= log_end_offset:
         if manager is None or manager.map_end_offset < published.map_end_offset:
             manager = published
@@ -151,8 +153,8 @@ def _snapshot_path(dir: Path, offset: int) -> Path:
     return dir / f"{offset:020d}.snapshot"
 
 
-def _snapshot_offsets(dir: Path) -> list[int]:
-    return [int(m.group(1)) for path in dir.iterdir() if (m := _SNAPSHOT_FILE.match(path.name))]
+def _snapshot_offsets(dir: Path, names: list[str] | None = None) -> list[int]:
+    return [int(m.group(1)) for name in (os.listdir(dir) if names is None else names) if (m := _SNAPSHOT_FILE.match(name))]
 
 
 def batch_headers(log: Log) -> Iterator[BatchHeader]:

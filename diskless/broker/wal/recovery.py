@@ -41,11 +41,12 @@ RECOVERY_GETS_IN_FLIGHT = 16  # ranged GETs of write-ahead objects in flight per
 
 async def recover_tail(
     log_: Log, store: MetadataStore, bucket: ObjectStore, topic: str, index: int, remote_end_offset: int, now_ms: int,
-    on_truncate: Callable[[int], None] = lambda end: None,
+    on_truncate: Callable[[int], None] = lambda end: None, stored: bool = True,
 ) -> int:
     """Append to `log_` the durable batches it lacks; return the durable end offset.
-    `on_truncate(end)` is told where the local log was cut before the appends (-1: all of it)."""
-    batches = await store.list_wal_batches(topic, index, remote_end_offset)
+    `on_truncate(end)` is told where the local log was cut before the appends (-1: all of it).
+    `stored=False`: the store is known to hold no write-ahead batch of the partition."""
+    batches = await store.list_wal_batches(topic, index, remote_end_offset) if stored else []
     durable_end = max(remote_end_offset, batches[-1].next_offset if batches else 0)
     local_end = log_.log_end_offset
     missing = [b for b in batches if b.last_offset >= local_end]
