@@ -32,6 +32,13 @@ def host_port(text: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def local_host_port(text: str) -> tuple[str, int]:
+    """HOST:PORT where an empty host means 127.0.0.1, not every interface: the admin HTTP
+    endpoint is reachable from elsewhere only when told so (0.0.0.0:PORT)."""
+    host, port = host_port(text)
+    return ("127.0.0.1" if not text.rpartition(":")[0].strip("[]") else host), port
+
+
 def host_ports(text: str) -> list[tuple[str, int]]:
     """One or more HOST:PORT, comma-separated (Kafka's listeners list, without names)."""
     if not isinstance(text, str):
@@ -166,7 +173,7 @@ SETTINGS = [
     Setting("data_dir", directory, "./diskless-data", "directory for the hot tier (active segments), meta.properties and the embedded defaults", "DIR"),
     Setting("metadata", metadata_url, None, "metadata store URL: sqlite:///PATH (default sqlite:///<data-dir>/metadata.db)", "URL"),
     Setting("object_store", object_store_url, None, "object store URL: s3://BUCKET[/PREFIX][?endpoint_url=...&region=...] or file:///PATH (default file://<data-dir>/bucket)", "URL"),
-    Setting("http", host_port, None, "address of the admin HTTP endpoint (default: off)", "HOST:PORT"),
+    Setting("http", local_host_port, None, "address of the admin HTTP endpoint (default: off; ':PORT' is 127.0.0.1:PORT)", "HOST:PORT"),
     Setting("node_id", integer, 1, "this broker's node.id"),
     Setting("num_partitions", integer, 1, "num.partitions: partitions of auto-created topics and of CreateTopics with -1"),
     Setting("auto_create_topics", boolean, True, "auto.create.topics.enable: create a topic when a producer or consumer names one that does not exist, with --num-partitions partitions (Kafka's default, true)", "BOOL"),
