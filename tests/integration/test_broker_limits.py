@@ -37,6 +37,8 @@ from .broker_process import BrokerProcess, wait_for_port
 
 DEADLINE_S = 20.0
 STARTUP_DEADLINE_S = 45.0  # 20,000 partitions from a restart to the first Metadata answer
+FLOOD_RSS_BOUND_MIB = 150  # a broker under 2,000 idle connections (60 MiB measured)
+PARTITIONS_RSS_BOUND_MIB = 400  # a broker of 20,000 partitions (about 200 MiB measured)
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -315,7 +317,9 @@ def test_two_thousand_idle_connections_with_1024_descriptors(start_broker) -> No
         wait_for(lambda: client.rounds >= 10 or client.errors, "ten produce-and-consume rounds during the flood", 60.0)
         assert broker.process is not None and broker.process.poll() is None
         log_lines = broker.log_text().splitlines()[lines_before:]
-        print(f"\n{len(log_lines)} log lines during the flood, RSS {rss_mib(broker.process.pid):.0f} MiB")
+        rss = rss_mib(broker.process.pid)
+        print(f"\n{len(log_lines)} log lines during the flood, RSS {rss:.0f} MiB")
+        assert rss < FLOOD_RSS_BOUND_MIB
         assert len(log_lines) <= 20, log_lines[:30]
         assert any("accepting paused" in line for line in log_lines)
     finally:
@@ -396,6 +400,7 @@ def test_a_topic_of_20000_partitions_is_created_produced_to_and_restarted(start_
     print(f"\n20,000 partitions: created in {created_s:.1f} s; restart to first Metadata answer {startup_s:.1f} s; "
           f"RSS {rss_before:.0f} MiB before, {rss_mib(broker.process.pid):.0f} MiB after the restart")
     assert startup_s < STARTUP_DEADLINE_S
+    assert rss_before < PARTITIONS_RSS_BOUND_MIB and rss_mib(broker.process.pid) < PARTITIONS_RSS_BOUND_MIB
     for partition in (0, 9_991, 19_982):
         consumer.assign([TopicPartition(name, partition, 0)])
         msg = consumer.poll(DEADLINE_S)
