@@ -17,8 +17,8 @@ MAX_PARTITIONS = 2**31 - 1
 
 
 class PartitionPolicyViolation(InvalidPartitions):
-    """A partition limit refused the change. Kafka answers POLICY_VIOLATION; until the broker's
-    error table has a row for this type it is answered as its base, INVALID_PARTITIONS."""
+    """A partition limit refused the change: answered POLICY_VIOLATION, as Kafka does (errors.py
+    lists it before its base, InvalidPartitions)."""
 
 
 def check_partition_limits(
