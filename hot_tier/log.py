@@ -498,7 +498,6 @@ class Log:
         finally:
             os.close(marker)
         fsync_dir(self._dir)
-        self._closed = True
 
     def delete(self) -> None:
         """Close and remove the whole log directory (the partition is gone from this broker)."""

@@ -402,10 +402,10 @@ class Registry:
         mine = [(index, epoch) for (index, node), epoch in zip(chosen, epochs) if node == me and epoch is not None]
         # The directories first, in a worker thread: thousands of mkdirs would hold the event
         # loop (heartbeats, other clients) for seconds on a slow disk.
-        await asyncio.to_thread(_claim_dirs, self.settings.logs_dir, topic, [index for index, _ in mine], False)
+        await asyncio.to_thread(_claim_dirs, self.settings.logs_dir, topic, [index for index, _ in mine])
         for index, epoch in mine:
-            await self._open_leader(topic, index, configs, None, epoch, created=True, rules=rules)
-            await asyncio.sleep(0)  # a created partition opens without a wait: let heartbeats and clients in
+            await self._open_leader(topic, index, configs, None, epoch, rules=rules, stored=False)
+            await asyncio.sleep(0)  # a new partition opens without a wait: let heartbeats and clients in
 
     async def create_partitions(self, name: str, count: int) -> TopicMetadata:
         async with self._changing:
@@ -472,7 +472,7 @@ class Registry:
         """Create the directories of new partitions before the store is told; on failure remove
         them all. Opening the logs follows the store's write."""
         try:
-            await asyncio.to_thread(_claim_dirs, self.settings.logs_dir, topic, indexes, False)
+            await asyncio.to_thread(_claim_dirs, self.settings.logs_dir, topic, indexes)
         except BaseException:
             await asyncio.to_thread(_remove_dirs, self.settings.logs_dir, topic.name, indexes)
             raise
@@ -517,7 +517,7 @@ class Registry:
 
     async def _open_leader(
         self, topic: TopicMetadata, index: int, configs: dict[str, str], log_start_offset: int | None, leader_epoch: int,
-        created: bool = False, rules: tuple[PartitionRules, LogConfig] | None = None, stored: bool = True,
+        rules: tuple[PartitionRules, LogConfig] | None = None, stored: bool = True,
     ) -> None:
         path = self.settings.logs_dir / _dir_name(topic.name, index)
         marked = _claim_dir(path, topic.topic_id, mark=False)
@@ -528,7 +528,7 @@ class Registry:
             topic.name, topic.topic_id, index, log_, partition_rules, RemoteLog(self.storage, topic.name, index), self.store, self.uploader,
             self.wal, self.may_write, leader_epoch=leader_epoch, log_start_offset=log_start_offset,
             producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
-            now_ms=self.clock(), created=created, stored=stored,
+            now_ms=self.clock(), stored=stored,
         )  # fmt: skip
         if not marked:  # the directory's topic id: now if it holds batches, else with its first one
             if any(s.size_bytes for s in log_.segments):
@@ -551,9 +551,10 @@ def _remove_dirs(logs_dir: Path, topic: str, indexes: range) -> None:
         shutil.rmtree(logs_dir / _dir_name(topic, index), ignore_errors=True)
 
 
-def _claim_dirs(logs_dir: Path, topic: TopicMetadata, indexes: Iterable[int], mark: bool) -> None:
+def _claim_dirs(logs_dir: Path, topic: TopicMetadata, indexes: Iterable[int]) -> None:
+    """New partitions' directories, their topic id left for their first batch."""
     for index in indexes:
-        _claim_dir(logs_dir / _dir_name(topic.name, index), topic.topic_id, mark=mark)
+        _claim_dir(logs_dir / _dir_name(topic.name, index), topic.topic_id, mark=False)
 
 
 def _claim_dir(path: Path, topic_id: uuid.UUID, *, mark: bool = True) -> bool:

@@ -116,7 +116,7 @@ class PartitionLeader:
         self.txns.rebuild(transactional_batches(log), self.high_watermark)
         self._appended: asyncio.Future[None] | None = None
         self._tail_uploaded: tuple[int, asyncio.Future[None]] | None = None  # hand_over_tail's wait
-        # What a partition created a moment ago writes before its first batch (created=True in open).
+        # Files written before this leadership's first write, not at open (_first_write).
         self.before_first_write: list[Callable[[], None]] = []
         self.maybe_snapshot_producers()
 
@@ -124,8 +124,7 @@ class PartitionLeader:
     async def open(
         cls, topic: str, topic_id: uuid.UUID, index: int, log: Log, rules: PartitionRules, remote: RemoteLog,
         store: MetadataStore, uploads: UploadSignals, wal: WalWriter | None, may_write: Callable[[], bool], *,
-        leader_epoch: int, log_start_offset: int | None, producer_id_expiration_ms: int, now_ms: int, created: bool = False,
-        stored: bool = True,
+        leader_epoch: int, log_start_offset: int | None, producer_id_expiration_ms: int, now_ms: int, stored: bool = True,
     ) -> PartitionLeader:
         """Take up the partition at `leader_epoch`: its bucket catalogue settled, and a local log
         that continues where the durable log ends.
@@ -136,20 +135,11 @@ class PartitionLeader:
         log (Kafka truncates to the leader epoch's end offset for the same reason); it is cut
         back to the segments and rebuilt from the write-ahead objects.
 
-        `created`: the partition was made by this broker a moment ago, so the store and the
-        bucket hold nothing of it yet and are not asked (a topic of 10,000 partitions would
-        wait on 40,000 reads that all answer nothing). `stored=False`: the store holds no
-        catalogued segment, write-ahead batch or aborted transaction of it (the registry asked
-        once for the whole topic), so those are not read either."""
+        `stored=False`: the store holds no catalogued segment, write-ahead batch or aborted
+        transaction of the partition (the registry asked once for the whole topic, or just
+        made the partition), so none is read back: a topic of 10,000 partitions would wait on
+        40,000 reads that all answer nothing."""
         wal = wal if rules.tiered else None
-        if created:
-            leader = cls(
-                topic, topic_id, index, log, rules, remote, store, uploads, wal, may_write,
-                leader_epoch=leader_epoch, log_start_offset=log_start_offset or 0, high_watermark=0,
-                producer_id_expiration_ms=producer_id_expiration_ms,
-            )  # fmt: skip
-            leader._record_epoch_at_first_write()
-            return leader
         if stored:
             await remote.load(leader_epoch)
         # Epochs are handed out one per leadership: a gap since the one this broker last took
@@ -307,8 +297,8 @@ class PartitionLeader:
         self.before_first_write.append(lambda: record_leader_epoch(dir, epoch, start))
 
     def _first_write(self) -> None:
-        """The files of a partition this broker created (its leader-epoch checkpoint, the
-        directory's topic id), before its first batch: until then it holds nothing to guard."""
+        """The files a leadership writes before its first write (its leader-epoch checkpoint;
+        a new partition's directory topic id, registry.py): until then they guard nothing."""
         while self.before_first_write:
             self.before_first_write.pop(0)()
 
