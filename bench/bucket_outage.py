@@ -59,9 +59,6 @@ TARGET_DRAIN_S = 10.0
 _MOTO_CHILD = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-# Keep-alive, as S3 and MinIO do (werkzeug speaks HTTP/1.0 unless told otherwise).
-from moto.moto_server.threaded_moto_server import MotoRequestHandler
-MotoRequestHandler.protocol_version = "HTTP/1.1"
 from tests.integration.moto_s3 import MotoS3
 s3 = MotoS3()
 s3.start()

@@ -70,10 +70,6 @@ def counting(method):
     return counted
 S3Backend.put_object = counting(S3Backend.put_object)
 S3Backend.upload_part = counting(S3Backend.upload_part)
-# Keep-alive, as S3 and MinIO do: werkzeug speaks HTTP/1.0 unless told otherwise, and a new TCP
-# connection per PUT would cost the broker more than the PUT itself.
-from moto.moto_server.threaded_moto_server import MotoRequestHandler
-MotoRequestHandler.protocol_version = "HTTP/1.1"
 s3 = MotoS3()
 s3.start()
 bucket = s3.create_bucket()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -152,6 +153,10 @@ def _serve(args: argparse.Namespace) -> int:
             if extra is not None:
                 await extra.start()  # bound first: the broker registers every listener's address
             await broker.start()
+            # What start-up made (modules, the S3 client's service model, every partition's
+            # state) lives as long as the process: out of the collector's sight, a full
+            # collection no longer walks it, and no longer stalls every request for 100-150 ms.
+            gc.freeze()
         except BaseException:
             if extra is not None:
                 await extra.stop()
