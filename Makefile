@@ -44,10 +44,11 @@ run: $(RUN_STAMP)
 	$(VENV)/bin/diskless serve
 
 # Two workers, a test file each at a time (module fixtures such as a shared broker stay in one
-# process); the tests marked `alone` measure start-up times and run after, by themselves.
+# process); the tests marked `alone` measure start-up times and run after, by themselves, from
+# only the files that have them (collecting every test file again takes half a minute).
 test: $(TEST_STAMP) system-deps
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not alone" --durations=30
-	$(PY) -m pytest -q -p no:cacheprovider -m alone --durations=5
+	$(PY) -m pytest -q -p no:cacheprovider -m alone --durations=5 $$(grep -rl --include='test_*.py' 'mark\.alone' tests)
 
 test-unit: $(TEST_STAMP)
 	$(PY) -m pytest -q tests/unit tests/property

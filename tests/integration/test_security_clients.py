@@ -173,13 +173,13 @@ def test_wrong_password_and_unknown_user_are_refused_after_the_delay(secured, us
 
 
 def test_kafka_python_wrong_password_gets_kafkas_error(secured, caplog) -> None:
-    """kafka-python retries the bootstrap until its timeout; each refusal is logged with Kafka's error."""
+    """kafka-python retries the bootstrap until its timeout (5 s here, 30 s by default); each refusal is logged with Kafka's error."""
     broker, pki, ports = secured
     caplog.set_level(logging.ERROR, logger="kafka")
     with pytest.raises(KpKafkaError):
         KafkaProducer(bootstrap_servers=f"127.0.0.1:{ports['SASL_SSL']}", security_protocol="SASL_SSL", ssl_cafile=str(pki.ca),
                       sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="alice", sasl_plain_password="nope",
-                      max_block_ms=5000)  # fmt: skip
+                      max_block_ms=5000, bootstrap_timeout_ms=5000)  # fmt: skip
     refusals = [r.getMessage() for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage()]
     assert refusals
     assert ("SaslAuthenticationFailedError: Authentication failed during authentication due to invalid credentials "
