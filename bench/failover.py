@@ -26,6 +26,11 @@ produce error surfaces.
 Throughput: a fresh cluster of 1 and of 3 brokers; a topic of 6 partitions; one producer
 (acks=all, idempotent, linger.ms=5) sends `--records` 512-byte records as fast as it can,
 then one consumer reads them all from the beginning. MiB/s of each, and 3-broker/1-broker.
+Beside them, the CPU each side spent per MiB: the brokers' (all of them, from /proc) and the
+client process's (librdkafka's threads included). On a machine with fewer cores than busy
+processes the MiB/s ratio also measures the client: librdkafka's producer spends two to four
+times the CPU per MiB with three brokers as with one (its broker threads wake far more often),
+and that CPU is taken from the brokers. The brokers' CPU ratio is the cost of the cluster path.
 
 The last line is one JSON object with every figure.
 """
@@ -368,18 +373,36 @@ def consume_all(bootstrap: str, topic: str, partitions: int, records: int, value
     return seen * value_bytes / MIB / elapsed
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def throughput(work: Path, pg: PostgresServer, bucket: Bucket, size: int, args: argparse.Namespace) -> dict[str, float]:
     name = f"tp{size}-{uuid.uuid4().hex[:6]}"
     cluster = Cluster(work, name, size, pg.create_database("bench"), bucket, args).start()
+    figures: dict[str, float] = {}
     try:
         topic = create_topic(cluster.bootstrap, 6)
         produce_all(cluster.bootstrap, topic, args.records // 10, 512)  # warm-up
-        produce_mib_s = produce_all(cluster.bootstrap, topic, args.records, 512)
-        consume_mib_s = consume_all(cluster.bootstrap, topic, 6, args.records + args.records // 10, 512)
+        pids = [broker.process.pid for broker in cluster.brokers.values() if broker.process is not None]
+        records = {"produce": args.records, "consume": args.records + args.records // 10}
+        for phase, run in (
+            ("produce", lambda: produce_all(cluster.bootstrap, topic, records["produce"], 512)),
+            ("consume", lambda: consume_all(cluster.bootstrap, topic, 6, records["consume"], 512)),
+        ):
+            brokers_before, client_before = sum(map(process_cpu_s, pids)), time.process_time()
+            figures[f"{phase}_mib_s"] = round(run(), 2)
+            mib = records[phase] * 512 / MIB
+            figures[f"{phase}_broker_cpu_ms_per_mib"] = round((sum(map(process_cpu_s, pids)) - brokers_before) * 1000 / mib, 1)
+            figures[f"{phase}_client_cpu_ms_per_mib"] = round((time.process_time() - client_before) * 1000 / mib, 1)
     finally:
         cluster.close()
-    print(f"  {size} broker(s): produce {produce_mib_s:.1f} MiB/s, consume {consume_mib_s:.1f} MiB/s", flush=True)
-    return {"produce_mib_s": round(produce_mib_s, 2), "consume_mib_s": round(consume_mib_s, 2)}
+    print(f"  {size} broker(s): produce {figures['produce_mib_s']:.1f} MiB/s, consume {figures['consume_mib_s']:.1f} MiB/s; "
+          f"CPU per MiB produced: brokers {figures['produce_broker_cpu_ms_per_mib']} ms, client {figures['produce_client_cpu_ms_per_mib']} ms; "
+          f"consumed: brokers {figures['consume_broker_cpu_ms_per_mib']} ms, client {figures['consume_client_cpu_ms_per_mib']} ms", flush=True)  # fmt: skip
+    return figures
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -435,6 +458,10 @@ def main() -> None:
                     "one_broker": one, "three_brokers": three,
                     "produce_ratio": round(three["produce_mib_s"] / one["produce_mib_s"], 2),
                     "consume_ratio": round(three["consume_mib_s"] / one["consume_mib_s"], 2),
+                    # What the cluster path costs the brokers, whatever the machine's cores: their
+                    # CPU per MiB, three brokers over one (1.0: nothing).
+                    "produce_broker_cpu_ratio": round(three["produce_broker_cpu_ms_per_mib"] / one["produce_broker_cpu_ms_per_mib"], 2),
+                    "consume_broker_cpu_ratio": round(three["consume_broker_cpu_ms_per_mib"] / one["consume_broker_cpu_ms_per_mib"], 2),
                 }  # fmt: skip
         finally:
             bucket.close()
