@@ -306,6 +306,10 @@ class Broker:
         assert self.store is not None
         return await self.store.allocate_producer_id()
 
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], str]:
+        assert self.membership is not None
+        return await self.membership.elect_leaders(election_type, partitions)
+
     # --- background work -----------------------------------------------------------------
 
     async def _retention_loop(self) -> None:

@@ -49,6 +49,7 @@ SUPPORTED = MappingProxyType(
         36: ("SaslAuthenticate", 0, 2),
         37: ("CreatePartitions", 0, 3),
         42: ("DeleteGroups", 0, 2),
+        43: ("ElectLeaders", 0, 2),
         44: ("IncrementalAlterConfigs", 0, 1),
         47: ("OffsetDelete", 0, 0),
         50: ("DescribeUserScramCredentials", 0, 0),

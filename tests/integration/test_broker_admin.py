@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -236,6 +236,24 @@ def test_describe_cluster(shared_broker) -> None:
     assert cluster.controller.id == 1
     # The cluster id is the one kept in meta.properties.
     assert f"cluster.id={cluster.cluster_id}" in (shared_broker.data_dir / "meta.properties").read_text()
+
+
+def test_elect_leaders_on_one_broker_finds_nothing_to_elect(shared_broker, create_topic) -> None:
+    """kafka-leader-election.sh's calls: every partition is led by the one broker, so each named
+    one is ELECTION_NOT_NEEDED (both kinds), an unknown one UNKNOWN_TOPIC_OR_PARTITION, and a
+    call for every partition answers for none (Kafka leaves the not-needed ones out)."""
+    topic = create_topic(shared_broker.bootstrap, partitions=2)
+    admin = admin_for(shared_broker.bootstrap)
+    asked = [TopicPartition(topic, 0), TopicPartition(topic, 1), TopicPartition(topic, 5), TopicPartition("no-such-topic", 0)]
+    for kind in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+        results = admin.elect_leaders(kind, asked).result(timeout=DEADLINE_S)
+        codes = {(tp.topic, tp.partition): (None if err is None else err.code()) for tp, err in results.items()}
+        assert codes == {
+            (topic, 0): KafkaError.ELECTION_NOT_NEEDED, (topic, 1): KafkaError.ELECTION_NOT_NEEDED,
+            (topic, 5): KafkaError.UNKNOWN_TOPIC_OR_PART, ("no-such-topic", 0): KafkaError.UNKNOWN_TOPIC_OR_PART,
+        }, kind  # fmt: skip
+    assert admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=DEADLINE_S) == {}
+    assert produce_values(shared_broker.bootstrap, topic, [b"still led"]) == [(0, 0)]
 
 
 # --- LogAppendTime -------------------------------------------------------------------------------

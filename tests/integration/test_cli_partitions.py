@@ -1,4 +1,5 @@
-"""`diskless partitions reassign` and `diskless partitions balance` against a real cluster: three
+"""`diskless partitions reassign` and `diskless partitions balance` (and Kafka's ElectLeaders, as
+kafka-leader-election.sh sends it) against a real cluster: three
 brokers on a real PostgreSQL and moto's S3 server. After a move, Metadata from every broker
 shows the new leader, and an idempotent acks=all producer that ran throughout saw no error and
 has every record acknowledged exactly once, in order. Refusals are one line and move nothing.
@@ -11,7 +12,7 @@ import sys
 import threading
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .test_cluster import DEADLINE_S, Cluster, cluster, leaders, moto_bucket, wait_until  # noqa: F401 (cluster, moto_bucket: fixtures)
@@ -120,6 +121,29 @@ def test_reassign_and_balance_move_leaders_under_a_producer(cluster: Cluster, po
         assert (again.returncode, again.stdout.strip()) == (0, "balanced: broker 1 leads 1, broker 2 leads 1, broker 3 leads 1")
         acked = producer.acked_count()
         wait_until(lambda: producer.acked_count() >= acked + 100, "produce to go on after balancing")
+
+        # The same through Kafka's ElectLeaders (kafka-leader-election.sh, AdminClient.elect_leaders):
+        # all to broker 1 again, then a preferred election of every partition spreads them.
+        assert partitions_cli(postgres_database, "reassign", *(f"{topic}:{p}=1" for p in range(3))).returncode == 0
+        wait_until(lambda: everyone_sees(cluster, topic, moved), "every broker to show broker 1 leading all again")
+        asked = [TopicPartition(topic, p) for p in range(3)] + [TopicPartition(topic, 7)]
+        unclean = admin.elect_leaders(ElectionType.UNCLEAN, asked).result(timeout=DEADLINE_S)
+        assert {tp.partition: err and err.code() for tp, err in unclean.items()} == {
+            0: KafkaError.ELECTION_NOT_NEEDED, 1: KafkaError.ELECTION_NOT_NEEDED, 2: KafkaError.ELECTION_NOT_NEEDED,
+            7: KafkaError.UNKNOWN_TOPIC_OR_PART}  # fmt: skip
+        elected = admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=DEADLINE_S)
+        assert sorted((tp.topic, err) for tp, err in elected.items()) == [(topic, None), (topic, None)]  # two moved off broker 1
+        wait_until(lambda: sorted(leaders(cluster.bootstrap, topic).values()) == [1, 2, 3], "the election to spread leadership")
+        spread = leaders(cluster.bootstrap, topic)
+        try:
+            wait_until(lambda: everyone_sees(cluster, topic, spread), "every broker to agree on the elected leaders")
+        except AssertionError:
+            print("DEBUG", spread, {n: leaders(b.bootstrap, topic) for n, b in cluster.brokers.items()})
+            raise
+        again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p) for p in range(3)]).result(timeout=DEADLINE_S)
+        assert {tp.partition: err and err.code() for tp, err in again.items()} == dict.fromkeys(range(3), KafkaError.ELECTION_NOT_NEEDED)
+        acked = producer.acked_count()
+        wait_until(lambda: producer.acked_count() >= acked + 100, "produce to go on after the election")
 
         # Refusals: one line each, nothing moved.
         for args, message in [

@@ -94,3 +94,46 @@ def plan_balance(leaderships: Sequence[PartitionLeadership], live: Iterable[int]
         led[busiest].remove(chosen)
         led[idlest].append(chosen)
         moves.append(Move(chosen.topic, chosen.partition, idlest, chosen.leader_epoch))
+
+
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
+
+
+@dataclass(frozen=True, slots=True)
+class Election:
+    """What an ElectLeaders request decides: the moves to make, and for each asked-for
+    partition that is not moved, why (a Kafka error name: ELECTION_NOT_NEEDED and the like)."""
+
+    moves: list[Move]
+    unmoved: dict[tuple[str, int], str]
+
+
+def plan_election(
+    leaderships: Sequence[PartitionLeadership], live: Iterable[int], election_type: int, asked: Iterable[tuple[str, int]] | None
+) -> Election:
+    """Kafka's ElectLeaders (kafka-leader-election.sh) on partitions without replicas.
+
+    Both kinds give a partition without a live leader one now, as the controller's next pass
+    would (nothing is lost by it: everything acknowledged is in the bucket, so no election here
+    is unclean). PREFERRED also moves a live leader's partition where `plan_balance` would
+    (every live broker is a preferred replica, the preference an even share); UNCLEAN leaves
+    live leaders alone, as Kafka elects only for partitions that have no leader. `asked` None
+    means every partition. A partition that is not moved is ELECTION_NOT_NEEDED when its leader
+    lives, else the kind's "no one to elect" error; an unknown one UNKNOWN_TOPIC_OR_PARTITION."""
+    live_ids = set(live)
+    known = {(p.topic, p.partition) for p in leaderships}
+    wanted = known if asked is None else set(asked)
+    candidates = plan_leaders(leaderships, live_ids)
+    if election_type == PREFERRED:
+        candidates += plan_balance(leaderships, live_ids)
+    moves = [m for m in candidates if (m.topic, m.partition) in wanted]
+    moved = {(m.topic, m.partition) for m in moves}
+    leader_of = {(p.topic, p.partition): p.leader_id for p in leaderships}
+    nobody = "PREFERRED_LEADER_NOT_AVAILABLE" if election_type == PREFERRED else "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    unmoved = {}
+    for tp in sorted(wanted - moved):
+        if tp not in known:
+            unmoved[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+        else:
+            unmoved[tp] = "ELECTION_NOT_NEEDED" if leader_of[tp] in live_ids else nobody
+    return Election(moves, unmoved)

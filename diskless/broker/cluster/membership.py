@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from metadata import BrokerIdInUse, BrokerRegistration, MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.errors import MetadataError
 
-from .controller import imbalanced, plan_balance, plan_leaders
+from .controller import imbalanced, plan_balance, plan_election, plan_leaders
 from .slots import DEFAULT_SLOTS
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,28 @@ class Membership:
     @property
     def is_controller(self) -> bool:
         return self.view.controller_id == self.settings.node_id
+
+    async def elect_leaders(self, election_type: int, asked: list[tuple[str, int]] | None) -> dict[tuple[str, int], str]:
+        """ElectLeaders (controller.plan_election) on the store's current leaderships and live
+        brokers, whichever broker is asked (the moves are compare-and-set, as the controller's
+        and `diskless partitions` make them); per partition, NONE or a Kafka error name."""
+        leaderships = await self.store.list_partition_leaders()
+        live = [b.node_id for b in await self.store.list_brokers() if b.alive]
+        election = plan_election(leaderships, live, election_type, asked)
+        results = dict(election.unmoved)
+        by_topic: dict[str, list[tuple[int, int | None, int]]] = {}
+        for move in election.moves:
+            by_topic.setdefault(move.topic, []).append((move.partition, move.leader_id, move.expected_epoch))
+        for topic, batch in by_topic.items():
+            epochs = await self.store.set_partition_leaders(topic, batch)
+            for (partition, leader_id, _), epoch in zip(batch, epochs):
+                # A lost compare-and-set: the controller (or another election) moved it meanwhile.
+                results[(topic, partition)] = "NONE" if epoch is not None else "ELECTION_NOT_NEEDED"
+                if epoch is not None:
+                    log.info("elected broker %d leader of %s:%d (epoch %d), as asked by ElectLeaders", leader_id, topic, partition, epoch)
+        if election.moves:
+            self._nudged.set()  # apply the new leaderships here now, not at the next beat
+        return results
 
     # --- life cycle -------------------------------------------------------------------------
 

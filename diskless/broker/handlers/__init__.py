@@ -44,6 +44,7 @@ HANDLERS = metrics.instrument({
     36: security.handle_sasl_authenticate,
     37: topics.handle_create_partitions,
     42: groups.handle_delete_groups,
+    43: cluster.handle_elect_leaders,
     44: configs.handle_incremental_alter_configs,
     47: commits.handle_offset_delete,
     50: security.handle_describe_user_scram_credentials,

@@ -1,4 +1,4 @@
-"""ApiVersions, Metadata and DescribeCluster."""
+"""ApiVersions, Metadata, DescribeCluster and ElectLeaders."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from metadata.model import validate_topic_name
 
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
-from ..security.authorizer import CLUSTER, DESCRIBE, TOPIC
+from ..cluster.controller import PREFERRED, UNCLEAN
+from ..security.authorizer import ALTER, CLUSTER, DESCRIBE, TOPIC
 from ..security.session import SESSION
 from ..security.shell import ALL_OPERATIONS_UNKNOWN
 
@@ -168,3 +169,39 @@ async def handle_describe_cluster(broker: BrokerApi, request: Request) -> Any:
         cluster_authorized_operations=broker.security.authorized_operations(CLUSTER)
         if allowed and request.body.include_cluster_authorized_operations else ALL_OPERATIONS_UNKNOWN,
     )
+
+
+async def handle_elect_leaders(broker: BrokerApi, request: Request) -> Any:
+    """kafka-leader-election.sh and AdminClient.elect_leaders: controller.plan_election. As
+    Kafka: ALTER on the cluster is required; v0 means PREFERRED; a request for every partition
+    (null) answers only for those an election concerned, not ELECTION_NOT_NEEDED ones."""
+    version = request.header.api_version
+    body = request.body
+    mod = response_module(43, version)
+    election_type = getattr(body, "election_type", PREFERRED)
+    asked = None if body.topic_partitions is None else [(t.topic, p) for t in body.topic_partitions for p in t.partitions]
+    if not broker.security.cluster_allowed(ALTER):
+        error, results = ErrorCode.cluster_authorization_failed, dict.fromkeys(asked or (), "CLUSTER_AUTHORIZATION_FAILED")
+    elif election_type not in (PREFERRED, UNCLEAN):
+        error, results = ErrorCode.invalid_request, dict.fromkeys(asked or (), "INVALID_REQUEST")
+    else:
+        error, results = ErrorCode.none, await broker.elect_leaders(election_type, asked)
+        if asked is None:
+            results = {tp: name for tp, name in results.items() if name != "ELECTION_NOT_NEEDED"}
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), name in results.items():
+        code = ErrorCode[name.lower()]
+        message = None if code == ErrorCode.none else _ELECTION_MESSAGES.get(name)
+        by_topic.setdefault(topic, []).append(make(mod.PartitionResult, partition_id=partition, error_code=code, error_message=message))
+    topics = tuple(make(mod.ReplicaElectionResult, topic=topic, partition_result=tuple(parts)) for topic, parts in by_topic.items())
+    return make(mod.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=error, replica_election_results=topics)
+
+
+_ELECTION_MESSAGES = {
+    "ELECTION_NOT_NEEDED": "Leader election not needed for topic partition.",
+    "PREFERRED_LEADER_NOT_AVAILABLE": "No live broker to elect: the partition stays without a leader until one joins.",
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE": "No live broker to elect: the partition stays without a leader until one joins.",
+    "UNKNOWN_TOPIC_OR_PARTITION": "This server does not host this topic-partition.",
+    "CLUSTER_AUTHORIZATION_FAILED": "Cluster authorization failed.",
+    "INVALID_REQUEST": "Unknown election type: 0 is PREFERRED, 1 is UNCLEAN.",
+}
