@@ -29,6 +29,14 @@ back: it neither logs nor probes, its caller reports the failure.
 
 One aiobotocore client per store, created on first use (or on `async with`) and closed by
 `close()`. It may be shared by every task of the one event loop it was created on.
+
+PUT to an endpoint of one's own (MinIO, moto, R2: `endpoint_url` set) skips botocore's request
+pipeline: the request is signed by the client's own signer (botocore's SigV4, credentials
+refreshed as botocore refreshes them) and sent on an aiohttp session of the store's, with the
+same timeouts; an error answer becomes the `ClientError` botocore would have raised. PUT is
+the hot call (every write-ahead object), and the pipeline (event hooks, endpoint rules, the
+user agent, serialising and parsing) cost about 4 of the 5 ms of CPU per PUT, the largest share
+of a broker's CPU under acks=all. AWS itself (no endpoint_url) keeps botocore's path.
 """
 
 from __future__ import annotations
@@ -43,13 +51,17 @@ from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Self, TypeVar
+from urllib.parse import quote
+from xml.etree import ElementTree
 
 import aiohttp
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession
+from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError
-from botocore.exceptions import HTTPClientError, IncompleteReadError
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, HTTPClientError, IncompleteReadError, ReadTimeoutError
 from botocore.handlers import add_expect_header
+from yarl import URL
 
 from .config import S3Config
 from .errors import ObjectNotFound, PreconditionFailed, StoreClosed, StoreRequestRejected, StoreUnavailable
@@ -90,6 +102,7 @@ class S3ObjectStore:
         self._attempts: set[asyncio.Future[Any]] = set()  # requests in flight
         self._abandoned: set[asyncio.Future[Any]] = set()  # of those, the ones a recovery cancelled
         self._probe_task: asyncio.Task[None] | None = None
+        self._http_session: aiohttp.ClientSession | None = None  # the signed PUTs' (module docstring)
 
     @property
     def config(self) -> S3Config:
@@ -113,6 +126,9 @@ class S3ObjectStore:
         client, self._client = self._client, None
         if client is not None:
             await self._exit_stack.aclose()
+        http, self._http_session = self._http_session, None
+        if http is not None:
+            await http.close()
 
     async def put(self, key: str, data: bytes, *, if_none_match: bool = False) -> None:
         check_key(key)
@@ -120,9 +136,44 @@ class S3ObjectStore:
         extra = {"IfNoneMatch": "*"} if if_none_match else {}
 
         async def call() -> None:
-            await client.put_object(Bucket=self._config.bucket, Key=self._full_key(key), Body=data, **extra)
+            if self._config.endpoint_url is not None:
+                await self._signed_put(client, key, data, if_none_match)
+            else:
+                await client.put_object(Bucket=self._config.bucket, Key=self._full_key(key), Body=data, **extra)
 
         await self._retrying("put", key, call, body_bytes=len(data))
+
+    async def _signed_put(self, client: Any, key: str, data: bytes, if_none_match: bool) -> None:
+        """PutObject signed by botocore and sent by aiohttp (module docstring)."""
+        config = self._config
+        assert config.endpoint_url is not None
+        url = f"{config.endpoint_url.rstrip('/')}/{config.bucket}/{quote(self._full_key(key), safe='/~')}"
+        headers = {"If-None-Match": "*"} if if_none_match else {}
+        request = AWSRequest(method="PUT", url=url, data=data, headers=headers)
+        auth = await client._request_signer.get_auth_instance(signing_name="s3", region_name=config.region, signature_version="s3v4")
+        auth.add_auth(request)
+        try:
+            async with self._http().put(URL(url, encoded=True), data=data, headers=dict(request.headers.items())) as response:
+                body = await response.read()
+        # Told as botocore tells them, so that a failure reads the same whichever path sent it.
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise ConnectTimeoutError(endpoint_url=url) from exc
+        except aiohttp.ServerTimeoutError as exc:
+            raise ReadTimeoutError(endpoint_url=url) from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise EndpointConnectionError(endpoint_url=url) from exc
+        if response.status >= 300:
+            raise _client_error(response.status, body, "PutObject")
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._http_session is None:
+            config = self._config
+            self._http_session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=config.max_pool_connections),
+                timeout=aiohttp.ClientTimeout(sock_connect=config.connect_timeout_ms / 1000, sock_read=config.read_timeout_ms / 1000),
+                auto_decompress=False,
+            )  # fmt: skip
+        return self._http_session
 
     async def put_file(
         self, key: str, path: str | os.PathLike[str], *, part_bytes: int = DEFAULT_PART_BYTES
@@ -463,6 +514,18 @@ def _error_fields(error: ClientError) -> tuple[str, int | None, str]:
     details = error.response.get("Error", {})
     status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return str(details.get("Code", "")), status, str(details.get("Message", ""))
+
+
+def _client_error(status: int, body: bytes, operation_name: str) -> ClientError:
+    """The ClientError botocore raises for an S3 error answer (`<Error><Code>...`)."""
+    code, message = str(status), ""
+    try:
+        root = ElementTree.fromstring(body)
+        code = root.findtext("Code") or code
+        message = root.findtext("Message") or ""
+    except ElementTree.ParseError:
+        pass  # an answer without an XML body (a proxy's 503): the status is all there is
+    return ClientError({"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation_name)
 
 
 def _final_error(operation: str, key: str | None, code: str, status: int | None, message: str) -> Exception:
