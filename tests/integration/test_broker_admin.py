@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTopicPartition
+from kafka.admin import KafkaAdminClient
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -236,6 +239,37 @@ def test_describe_cluster(shared_broker) -> None:
     assert cluster.controller.id == 1
     # The cluster id is the one kept in meta.properties.
     assert f"cluster.id={cluster.cluster_id}" in (shared_broker.data_dir / "meta.properties").read_text()
+
+
+def test_authorized_operations_without_an_authorizer_are_all_of_kafkas(shared_broker, create_topic) -> None:
+    """Kafka without an authorizer lists every operation a resource type has: 7 for the cluster,
+    8 for a topic, 5 for a group (Kafka 4), through confluent-kafka and kafka-python alike."""
+    topic = create_topic(shared_broker.bootstrap, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    consumer.close()
+    cluster_ops = {"ALTER", "ALTER_CONFIGS", "CLUSTER_ACTION", "CREATE", "DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE"}
+    topic_ops = {"ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ", "WRITE"}
+    group_ops = {"DELETE", "DESCRIBE", "READ", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+
+    admin = admin_for(shared_broker.bootstrap)
+    described = admin.describe_cluster(include_authorized_operations=True, request_timeout=DEADLINE_S).result(timeout=DEADLINE_S)
+    assert {op.name for op in described.authorized_operations} == cluster_ops
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(timeout=DEADLINE_S)
+    assert {op.name for op in described.authorized_operations} == topic_ops
+    described = admin.describe_consumer_groups([group], include_authorized_operations=True)[group].result(timeout=DEADLINE_S)
+    assert {op.name for op in described.authorized_operations} == group_ops
+    # Not asked for: none listed.
+    assert admin.describe_cluster(request_timeout=DEADLINE_S).result(timeout=DEADLINE_S).authorized_operations is None
+
+    kp = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
+    try:
+        assert set(kp.describe_cluster()["authorized_operations"]) == cluster_ops
+        [kp_topic] = kp.describe_topics([topic])
+        assert set(kp_topic["authorized_operations"]) == topic_ops
+    finally:
+        kp.close()
 
 
 def test_elect_leaders_on_one_broker_finds_nothing_to_elect(shared_broker, create_topic) -> None:

@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType,
     ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion,
@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
 from tests.integration.broker_process import BrokerProcess, free_port
 
 DEADLINE_S = 30.0
-USERS = ("alice", "bob", "carol", "dave")
+USERS = ("alice", "bob", "carol", "dave", "erin")
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +122,36 @@ def test_acls_allow_and_deny_exactly_as_configured(guarded) -> None:
     # DENY beats ALLOW.
     _create_acls(admin, _acl("alice", ResourceType.TOPIC, topic, AclOperation.WRITE, permission=AclPermissionType.DENY))
     assert _produce(_as("alice", port), topic, b"denied").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations_are_what_the_acls_allow(guarded) -> None:
+    """DescribeCluster, Metadata and DescribeGroups list the operations the principal's bindings
+    allow (READ, WRITE, DELETE and ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS)."""
+    broker, admin, port = guarded
+    topic, group = f"t-{uuid.uuid4().hex[:10]}", f"g-{uuid.uuid4().hex[:8]}"
+    _topics(admin, topic)
+    _create_acls(
+        admin,
+        _acl("erin", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+        _acl("erin", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS),
+        _acl("erin", ResourceType.TOPIC, topic, AclOperation.READ),
+        _acl("erin", ResourceType.TOPIC, topic, AclOperation.ALTER_CONFIGS),
+        _acl("erin", ResourceType.GROUP, group, AclOperation.READ),
+        _acl("erin", ResourceType.GROUP, group, AclOperation.DELETE),
+    )
+    consumer = Consumer({**_as("erin", port), "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    consumer.close()
+    erin = AdminClient(_as("erin", port))
+    cluster = erin.describe_cluster(include_authorized_operations=True, request_timeout=DEADLINE_S).result(timeout=DEADLINE_S)
+    assert {op.name for op in cluster.authorized_operations} == {"DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"}
+    described = erin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(timeout=DEADLINE_S)
+    assert {op.name for op in described.authorized_operations} == {"READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"}
+    described = erin.describe_consumer_groups([group], include_authorized_operations=True)[group].result(timeout=DEADLINE_S)
+    assert {op.name for op in described.authorized_operations} == {"READ", "DELETE", "DESCRIBE"}
+    # A super user (the anonymous PLAINTEXT principal here) may do everything.
+    everything = admin.describe_cluster(include_authorized_operations=True, request_timeout=DEADLINE_S).result(timeout=DEADLINE_S)
+    assert len(everything.authorized_operations) == 7
 
 
 def test_describe_and_delete_acls(guarded) -> None:
