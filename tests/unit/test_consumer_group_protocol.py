@@ -104,8 +104,13 @@ def test_epoch_checks():
     assert c.heartbeat(HeartbeatRequest("g", "m1", -3), TOPICS, 0).error_code is ErrorCode.invalid_request
     assert c.heartbeat(HeartbeatRequest("g", "", 0, rebalance_timeout_ms=1, subscribed_topic_names=("a",), owned={}), TOPICS, 0).error_code is ErrorCode.invalid_request
     assert join(c, "m9", assignor="sticky").error_code is ErrorCode.unsupported_assignor
-    bad_regex = HeartbeatRequest("g", "m9", 0, rebalance_timeout_ms=1, subscribed_topic_regex="(", owned={})
-    assert c.heartbeat(bad_regex, TOPICS, 0).error_code is ErrorCode.invalid_regular_expression
+    # RE2/J's syntax, as Kafka: Python's re would take the lookahead, the backreference and the
+    # possessive quantifier; Kafka refuses them, so do we.
+    for pattern in ("(", "(?=a)b", "(a)\\1", "a++", "[z-a]"):
+        bad_regex = HeartbeatRequest("g", "m9", 0, rebalance_timeout_ms=1, subscribed_topic_regex=pattern, owned={})
+        answer = c.heartbeat(bad_regex, TOPICS, 0)
+        assert answer.error_code is ErrorCode.invalid_regular_expression, pattern
+        assert answer.error_message.startswith(f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: "), answer.error_message
 
 
 def test_static_member_keeps_its_partitions_across_a_restart():

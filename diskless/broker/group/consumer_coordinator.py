@@ -9,7 +9,9 @@ static members (KIP-345 rules in KIP-848: UNRELEASED_INSTANCE_ID, FENCED_INSTANC
 the group epoch bumped on membership, subscription and topic changes, the target assignment
 computed by the group's assignor (assignors.py), and the member reconciled toward it
 (consumer_group.reconcile). Regex subscriptions are resolved against the topics at every
-heartbeat (Python's `re.fullmatch`, which accepts what RE2/J accepts for practical patterns).
+heartbeat, with RE2's syntax and full-match semantics (google-re2: the RE2/J that Kafka uses is
+its Java port), so a pattern Kafka refuses (a lookaround, a backreference, a possessive
+quantifier) is refused here too.
 
 Timers (timers.py): each member's session (`consumer.session.timeout.ms` of the group, else
 `group.consumer.session.timeout.ms`) restarts at each heartbeat; a member that does not
@@ -29,12 +31,13 @@ One coordinator per broker, used by one task; not thread-safe.
 
 from __future__ import annotations
 
-import re
+import functools
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+import re2
 from kio.schema.errors import ErrorCode
 
 from . import group_configs
@@ -177,9 +180,10 @@ class ConsumerGroupCoordinator:
             raise Rejected(ErrorCode.unsupported_assignor, f"ServerAssignor {r.server_assignor} is not supported. Supported assignors: {supported}.")
         if r.subscribed_topic_regex:
             try:
-                re.compile(r.subscribed_topic_regex)
-            except re.error as exc:
-                raise Rejected(ErrorCode.invalid_regular_expression, f"SubscribedTopicRegex `{r.subscribed_topic_regex}` is not a valid regular expression: {exc}.") from None
+                _pattern(r.subscribed_topic_regex)
+            except re2.error as exc:
+                reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+                raise Rejected(ErrorCode.invalid_regular_expression, f"SubscribedTopicRegex `{r.subscribed_topic_regex}` is not a valid regular expression: {reason}.") from None
 
     def _heartbeat(self, r: HeartbeatRequest, topics: Mapping[str, TopicInfo], now_ms: int) -> HeartbeatResponse:
         group = self.groups.get(r.group_id)
@@ -503,11 +507,21 @@ def _subscribed(member: ConsumerMember, known: Mapping[str, object]) -> set[str]
     names = {name for name in member.subscribed_topic_names if name in known}
     if member.subscribed_topic_regex:
         try:
-            pattern = re.compile(member.subscribed_topic_regex)
-        except re.error:
+            pattern = _pattern(member.subscribed_topic_regex)
+        except re2.error:
             return names
         names |= {name for name in known if pattern.fullmatch(name)}
     return names
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is its error answer, not a line on stderr
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern(regex: str) -> re2._Regexp:  # noqa: SLF001 (google-re2 names its compiled type so)
+    """A subscription's pattern, compiled once (members resolve theirs at every heartbeat)."""
+    return re2.compile(regex, options=_RE2_OPTIONS)
 
 
 def _session_key(group_id: str, member_id: str) -> tuple[str, str, str]:
