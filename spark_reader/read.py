@@ -7,8 +7,8 @@ For each segment of a task the reader fetches only what it needs:
                 records are all older
     .index      one GET, only when the range starts or ends inside the segment: gives the
                 byte range of the wanted offsets (segment_index.position_range)
-    .log        ranged GETs of at most `chunk_bytes` over that byte range; a batch cut by a
-                chunk's end is completed by the next GET
+    .log        ranged GETs of at most `chunk_bytes` over that byte range, a few in flight
+                ahead of the decoding; a batch cut by a chunk's end is completed by the next GET
 
 Slices of write-ahead objects (the tail above the segments, wal.py) are read by
 wal_read.read_wal_slice, one ranged GET each; a slice whose object is gone (the broker deletes
@@ -31,7 +31,9 @@ Runs on whichever thread Spark gives it; it opens its own bucket client per task
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -50,6 +52,7 @@ from .wal_read import offset_in_wal, read_wal_slice
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 8 * 1024 * 1024
+GETS_IN_FLIGHT = 3  # ranged GETs of one .log object running ahead of its decoding (_Chunks)
 # The most rows in one Arrow batch handed to Spark, which bounds a worker's memory per batch;
 # from 10,000 to 100,000 the scan rate hardly changes (bench/spark_scan.py).
 ROWS_PER_ARROW_BATCH = 40_000
@@ -134,41 +137,68 @@ def _read_segment(
         start_position, end_position = position_range(index, segment.size_bytes, start_offset, bounds.end_offset)
     log_key = layout.log_key(topic, partition, segment.base_offset, segment.upload_id)
     chunks = _Chunks(bucket, log_key, start_position, end_position, chunk_bytes)
-    while (window := chunks.next()) is not None:
-        try:
-            selection = select_batches(window, bounds)
-            batch = batches_to_arrow(window, selection.headers, topic, partition, bounds, include_headers)
-        except CorruptBatch as error:
-            raise chunks.corrupt(error) from error
-        if batch is not None:
-            yield batch
-        if selection.reached_end:
-            return
-        chunks.consume(selection.consumed_bytes)
-    chunks.finish()
+    try:
+        while (window := chunks.next()) is not None:
+            try:
+                selection = select_batches(window, bounds)
+                batch = batches_to_arrow(window, selection.headers, topic, partition, bounds, include_headers)
+            except CorruptBatch as error:
+                raise chunks.corrupt(error) from error
+            if batch is not None:
+                yield batch
+            if selection.reached_end:
+                return
+            chunks.consume(selection.consumed_bytes)
+        chunks.finish()
+    finally:
+        chunks.close()
 
 
 class _Chunks:
     """Windows over bytes [start, end) of a .log object, each ending where a GET of at most
     `chunk_bytes` ended: the caller uses the whole batches of a window, says how many bytes
-    that was, and the rest is carried into the next window."""
+    that was, and the rest is carried into the next window.
+
+    The GETs run ahead of the decoding, up to GETS_IN_FLIGHT at once on threads of their own
+    (the bucket clients may be used from several threads): while one window is decoded, the
+    next ones are on their way, so a task waits on the bucket's latency once, not per chunk.
+    Their results are taken in order, failures included."""
 
     def __init__(self, bucket: Bucket, key: str, start: int, end: int, chunk_bytes: int) -> None:
         self._bucket, self._key, self._end, self._chunk_bytes = bucket, key, end, chunk_bytes
-        self._position = start  # of the next GET
+        self._requested = start  # where the next GET to start begins
+        self._position = start  # of the next GET's bytes to take
         self._window_position = start  # of the window's first byte in the object
         self._window = b""
+        self._gets: deque[Future[bytes]] = deque()
+        self._pool: ThreadPoolExecutor | None = None
 
     def next(self) -> bytes | None:
         if self._position >= self._end:
             return None
-        data = self._bucket.get(self._key, self._position, min(self._end, self._position + self._chunk_bytes))
+        self._request_ahead()
+        data = self._gets.popleft().result()
         if not data:
             reason = f"the object ends before byte {self._end}, which its commit or index names"
             raise CorruptSegment(self._key, self._position, reason)
         self._position += len(data)
         self._window = self._window + data if self._window else data
         return self._window
+
+    def _request_ahead(self) -> None:
+        while len(self._gets) < GETS_IN_FLIGHT and self._requested < self._end:
+            stop = min(self._end, self._requested + self._chunk_bytes)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(GETS_IN_FLIGHT, thread_name_prefix="diskless-get")
+            self._gets.append(self._pool.submit(self._bucket.get, self._key, self._requested, stop))
+            self._requested = stop
+
+    def close(self) -> None:
+        """Drop the GETs not taken (a read that stopped early) without waiting for them."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self._gets.clear()
 
     def consume(self, consumed_bytes: int) -> None:
         self._window = self._window[consumed_bytes:]
