@@ -146,6 +146,12 @@ class InvalidProducerEpoch(Exception):
         self.producer_id = producer_id
 
 
+class TransactionCoordinatorFenced(Exception):
+    def __init__(self, producer_id: int, coordinator_epoch: int, current_epoch: int) -> None:
+        super().__init__(f"producer {producer_id}: a marker from coordinator epoch {coordinator_epoch}, older than the last one's {current_epoch}")
+        self.producer_id = producer_id
+
+
 _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (OffsetOutOfRange, ErrorCode.offset_out_of_range),
     (RemoteOffsetOutOfRange, ErrorCode.offset_out_of_range),
@@ -183,6 +189,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (NotTransactionCoordinator, ErrorCode.not_coordinator),
     (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
     (InvalidProducerEpoch, ErrorCode.invalid_producer_epoch),
+    (TransactionCoordinatorFenced, ErrorCode.transaction_coordinator_fenced),
     (TopicAuthorizationFailed, ErrorCode.topic_authorization_failed),
     (GroupAuthorizationFailed, ErrorCode.group_authorization_failed),
     (ClusterAuthorizationFailed, ErrorCode.cluster_authorization_failed),

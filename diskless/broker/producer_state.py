@@ -112,6 +112,11 @@ class ProducerStateEntry:
     batches: tuple[BatchMetadata, ...]  # oldest first, at most NUM_BATCHES_TO_RETAIN
     last_offset: int
     last_timestamp_ms: int
+    # The transaction coordinator's epoch in the last marker appended for this producer while
+    # this broker led the partition (-1: none seen): a marker from an older coordinator is
+    # refused (Kafka's TRANSACTION_COORDINATOR_FENCED). Kept in memory only, not in snapshots
+    # nor rebuilt from the log: after a restart or a leader move the next marker sets it.
+    coordinator_epoch: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -229,6 +234,7 @@ class ProducerStateManager:
             (kept + (batch,))[-NUM_BATCHES_TO_RETAIN:],
             last_offset,
             timestamp_ms,
+            entry.coordinator_epoch if entry is not None else -1,  # a coordinator's, whatever the producer epoch
         )
 
     def update_map_end_offset(self, next_offset: int) -> None:
@@ -263,7 +269,7 @@ class ProducerStateManager:
                 del self._entries[producer_id]
                 continue
             self._entries[producer_id] = ProducerStateEntry(
-                producer_id, entry.producer_epoch, kept, kept[-1].last_offset, kept[-1].timestamp_ms
+                producer_id, entry.producer_epoch, kept, kept[-1].last_offset, kept[-1].timestamp_ms, entry.coordinator_epoch
             )
         self._map_end_offset = min(self._map_end_offset, offset)
 
@@ -280,7 +286,7 @@ class ProducerStateManager:
             if not header.has_producer_id:
                 self.update_map_end_offset(header.next_offset)
             elif header.is_control:
-                self._record_marker(header.producer_id, header.producer_epoch, header.last_offset, header.max_timestamp)
+                self.record_marker(header.producer_id, header.producer_epoch, header.last_offset, header.max_timestamp)
             else:
                 self.record(
                     header.producer_id,
@@ -292,13 +298,30 @@ class ProducerStateManager:
                     header.max_timestamp,
                 )
 
-    def _record_marker(self, producer_id: int, producer_epoch: int, offset: int, timestamp_ms: int) -> None:
-        # A transaction marker carries no sequences; it may bump the epoch (Kafka's
-        # appendEndTxnMarker), which starts a new history.
+    def record_marker(self, producer_id: int, producer_epoch: int, offset: int, timestamp_ms: int, coordinator_epoch: int = -1) -> None:
+        """Fold a transaction marker at `offset` in (`coordinator_epoch` -1: not known, keep
+        the last one's). A marker carries no sequences; it may bump the producer epoch (Kafka's
+        appendEndTxnMarker), which starts a new history."""
         self.update_map_end_offset(offset + 1)
         entry = self._entries.get(producer_id)
         kept = entry.batches if entry is not None and entry.producer_epoch == producer_epoch else ()
-        self._entries[producer_id] = ProducerStateEntry(producer_id, producer_epoch, kept, offset, timestamp_ms)
+        if coordinator_epoch < 0 and entry is not None:
+            coordinator_epoch = entry.coordinator_epoch
+        self._entries[producer_id] = ProducerStateEntry(producer_id, producer_epoch, kept, offset, timestamp_ms, coordinator_epoch)
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> ErrorCode | None:
+        """Whether a marker may be appended (Kafka's appendEndTxnMarker checks): not for an
+        older producer epoch (a fenced producer's transaction) nor from an older coordinator
+        than the last marker's (a zombie coordinator's late marker would end the transaction
+        the producer has open now)."""
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            return None
+        if producer_epoch < entry.producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.transaction_coordinator_fenced
+        return None
 
     # -- snapshots -----------------------------------------------------------------------
 

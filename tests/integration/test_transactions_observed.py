@@ -309,7 +309,7 @@ def test_cli_aborts_the_transaction_starting_at_an_offset(broker, create_topic) 
     described = asyncio.run(_describe(bootstrap, list(ids.values())))
     producers = asyncio.run(_producers(bootstrap, topic))
     expected = {  # producer id -> (epoch, last sequence, coordinator epoch, open transaction's first offset)
-        described[ids["committed"]].producer_id: (0, 1, -1, -1),
+        described[ids["committed"]].producer_id: (0, 1, 1, -1),  # its commit marker's coordinator epoch: the slot's first holder's
         described[ids["first"]].producer_id: (0, 2, -1, 3),
         described[ids["second"]].producer_id: (0, 1, -1, 6),
     }
@@ -343,3 +343,32 @@ def test_cli_aborts_the_transaction_starting_at_an_offset(broker, create_topic) 
     )
     for producer in (committed, first, second):
         producer.flush(1)
+
+
+def test_a_marker_from_an_older_coordinator_is_refused(broker, create_topic) -> None:
+    """Kafka's TRANSACTION_COORDINATOR_FENCED: once a coordinator's marker ended a producer's
+    transaction in a partition, a marker with an older coordinator epoch (a zombie coordinator's,
+    arriving late) is refused there and ends nothing; DescribeProducers shows the epoch."""
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap, partitions=1)
+    transactional_id = tid("fenced")
+    producer = transactional_producer(bootstrap, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"one", partition=0)
+    producer.commit_transaction(DEADLINE_S)  # offset 0, its marker 1
+    [entry] = asyncio.run(_producers(bootstrap, topic))
+    assert entry.coordinator_epoch >= 1, entry  # the coordinator slot's epoch, carried by the marker
+    producer.begin_transaction()
+    producer.produce(topic, value=b"two", partition=0)
+    producer.flush(DEADLINE_S)  # offset 2, its transaction open
+
+    zombie = cli(
+        bootstrap, "abort", "--topic", topic, "--partition", "0", "--producer-id", str(entry.producer_id),
+        "--producer-epoch", str(entry.producer_epoch), "--coordinator-epoch", str(entry.coordinator_epoch - 1),
+    )  # fmt: skip
+    assert (zombie.returncode, zombie.stdout) == (1, "")
+    assert zombie.stderr.startswith("diskless transactions abort: TRANSACTION_COORDINATOR_FENCED"), zombie.stderr
+    assert end_offset(bootstrap, topic, "read_committed") == 2  # still open: nothing ended it
+    producer.commit_transaction(DEADLINE_S)
+    got, end = read_all(bootstrap, topic, "read_committed", 2)
+    assert (got, end) == (["one", "two"], 4)

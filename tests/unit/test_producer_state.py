@@ -251,3 +251,27 @@ def test_marker_with_the_same_epoch_keeps_the_batches() -> None:
     entry = state.last_entry(PID)
     assert entry == ProducerStateEntry(PID, 3, (BatchMetadata(0, 1, 0, 1, 1_000),), 2, 2_000)
     assert state.check(PID, 3, 2, 2, 0) == APPEND
+
+
+def test_markers_from_an_older_coordinator_or_producer_epoch_are_refused() -> None:
+    state = ProducerStateManager()
+    assert state.check_marker(PID, 0, 0) is None  # unknown producer: nothing to check against
+    state.rebuild_from_batches([header(0, 2, epoch=3)])
+    assert state.last_entry(PID).coordinator_epoch == -1  # none seen: any coordinator may end it
+    assert state.check_marker(PID, 3, 0) is None
+    state.record_marker(PID, 3, 2, 2_000, coordinator_epoch=7)
+    assert state.last_entry(PID).coordinator_epoch == 7
+    assert state.check_marker(PID, 3, 7) is None  # the same coordinator again (a retry)
+    assert state.check_marker(PID, 3, 8) is None  # a newer one, after the slot moved
+    assert state.check_marker(PID, 3, 6) is ErrorCode.transaction_coordinator_fenced  # a zombie
+    assert state.check_marker(PID, 2, 9) is ErrorCode.invalid_producer_epoch  # a fenced producer
+    # A marker folded from the log carries no known coordinator epoch: the last one stays, as
+    # it does through the producer's next batches, in this epoch or a newer one.
+    state.rebuild_from_batches([header(3, 1, epoch=3, control=True, max_timestamp=3_000)])
+    assert state.last_entry(PID).coordinator_epoch == 7
+    state.record(PID, 3, 2, 2, 4, 4, 4_000)
+    state.record(PID, 4, 0, 0, 5, 5, 5_000)
+    assert state.last_entry(PID).coordinator_epoch == 7
+    assert state.check_marker(PID, 4, 6) is ErrorCode.transaction_coordinator_fenced
+    # Not in snapshots: a restarted leader learns it from the next marker.
+    assert ProducerStateManager.from_snapshot(state.snapshot()).last_entry(PID).coordinator_epoch == -1

@@ -344,7 +344,7 @@ async def handle_describe_producers(broker: BrokerApi, request: Request) -> Any:
                     start = leader.txns.ongoing_first_offset(producer_id)
                     producers.append(make(
                         mod.ProducerState, producer_id=producer_id, producer_epoch=entry.producer_epoch, last_sequence=entry.last_sequence,
-                        last_timestamp=entry.last_timestamp_ms, coordinator_epoch=-1, current_txn_start_offset=-1 if start is None else start,
+                        last_timestamp=entry.last_timestamp_ms, coordinator_epoch=entry.coordinator_epoch, current_txn_start_offset=-1 if start is None else start,
                     ))  # fmt: skip
             partitions.append(make(mod.PartitionResponse, partition_index=index, error_code=error, error_message=None, active_producers=tuple(producers)))
         topics.append(make(mod.TopicResponse, name=topic.name, partitions=tuple(partitions)))

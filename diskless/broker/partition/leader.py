@@ -33,12 +33,13 @@ from typing import Protocol
 from hot_tier import AppendInfo, FileSlice, Log, LogClosed, LogConfig, OffsetOutOfRange, SegmentInfo
 from hot_tier.records.header import BatchHeader, iter_headers
 from hot_tier.scan import scan_batches
+from kio.schema.errors import ErrorCode
 from metadata import MetadataStore
 
 from ..compression import PRODUCER, apply_compression_type
 from ..compaction.keys import check_keys
 from ..errors import NotLeaderOrFollower, InvalidProducerEpoch, InvalidRecord, OutOfOrderSequence, RecordTooLarge, TransactionsUnsupported
-from ..errors import TxnVerificationFailed
+from ..errors import TransactionCoordinatorFenced, TxnVerificationFailed
 from ..producer_state import Duplicate
 from ..producer_state import InvalidProducerEpoch as EpochDecision
 from ..producer_state import OutOfOrderSequence as SequenceDecision
@@ -324,11 +325,14 @@ class PartitionLeader:
         (`until_durable(offset + 1)`), which is when the coordinator may count it written."""
         if not self._may_write():
             raise NotLeaderOrFollower(self.topic, self.index)
+        refused = self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
         current = self.producers.last_entry(producer_id)
-        if current is not None and producer_epoch < current.producer_epoch:
-            # As Kafka's appendEndTxnMarker: a late marker of a fenced epoch (from a coordinator
-            # that lost its slot) must not end the transaction the newer epoch has open.
-            raise InvalidProducerEpoch(producer_id, producer_epoch, current.producer_epoch)
+        if refused is not None and current is not None:
+            # As Kafka's appendEndTxnMarker: a late marker of a fenced epoch, or from a
+            # coordinator that lost its slot, must not end the transaction open now.
+            if refused == ErrorCode.invalid_producer_epoch:
+                raise InvalidProducerEpoch(producer_id, producer_epoch, current.producer_epoch)
+            raise TransactionCoordinatorFenced(producer_id, coordinator_epoch, current.coordinator_epoch)
         wal = self._wal if self._rules.tiered else None
         if wal is not None and self._wal_failure is not None:
             raise self._wal_failure
@@ -337,7 +341,7 @@ class PartitionLeader:
         active_before = self._log.active_base_offset
         appended = bytearray(encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         info = self._log.append(appended, now_ms, log_append_time=self._rules.log_append_time, leader_epoch=self.leader_epoch)
-        self.producers.rebuild_from_batches(iter_headers(appended, check_crc=False))
+        self.producers.record_marker(producer_id, producer_epoch, info.last_offset, now_ms, coordinator_epoch)
         self.txns.on_marker(producer_id, info.first_offset, commit, self.log_start_offset)
         if wal is not None:
             self._submit(wal, info.first_offset, info.last_offset, appended)
