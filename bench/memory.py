@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,22 +37,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from failover import Bucket  # noqa: E402 (moto in a subprocess, or a directory: bench/failover.py's)
 from tests.integration.broker_process import BrokerProcess  # noqa: E402
 
 MIB = 1024 * 1024
 SAMPLE_S = 0.02
 TARGET_IDLE_MIB = 60
-
-_MOTO_CHILD = r"""
-import sys
-sys.path.insert(0, sys.argv[1])
-from tests.integration.moto_s3 import MotoS3
-s3 = MotoS3()
-s3.start()
-print(s3.port, s3.create_bucket(), flush=True)
-sys.stdin.read()  # until the parent goes
-"""
-
 
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -133,17 +122,8 @@ def main() -> None:
     records = args.records or (500_000 if args.quick else 2_000_000)
 
     work = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    moto = None
-    env: dict[str, str] = {}
-    if args.bucket == "moto":
-        moto = subprocess.Popen([sys.executable, "-c", _MOTO_CHILD, str(REPO)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
-        assert moto.stdout is not None
-        port, bucket = moto.stdout.readline().split()
-        url = f"s3://{bucket}/memory?endpoint_url=http://127.0.0.1:{port}&region=us-east-1"
-        env = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret"}
-    else:
-        url = f"file://{work / 'bucket'}"
-    broker = BrokerProcess(work / "data", "--object-store", url, env=env).start()
+    bucket = Bucket(args.bucket, work)
+    broker = BrokerProcess(work / "data", "--object-store", bucket.url("memory"), env=bucket.env()).start()
     sampler = Sampler(broker.process.pid)
     figures: dict[str, float] = {}
     try:
@@ -174,9 +154,7 @@ def main() -> None:
     finally:
         sampler.stop()
         broker.stop()
-        if moto is not None:
-            moto.kill()
-            moto.wait()
+        bucket.close()
     figures["records"] = records
     figures["target_idle_mib"] = TARGET_IDLE_MIB
     figures["target_idle_met"] = figures["idle_mib"] <= TARGET_IDLE_MIB
