@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from metadata import BrokerIdInUse, BrokerRegistration, MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.errors import MetadataError
 
-from .controller import imbalanced, plan_balance, plan_election, plan_leaders
+from .controller import Move, imbalanced, plan_balance, plan_election, plan_leaders
 from .slots import DEFAULT_SLOTS
 
 log = logging.getLogger(__name__)
@@ -142,10 +142,7 @@ class Membership:
         live = [b.node_id for b in await self.store.list_brokers() if b.alive]
         election = plan_election(leaderships, live, election_type, asked)
         results = dict(election.unmoved)
-        by_topic: dict[str, list[tuple[int, int | None, int]]] = {}
-        for move in election.moves:
-            by_topic.setdefault(move.topic, []).append((move.partition, move.leader_id, move.expected_epoch))
-        for topic, batch in by_topic.items():
+        for topic, batch in _by_topic(election.moves).items():
             epochs = await self.store.set_partition_leaders(topic, batch)
             for (partition, leader_id, _), epoch in zip(batch, epochs):
                 # A lost compare-and-set: the controller (or another election) moved it meanwhile.
@@ -357,10 +354,7 @@ class Membership:
         if not moves:
             return leaderships
         moved = 0
-        by_topic: dict[str, list[tuple[int, int | None, int]]] = {}
-        for move in moves:
-            by_topic.setdefault(move.topic, []).append((move.partition, move.leader_id, move.expected_epoch))
-        for topic, batch in by_topic.items():
+        for topic, batch in _by_topic(moves).items():
             try:
                 moved += sum(epoch is not None for epoch in await self.store.set_partition_leaders(topic, batch))
             except MetadataError as exc:  # the topic was deleted meanwhile, or the store failed
@@ -382,3 +376,11 @@ class Membership:
 
     async def _controller_id(self) -> int | None:
         return await self.store.lease_holder(CONTROLLER_LEASE)
+
+
+def _by_topic(moves: list[Move]) -> dict[str, list[tuple[int, int | None, int]]]:
+    """Moves as `set_partition_leaders` takes them: (partition, leader, expected epoch) by topic."""
+    by_topic: dict[str, list[tuple[int, int | None, int]]] = {}
+    for move in moves:
+        by_topic.setdefault(move.topic, []).append((move.partition, move.leader_id, move.expected_epoch))
+    return by_topic

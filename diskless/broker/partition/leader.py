@@ -325,14 +325,13 @@ class PartitionLeader:
         (`until_durable(offset + 1)`), which is when the coordinator may count it written."""
         if not self._may_write():
             raise NotLeaderOrFollower(self.topic, self.index)
+        # As Kafka's appendEndTxnMarker: a late marker of a fenced epoch, or from a coordinator
+        # that lost its slot, must not end the transaction open now.
         refused = self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
-        current = self.producers.last_entry(producer_id)
-        if refused is not None and current is not None:
-            # As Kafka's appendEndTxnMarker: a late marker of a fenced epoch, or from a
-            # coordinator that lost its slot, must not end the transaction open now.
-            if refused == ErrorCode.invalid_producer_epoch:
-                raise InvalidProducerEpoch(producer_id, producer_epoch, current.producer_epoch)
-            raise TransactionCoordinatorFenced(producer_id, coordinator_epoch, current.coordinator_epoch)
+        if refused is ErrorCode.invalid_producer_epoch:
+            raise InvalidProducerEpoch(producer_id, producer_epoch, self.producers.last_entry(producer_id).producer_epoch)
+        if refused is ErrorCode.transaction_coordinator_fenced:
+            raise TransactionCoordinatorFenced(producer_id, coordinator_epoch, self.producers.last_entry(producer_id).coordinator_epoch)
         wal = self._wal if self._rules.tiered else None
         if wal is not None and self._wal_failure is not None:
             raise self._wal_failure
