@@ -210,7 +210,8 @@ class WalBatch:
 class ProducerStateEntry:
     """What an idempotent producer last wrote to one partition, after the entries of Kafka's
     producer snapshot files (ProducerStateManager): the last batch ended at `last_offset`
-    with sequence `last_sequence`, and began `offset_delta` records earlier."""
+    with sequence `last_sequence`, and began `offset_delta` records earlier; the coordinator
+    epoch of its last transaction marker, and the first offset of its open transaction (-1: none)."""
 
     producer_id: int
     producer_epoch: int
@@ -218,6 +219,8 @@ class ProducerStateEntry:
     last_offset: int
     offset_delta: int
     last_timestamp_ms: int
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)

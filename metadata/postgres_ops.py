@@ -399,10 +399,11 @@ async def put_producer_snapshot(
     )  # fmt: skip
     await conn.executemany(
         "INSERT INTO producer_states (topic_id, partition, producer_id, producer_epoch, last_sequence,"
-        " last_offset, offset_delta, last_timestamp_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        " last_offset, offset_delta, last_timestamp_ms, coordinator_epoch, current_txn_first_offset)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         [
             (topic_id, partition, e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset,
-             e.offset_delta, e.last_timestamp_ms)
+             e.offset_delta, e.last_timestamp_ms, e.coordinator_epoch, e.current_txn_first_offset)
             for e in snapshot.entries
         ],
     )  # fmt: skip
@@ -416,8 +417,8 @@ async def get_producer_snapshot(conn: Conn, topic: str, partition: int) -> Produ
     if log_end_offset is None:
         return None
     entries = await conn.fetch(
-        "SELECT producer_id, producer_epoch, last_sequence, last_offset, offset_delta, last_timestamp_ms"
-        " FROM producer_states WHERE topic_id = $1 AND partition = $2 ORDER BY producer_id",
+        "SELECT producer_id, producer_epoch, last_sequence, last_offset, offset_delta, last_timestamp_ms,"
+        " coordinator_epoch, current_txn_first_offset FROM producer_states WHERE topic_id = $1 AND partition = $2 ORDER BY producer_id",
         topic_id, partition,
     )  # fmt: skip
     return ProducerSnapshot(log_end_offset, tuple(ProducerStateEntry(*e) for e in entries))

@@ -27,7 +27,7 @@ import asyncpg
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Any fixed 64-bit number, the same for every broker of every version: "diskless" in ASCII.
 MIGRATION_LOCK_ID = 0x6469736B6C657373
@@ -242,7 +242,14 @@ CREATE TABLE coordinator_slots (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9}
+# v10: each producer's coordinator epoch and open transaction in the published producer state
+# (Kafka's snapshot fields CoordinatorEpoch and CurrentTxnFirstOffset).
+_SCHEMA_V10 = """
+ALTER TABLE producer_states ADD COLUMN coordinator_epoch INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE producer_states ADD COLUMN current_txn_first_offset BIGINT NOT NULL DEFAULT -1;
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9, 10: _SCHEMA_V10}
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -349,10 +349,11 @@ def put_producer_snapshot(
         )
         conn.executemany(
             "INSERT INTO producer_states (topic_id, partition, producer_id, producer_epoch, last_sequence,"
-            " last_offset, offset_delta, last_timestamp_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_offset, offset_delta, last_timestamp_ms, coordinator_epoch, current_txn_first_offset)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (topic_id, partition, e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset,
-                 e.offset_delta, e.last_timestamp_ms)
+                 e.offset_delta, e.last_timestamp_ms, e.coordinator_epoch, e.current_txn_first_offset)
                 for e in snapshot.entries
             ),
         )  # fmt: skip
@@ -367,8 +368,8 @@ def get_producer_snapshot(conn: sqlite3.Connection, topic: str, partition: int) 
         if row is None:
             return None
         entries = conn.execute(
-            "SELECT producer_id, producer_epoch, last_sequence, last_offset, offset_delta, last_timestamp_ms"
-            " FROM producer_states WHERE topic_id = ? AND partition = ? ORDER BY producer_id",
+            "SELECT producer_id, producer_epoch, last_sequence, last_offset, offset_delta, last_timestamp_ms,"
+            " coordinator_epoch, current_txn_first_offset FROM producer_states WHERE topic_id = ? AND partition = ? ORDER BY producer_id",
             (topic_id, partition),
         )
         return ProducerSnapshot(row[0], tuple(ProducerStateEntry(*e) for e in entries))

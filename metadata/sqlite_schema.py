@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -229,7 +229,14 @@ CREATE TABLE coordinator_slots (
 );
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9}
+# v10: each producer's coordinator epoch and open transaction in the published producer state
+# (Kafka's snapshot fields CoordinatorEpoch and CurrentTxnFirstOffset).
+_SCHEMA_V10 = """
+ALTER TABLE producer_states ADD COLUMN coordinator_epoch INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE producer_states ADD COLUMN current_txn_first_offset BIGINT NOT NULL DEFAULT -1;
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9, 10: _SCHEMA_V10}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

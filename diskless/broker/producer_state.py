@@ -24,21 +24,23 @@ append then fails, `truncate_to(base_offset)` forgets it. `check` treats a produ
 unknown once `producer_id_expiration_ms` have passed since its last batch timestamp, the
 moment Kafka's periodic expiry would forget it; `expire` then reclaims the memory.
 
-Snapshot, version 1, all integers big-endian and signed unless marked:
+Snapshot, version 2, all integers big-endian and signed unless marked:
 
     offset  size  field
     0       4     magic             b"DLPS"
-    4       2     version           1
+    4       2     version           2
     6       4     crc               CRC-32C (Castagnoli), unsigned, of bytes [10, end)
     10      8     map_end_offset    offset after the last batch folded into this state
     18      4     producer_count
-    22      ...   producer_count entries, ascending producer_id, each 27 bytes then batches:
+    22      ...   producer_count entries, ascending producer_id, each 39 bytes then batches:
                   0   8  producer_id
                   8   2  producer_epoch
                   10  8  last_offset        last offset of its last batch (data or control)
                   18  8  last_timestamp_ms
-                  26  1  batch_count        unsigned, 0..5
-                  27  28 * batch_count, oldest first:
+                  26  4  coordinator_epoch  of the last marker (-1: none seen)
+                  30  8  current_txn_first_offset  first offset of its open transaction (-1: none)
+                  38  1  batch_count        unsigned, 0..5
+                  39  28 * batch_count, oldest first:
                       0   4  first_sequence
                       4   4  last_sequence
                       8   8  first_offset
@@ -46,7 +48,8 @@ Snapshot, version 1, all integers big-endian and signed unless marked:
                       20  8  timestamp_ms
 
 Unlike Kafka's snapshot (last batch only), all five batches are kept, so duplicates of
-recent batches are still detected after a restart. A snapshot that fails any check raises
+recent batches are still detected after a restart. Version 1 (no coordinator epoch, no open
+transaction) is still read, both then -1. A snapshot that fails any check raises
 `CorruptProducerSnapshot` (or `UnsupportedProducerSnapshotVersion`): the caller then
 rebuilds the state from the log with `rebuild_from_batches`.
 
@@ -71,10 +74,11 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 _INT32_MAX = 2**31 - 1
 
 SNAPSHOT_MAGIC = b"DLPS"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 _PREAMBLE = struct.Struct(">4shI")  # magic, version, crc
 _BODY_HEADER = struct.Struct(">qi")  # map_end_offset, producer_count
-_ENTRY = struct.Struct(">qhqqB")
+_ENTRY = struct.Struct(">qhqqiqB")
+_ENTRY_V1 = struct.Struct(">qhqqB")
 _BATCH = struct.Struct(">iiqiq")
 _CRC_START = _PREAMBLE.size
 
@@ -112,11 +116,15 @@ class ProducerStateEntry:
     batches: tuple[BatchMetadata, ...]  # oldest first, at most NUM_BATCHES_TO_RETAIN
     last_offset: int
     last_timestamp_ms: int
-    # The transaction coordinator's epoch in the last marker appended for this producer while
-    # this broker led the partition (-1: none seen): a marker from an older coordinator is
-    # refused (Kafka's TRANSACTION_COORDINATOR_FENCED). Kept in memory only, not in snapshots
-    # nor rebuilt from the log: after a restart or a leader move the next marker sets it.
+    # The transaction coordinator's epoch in the last marker appended for this producer (-1:
+    # none seen): a marker from an older coordinator is refused (Kafka's
+    # TRANSACTION_COORDINATOR_FENCED). Kept in snapshots, not rebuilt from the log (a marker
+    # folded from the log keeps the last one's).
     coordinator_epoch: int = -1
+    # The first offset of the producer's open transaction in this partition (-1: none), as
+    # Kafka's snapshot keeps it: a leader whose local log starts inside that transaction
+    # still holds the last stable offset at its start.
+    current_txn_first_offset: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -219,6 +227,7 @@ class ProducerStateManager:
         first_offset: int,
         last_offset: int,
         timestamp_ms: int,
+        transactional: bool = False,
     ) -> None:
         """Remember a batch that is now in the log. Not validated: `check` came first."""
         self.update_map_end_offset(last_offset + 1)
@@ -228,6 +237,9 @@ class ProducerStateManager:
         # A new epoch starts a new history (Kafka's maybeUpdateProducerEpoch).
         kept = entry.batches if entry is not None and entry.producer_epoch == producer_epoch else ()
         batch = BatchMetadata(first_sequence, last_sequence, first_offset, last_offset, timestamp_ms)
+        txn_first = entry.current_txn_first_offset if entry is not None else -1
+        if transactional and txn_first < 0:
+            txn_first = first_offset
         self._entries[producer_id] = ProducerStateEntry(
             producer_id,
             producer_epoch,
@@ -235,6 +247,7 @@ class ProducerStateManager:
             last_offset,
             timestamp_ms,
             entry.coordinator_epoch if entry is not None else -1,  # a coordinator's, whatever the producer epoch
+            txn_first,
         )
 
     def update_map_end_offset(self, next_offset: int) -> None:
@@ -268,8 +281,9 @@ class ProducerStateManager:
             if not kept:
                 del self._entries[producer_id]
                 continue
+            txn_first = entry.current_txn_first_offset if entry.current_txn_first_offset < offset else -1
             self._entries[producer_id] = ProducerStateEntry(
-                producer_id, entry.producer_epoch, kept, kept[-1].last_offset, kept[-1].timestamp_ms, entry.coordinator_epoch
+                producer_id, entry.producer_epoch, kept, kept[-1].last_offset, kept[-1].timestamp_ms, entry.coordinator_epoch, txn_first
             )
         self._map_end_offset = min(self._map_end_offset, offset)
 
@@ -296,12 +310,13 @@ class ProducerStateManager:
                     header.base_offset,
                     header.last_offset,
                     header.max_timestamp,
+                    header.is_transactional,
                 )
 
     def record_marker(self, producer_id: int, producer_epoch: int, offset: int, timestamp_ms: int, coordinator_epoch: int = -1) -> None:
         """Fold a transaction marker at `offset` in (`coordinator_epoch` -1: not known, keep
         the last one's). A marker carries no sequences; it may bump the producer epoch (Kafka's
-        appendEndTxnMarker), which starts a new history."""
+        appendEndTxnMarker), which starts a new history. It ends the open transaction."""
         self.update_map_end_offset(offset + 1)
         entry = self._entries.get(producer_id)
         kept = entry.batches if entry is not None and entry.producer_epoch == producer_epoch else ()
@@ -346,8 +361,9 @@ class ProducerStateManager:
         for producer_id in sorted(self._entries):
             entry = self._entries[producer_id]
             body += _ENTRY.pack(
-                producer_id, entry.producer_epoch, entry.last_offset, entry.last_timestamp_ms, len(entry.batches)
-            )
+                producer_id, entry.producer_epoch, entry.last_offset, entry.last_timestamp_ms,
+                entry.coordinator_epoch, entry.current_txn_first_offset, len(entry.batches),
+            )  # fmt: skip
             for b in entry.batches:
                 body += _BATCH.pack(
                     b.first_sequence, b.last_sequence, b.first_offset, b.last_offset - b.first_offset, b.timestamp_ms
@@ -365,8 +381,9 @@ class ProducerStateManager:
         magic, version, stored_crc = _PREAMBLE.unpack_from(data, 0)
         if magic != SNAPSHOT_MAGIC:
             raise CorruptProducerSnapshot(f"magic is {magic!r}, expected {SNAPSHOT_MAGIC!r}", 0)
-        if version != SNAPSHOT_VERSION:
+        if version not in (1, SNAPSHOT_VERSION):
             raise UnsupportedProducerSnapshotVersion(version)
+        entry_struct = _ENTRY if version == SNAPSHOT_VERSION else _ENTRY_V1
         computed_crc = crc32c(data[_CRC_START:])
         if computed_crc != stored_crc:
             raise CorruptProducerSnapshot(f"CRC-32C is {computed_crc:#010x}, stored {stored_crc:#010x}", 6)
@@ -378,14 +395,18 @@ class ProducerStateManager:
         position = _CRC_START + _BODY_HEADER.size
         previous_id = NO_PRODUCER_ID
         for _ in range(producer_count):
-            if position + _ENTRY.size > len(data):
+            if position + entry_struct.size > len(data):
                 raise CorruptProducerSnapshot("producer entry runs past the end", position)
-            producer_id, epoch, last_offset, last_timestamp_ms, batch_count = _ENTRY.unpack_from(data, position)
+            coordinator_epoch = txn_first = -1
+            if version == SNAPSHOT_VERSION:
+                producer_id, epoch, last_offset, last_timestamp_ms, coordinator_epoch, txn_first, batch_count = _ENTRY.unpack_from(data, position)
+            else:
+                producer_id, epoch, last_offset, last_timestamp_ms, batch_count = _ENTRY_V1.unpack_from(data, position)
             if producer_id <= previous_id:
                 raise CorruptProducerSnapshot(f"producer id {producer_id} out of order", position)
             if batch_count > NUM_BATCHES_TO_RETAIN:
-                raise CorruptProducerSnapshot(f"{batch_count} batches, at most {NUM_BATCHES_TO_RETAIN}", position + 26)
-            position += _ENTRY.size
+                raise CorruptProducerSnapshot(f"{batch_count} batches, at most {NUM_BATCHES_TO_RETAIN}", position + entry_struct.size - 1)
+            position += entry_struct.size
             if position + batch_count * _BATCH.size > len(data):
                 raise CorruptProducerSnapshot("batch list runs past the end", position)
             batches = []
@@ -395,7 +416,7 @@ class ProducerStateManager:
                 batches.append(BatchMetadata(first_seq, last_seq, first_offset, last, timestamp_ms))
                 position += _BATCH.size
             manager._entries[producer_id] = ProducerStateEntry(
-                producer_id, epoch, tuple(batches), last_offset, last_timestamp_ms
+                producer_id, epoch, tuple(batches), last_offset, last_timestamp_ms, coordinator_epoch, txn_first
             )
             previous_id = producer_id
         if position != len(data):

@@ -407,6 +407,10 @@ async def test_producer_snapshot_replaces_the_previous_one(store: MetadataStore)
     second = ProducerSnapshot(200, (pstate(7, 199, epoch=1),))
     await store.put_producer_snapshot(topic, 0, second, leader_epoch=0)
     assert await store.get_producer_snapshot(topic, 0) == second
+    # A producer in a transaction: the last marker's coordinator epoch and where the open one began.
+    third = ProducerSnapshot(300, (ProducerStateEntry(7, 1, 3, 299, 2, 9_000, coordinator_epoch=4, current_txn_first_offset=250),))
+    await store.put_producer_snapshot(topic, 0, third, leader_epoch=0)
+    assert await store.get_producer_snapshot(topic, 0) == third
     assert await store.get_producer_snapshot(topic, 1) is None
 
 

@@ -331,6 +331,39 @@ def test_aborted_transactions_in_the_bucket_stay_aborted_after_a_restart(broker,
     assert sum(map(len, consume_all(broker.bootstrap, topic, "read_uncommitted", 160, partitions=1).values())) == 160
 
 
+def test_an_open_transaction_whose_start_left_the_local_disk_holds_the_last_stable_offset(broker, create_topic) -> None:
+    """A transaction opens, writes past several segment rolls, and stays open while plain
+    records follow; its first segment is uploaded and its local copy dropped. After a SIGKILL
+    and a restart the leader knows where it began (the producer state's snapshot keeps it):
+    read_committed reads nothing of it or after it until it ends, then skips all of it."""
+    topic = create_topic(broker.bootstrap, partitions=1, configs={"segment.bytes": "2048"})
+    producer = transactional_producer(broker.bootstrap, tid(), **{"batch.size": 1000})
+    producer.begin_transaction()
+    for i in range(40):
+        producer.produce(topic, value=f"o-{i}-".encode() + b"x" * 60, partition=0)
+    producer.flush(DEADLINE_S)  # acknowledged, the transaction open
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "batch.size": 1000})
+    for i in range(40):
+        plain.produce(topic, value=f"p-{i}-".encode() + b"x" * 60, partition=0)
+    plain.flush(DEADLINE_S)
+    log_dir = broker.data_dir / "logs" / f"{topic}-0"
+    deadline = time.monotonic() + DEADLINE_S
+    while (log_dir / "00000000000000000000.log").exists():  # uploaded, then its local copy dropped
+        assert time.monotonic() < deadline, f"the first segment of {topic}-0 never left the local disk"
+        time.sleep(0.05)  # polling the data directory with a deadline: nothing to wait on instead
+    broker.kill()
+    broker.start()
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed"})
+    try:
+        assert end_offset(reader, topic, 0, "read_committed") == 0  # the open transaction's first offset
+    finally:
+        reader.close()
+    producer.abort_transaction(DEADLINE_S)
+    expected = [f"p-{i}-" + "x" * 60 for i in range(40)]
+    assert values(consume_all(broker.bootstrap, topic, "read_committed", 40, partitions=1)) == {0: expected}
+    assert sum(map(len, consume_all(broker.bootstrap, topic, "read_uncommitted", 80, partitions=1).values())) == 80
+
+
 def test_offsets_of_an_open_transaction_are_unstable(broker, create_topic, wire) -> None:
     """KIP-447: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition
     whose offset an open transaction holds; without it, the last committed offset."""

@@ -85,3 +85,21 @@ def test_aborted_transactions_recorded_once_and_merged_back() -> None:
     reopened.merge_aborted([(1, 0, 5), (2, 6, 9)])
     assert reopened.aborted_between(0, 20) == [AbortedTxn(1, 0, 5), AbortedTxn(2, 6, 9)]
     assert reopened.unrecorded(20) == []
+
+
+def test_an_open_transaction_older_than_the_local_log_is_seeded_from_the_producer_state() -> None:
+    # The local log starts at 20, inside producer 1's transaction that began at 12 (its first
+    # batches only in the bucket); the producer state's snapshot knows where it began.
+    txns = PartitionTxns()
+    txns.on_data(1, 20)  # its later batch, the only one the local fold sees
+    txns.on_data(2, 22)  # a transaction wholly local
+    txns.seed_ongoing([(1, 12), (2, 22)])
+    assert txns.transaction_free is False
+    assert txns.ongoing_first_offset(1) == 12
+    assert txns.last_stable_offset(30) == 12
+    txns.on_marker(1, 30, False, 0)  # aborted: the whole transaction, from 12
+    assert txns.last_stable_offset(31) == 22
+    assert txns.aborted_between(0, 31) == [AbortedTxn(1, 12, 30)]
+    seeded = PartitionTxns()
+    seeded.seed_ongoing([(3, 5)])  # no local batch of it at all
+    assert seeded.last_stable_offset(40) == 5

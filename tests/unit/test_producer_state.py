@@ -153,12 +153,36 @@ def test_truncate_drops_batches_at_or_beyond_the_offset() -> None:
 
 def test_snapshot_bytes_are_exactly_the_documented_layout() -> None:
     state = ProducerStateManager()
-    state.record(7, 3, 10, 14, 100, 104, 123_456)
+    state.record(7, 3, 10, 14, 100, 104, 123_456, transactional=True)
     state.update_map_end_offset(200)
-    body = struct.pack(">qi", 200, 1) + struct.pack(">qhqqB", 7, 3, 104, 123_456, 1) + struct.pack(">iiqiq", 10, 14, 100, 4, 123_456)
-    expected = b"DLPS" + struct.pack(">hI", 1, crc32c(body)) + body
+    body = struct.pack(">qi", 200, 1) + struct.pack(">qhqqiqB", 7, 3, 104, 123_456, -1, 100, 1) + struct.pack(">iiqiq", 10, 14, 100, 4, 123_456)
+    expected = b"DLPS" + struct.pack(">hI", 2, crc32c(body)) + body
     assert state.snapshot() == expected
-    assert len(expected) == 22 + 27 + 28
+    assert len(expected) == 22 + 39 + 28
+
+
+def test_a_version_1_snapshot_still_loads_without_coordinator_epoch_or_open_transaction() -> None:
+    body = struct.pack(">qi", 200, 1) + struct.pack(">qhqqB", 7, 3, 104, 123_456, 1) + struct.pack(">iiqiq", 10, 14, 100, 4, 123_456)
+    loaded = ProducerStateManager.from_snapshot(_resealed(body, version=1))
+    assert loaded.last_entry(7) == ProducerStateEntry(7, 3, (BatchMetadata(10, 14, 100, 104, 123_456),), 104, 123_456, -1, -1)
+    assert loaded.map_end_offset == 200
+
+
+def test_the_open_transaction_and_the_coordinator_epoch_survive_a_snapshot() -> None:
+    state = ProducerStateManager()
+    state.record(7, 0, 0, 2, 10, 12, 1, transactional=True)  # opens a transaction at 10
+    state.record(7, 0, 3, 4, 15, 16, 2, transactional=True)  # the same transaction
+    assert state.last_entry(7).current_txn_first_offset == 10
+    state.record_marker(7, 0, 17, 3, coordinator_epoch=4)  # ends it
+    assert (state.last_entry(7).current_txn_first_offset, state.last_entry(7).coordinator_epoch) == (-1, 4)
+    state.record(7, 0, 5, 5, 20, 20, 4, transactional=True)  # the next one, still open
+    state.record(8, 0, 0, 0, 21, 21, 5)  # idempotent only: no transaction
+    loaded = ProducerStateManager.from_snapshot(state.snapshot())
+    assert (loaded.last_entry(7).current_txn_first_offset, loaded.last_entry(7).coordinator_epoch) == (20, 4)
+    assert loaded.last_entry(8).current_txn_first_offset == -1
+    assert loaded.check_marker(7, 0, 3) == ErrorCode.transaction_coordinator_fenced  # fenced after a reload too
+    loaded.truncate_to(20)  # the open transaction's batches are cut away: nothing is open
+    assert loaded.last_entry(7).current_txn_first_offset == -1
 
 
 def _populated() -> ProducerStateManager:
@@ -202,8 +226,8 @@ def _resealed(body: bytes, version: int = 1) -> bytes:
 def test_structurally_bad_snapshots_with_valid_crc_are_rejected() -> None:
     entry = struct.pack(">qhqqB", 7, 0, 0, 0, 0)
     with pytest.raises(UnsupportedProducerSnapshotVersion) as unsupported:
-        ProducerStateManager.from_snapshot(_resealed(struct.pack(">qi", 0, 0), version=2))
-    assert unsupported.value.version == 2
+        ProducerStateManager.from_snapshot(_resealed(struct.pack(">qi", 0, 0), version=3))
+    assert unsupported.value.version == 3
     cases = {
         "bytes after the last entry": _resealed(struct.pack(">qi", 0, 0) + b"\x00"),
         "out of order": _resealed(struct.pack(">qi", 0, 2) + entry + entry),
@@ -273,5 +297,5 @@ def test_markers_from_an_older_coordinator_or_producer_epoch_are_refused() -> No
     state.record(PID, 4, 0, 0, 5, 5, 5_000)
     assert state.last_entry(PID).coordinator_epoch == 7
     assert state.check_marker(PID, 4, 6) is ErrorCode.transaction_coordinator_fenced
-    # Not in snapshots: a restarted leader learns it from the next marker.
-    assert ProducerStateManager.from_snapshot(state.snapshot()).last_entry(PID).coordinator_epoch == -1
+    # Kept in snapshots: a restarted leader still fences the zombie.
+    assert ProducerStateManager.from_snapshot(state.snapshot()).last_entry(PID).coordinator_epoch == 7

@@ -115,6 +115,9 @@ class PartitionLeader:
         self.producers, self._snapshot_base = load_producer_state(log, producer_id_expiration_ms, published)
         self.txns = PartitionTxns()  # open transactions, last stable offset, aborted ones (txn/)
         self.txns.rebuild(transactional_batches(log), self.high_watermark)
+        self.txns.seed_ongoing(
+            (e.producer_id, e.current_txn_first_offset) for e in self.producers.entries() if e.current_txn_first_offset >= 0
+        )
         self._appended: asyncio.Future[None] | None = None
         self._tail_uploaded: tuple[int, asyncio.Future[None]] | None = None  # hand_over_tail's wait
         # Files written before this leadership's first write, not at open (_first_write).
@@ -275,7 +278,7 @@ class PartitionLeader:
         if header.has_producer_id:
             self.producers.record(
                 header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
-                info.first_offset, info.last_offset, info.max_timestamp,
+                info.first_offset, info.last_offset, info.max_timestamp, header.is_transactional,
             )  # fmt: skip
         self.producers.update_map_end_offset(self._log.log_end_offset)
         if header.is_transactional:

@@ -119,6 +119,7 @@ def to_published(manager: ProducerStateManager) -> ProducerSnapshot:
             StoredEntry(
                 e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset,
                 e.batches[-1].last_offset - e.batches[-1].first_offset if e.batches else 0, e.last_timestamp_ms,
+                e.coordinator_epoch, e.current_txn_first_offset,
             )  # fmt: skip
             for e in manager.entries()
         ),
@@ -136,7 +137,9 @@ def published_state(snapshot: ProducerSnapshot, producer_id_expiration_ms: int) 
             if first_sequence < 0:  # the batch's sequences wrapped past Int32 max to 0
                 first_sequence += 2**31
             batches = (BatchMetadata(first_sequence, e.last_sequence, e.last_offset - e.offset_delta, e.last_offset, e.last_timestamp_ms),)
-        entries.append(ProducerStateEntry(e.producer_id, e.producer_epoch, batches, e.last_offset, e.last_timestamp_ms))
+        entries.append(ProducerStateEntry(
+            e.producer_id, e.producer_epoch, batches, e.last_offset, e.last_timestamp_ms, e.coordinator_epoch, e.current_txn_first_offset
+        ))  # fmt: skip
     return ProducerStateManager.from_entries(snapshot.log_end_offset, entries, producer_id_expiration_ms)
 
 

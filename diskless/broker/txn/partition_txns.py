@@ -20,8 +20,8 @@ is decoded except the one key of each marker. Aborted transactions whose marker 
 bucket in a segment are also recorded in the metadata store (`unrecorded` / `recorded`, by the
 leader when a segment is committed), and merged back at open (`merge_aborted`): the local copy
 of a segment goes soon after its upload. A transaction still open whose first batches are only
-in the bucket is not seen after a restart (a `.txnindex` per segment in the bucket, which
-Spark could read too, is not written yet).
+in the bucket comes from the producer state (its snapshot keeps each producer's open
+transaction, as Kafka's does: `seed_ongoing`).
 
 Used by the partition leader's task only.
 """
@@ -118,6 +118,13 @@ class PartitionTxns:
         self._ending.append((marker_offset, first))
         if not commit:
             self._aborted.append(AbortedTxn(producer_id, first, marker_offset))
+
+    def seed_ongoing(self, open_transactions: Iterable[tuple[int, int]]) -> None:
+        """Open transactions the producer state knows of, (producer id, first offset): its
+        snapshot reaches below the local log, whose fold (`rebuild`) sees only their later batches."""
+        for producer_id, first_offset in open_transactions:
+            self._seen = True
+            self._ongoing[producer_id] = min(self._ongoing.get(producer_id, first_offset), first_offset)
 
     def merge_aborted(self, entries: Iterable[tuple[int, int, int]]) -> None:
         """Aborted transactions from the store, (producer id, first offset, marker offset)."""
