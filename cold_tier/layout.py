@@ -8,6 +8,13 @@ Objects of one segment upload, for partition P of topic T:
     T/P/BBBBBBBBBBBBBBBBBBBB-U.log         the segment's record batches, byte for byte
     T/P/BBBBBBBBBBBBBBBBBBBB-U.index       its offset index (8-byte entries, as on local disk)
     T/P/BBBBBBBBBBBBBBBBBBBB-U.timeindex   its time index (12-byte entries, as on local disk)
+    T/P/BBBBBBBBBBBBBBBBBBBB-U.txnindex    its transaction index: the transactions whose abort
+                                           marker it holds (Kafka's 34-byte entries, layout in
+                                           hot_tier/records/transactions.py; empty when none)
+    T/P/BBBBBBBBBBBBBBBBBBBB-U.snapshot    the producer state at the segment's end or a little
+                                           after (each producer's open transaction among it;
+                                           layout in diskless/broker/producer_state.py), when
+                                           the broker had one; as Kafka's tiered storage keeps
     T/P/commits/BBBBBBBBBBBBBBBBBBBB-LLLLLLLLLLLLLLLLLLLL-F-M-S-E-U.commit
 
     T  topic name, Kafka's legal characters [A-Za-z0-9._-], 1 to 249 of them, not "." or ".."
@@ -30,7 +37,8 @@ Fixed-width offsets make the lexicographic order of keys (S3's LIST order) the b
 order, and data keys never clash with the `commits/` directory (they start with a digit).
 
 Protocol (what makes the bucket self-describing):
-- Upload: write .log, .index and .timeindex (in any order, each in one atomic PUT), then the
+- Upload: write .log, .index, .timeindex, .txnindex and .snapshot (in any order, each in one
+  atomic PUT; segments uploaded before transaction indexes existed have neither), then the
   commit object LAST, empty body, with `if_none_match`. An upload is visible to readers
   exactly when its commit object exists; a crash before that leaves data objects no commit
   names, which are garbage (collect them only after a grace period longer than any upload).
@@ -65,9 +73,11 @@ from .errors import InvalidSegmentKey
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 COMMIT_SUFFIX = ".commit"
 COMMITS_DIRECTORY = "commits"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX)
 
 MAX_TOPIC_LENGTH = MAX_TOPIC_NAME_LENGTH
 MAX_PARTITION = 2**31 - 1
@@ -84,7 +94,7 @@ _SIGNED = r"0|-?[1-9][0-9]*"
 _COMMIT_NAME = re.compile(
     rf"([0-9]{{20}})-([0-9]{{20}})-({_SIGNED})-({_SIGNED})-({_UNSIGNED})-({_UNSIGNED})-([0-9a-z]{{1,64}})\.commit"
 )
-_SEGMENT_OBJECT_NAME = re.compile(r"([0-9]{20})-([0-9a-z]{1,64})(\.log|\.index|\.timeindex)")
+_SEGMENT_OBJECT_NAME = re.compile(r"([0-9]{20})-([0-9a-z]{1,64})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)")
 
 
 def new_upload_id() -> str:
@@ -161,6 +171,19 @@ class CommittedSegment(SegmentDescriptor):
         return time_index_key(self.topic, self.partition, self.base_offset, self.upload_id)
 
     @property
+    def txn_index_key(self) -> str:
+        return segment_object_key(self.topic, self.partition, self.base_offset, self.upload_id, TXN_INDEX_SUFFIX)
+
+    @property
+    def producer_snapshot_key(self) -> str:
+        return segment_object_key(self.topic, self.partition, self.base_offset, self.upload_id, PRODUCER_SNAPSHOT_SUFFIX)
+
+    @property
+    def data_keys(self) -> tuple[str, ...]:
+        """Every data object an upload may have written (a delete removes them all)."""
+        return tuple(segment_object_key(self.topic, self.partition, self.base_offset, self.upload_id, s) for s in SEGMENT_SUFFIXES)
+
+    @property
     def commit_key(self) -> str:
         return (
             f"{commits_prefix(self.topic, self.partition)}"
@@ -206,11 +229,11 @@ def parse_commit_key(key: str) -> CommittedSegment:
 
 
 def parse_segment_object_key(key: str) -> SegmentObjectKey:
-    """Parse a .log/.index/.timeindex key (for garbage collection of uncommitted uploads)."""
+    """Parse a data object's key (for garbage collection of uncommitted uploads)."""
     topic, partition, name = _split_partition_key(key, 3)
     match = _SEGMENT_OBJECT_NAME.fullmatch(name)
     if match is None:
-        raise InvalidSegmentKey(key, f"name {name!r} is not <base:020d>-<upload_id>.log|.index|.timeindex")
+        raise InvalidSegmentKey(key, f"name {name!r} is not <base:020d>-<upload_id>.log|.index|.timeindex|.txnindex|.snapshot")
     base, upload_id, suffix = match.groups()
     if int(base) > MAX_OFFSET:
         raise InvalidSegmentKey(key, f"base offset {base} is beyond 2**63-1")

@@ -1,8 +1,8 @@
 """Segment objects in the bucket: upload, delete, list, and find garbage. The protocol is
 layout.py's (read its module docstring); this is the thin async shell that runs it.
 
-Upload (`upload_segment`): PUT the .log (exactly its first `size_bytes`), .index and
-.timeindex concurrently, HEAD the .log to make sure the store holds exactly the size the
+Upload (`upload_segment`): PUT the .log (exactly its first `size_bytes`), .index,
+.timeindex, .txnindex and (when the caller has one) .snapshot concurrently, HEAD the .log to make sure the store holds exactly the size the
 commit key will claim (readers trust that size for their chunk arithmetic), then PUT the
 empty commit object LAST with `if_none_match`. A crash or
 error at any step before the commit leaves data objects that no commit names: invisible to
@@ -71,6 +71,8 @@ async def upload_segment(
     leader_epoch: int,
     upload_id: str | None = None,
     part_bytes: int = DEFAULT_PART_BYTES,
+    txn_index: bytes = b"",
+    producer_snapshot: bytes | None = None,
 ) -> CommittedSegment:
     """Upload one rolled segment and commit it; return what its commit key says.
 
@@ -92,7 +94,7 @@ async def upload_segment(
     )
     if upload_id is not None and await _is_committed(store, segment.commit_key):
         return segment
-    return await _upload(store, segment, log_path, index_path, timeindex_path, part_bytes)
+    return await _upload(store, segment, log_path, index_path, timeindex_path, part_bytes, txn_index, producer_snapshot)
 
 
 async def upload_committed(
@@ -103,12 +105,14 @@ async def upload_committed(
     index_path: str | os.PathLike[str],
     timeindex_path: str | os.PathLike[str],
     part_bytes: int = DEFAULT_PART_BYTES,
+    txn_index: bytes = b"",
+    producer_snapshot: bytes | None = None,
 ) -> CommittedSegment:
     """`upload_segment` for a descriptor the caller already made (and catalogued): a retry
     of the same descriptor whose commit landed returns at once."""
     if await _is_committed(store, segment.commit_key):
         return segment
-    return await _upload(store, segment, log_path, index_path, timeindex_path, part_bytes)
+    return await _upload(store, segment, log_path, index_path, timeindex_path, part_bytes, txn_index, producer_snapshot)
 
 
 async def _upload(
@@ -118,13 +122,19 @@ async def _upload(
     index_path: str | os.PathLike[str],
     timeindex_path: str | os.PathLike[str],
     part_bytes: int,
+    txn_index: bytes,
+    producer_snapshot: bytes | None,
 ) -> CommittedSegment:
     size_bytes = segment.size_bytes
+    small = [store.put(segment.txn_index_key, txn_index)]
+    if producer_snapshot is not None:
+        small.append(store.put(segment.producer_snapshot_key, producer_snapshot))
     async with _exact_prefix(log_path, segment.log_key, size_bytes) as log_source:
         await _all_or_none(
             store.put_file(segment.log_key, log_source, part_bytes=part_bytes),
             store.put_file(segment.index_key, index_path, part_bytes=part_bytes),
             store.put_file(segment.time_index_key, timeindex_path, part_bytes=part_bytes),
+            *small,
         )
     uploaded = await store.head(segment.log_key)
     if uploaded is None:
@@ -138,7 +148,7 @@ async def _upload(
 async def delete_segment(store: ObjectStore, segment: CommittedSegment) -> None:
     """Delete a committed segment: its commit object first, then its data objects."""
     await store.delete(segment.commit_key)
-    await store.delete_many([segment.log_key, segment.index_key, segment.time_index_key])
+    await store.delete_many(segment.data_keys)
 
 
 async def list_catalogue(store: ObjectStore, topic: str, partition: int) -> list[CommittedSegment]:

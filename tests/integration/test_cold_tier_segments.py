@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -254,8 +255,24 @@ async def test_an_upload_without_its_commit_is_invisible_and_an_orphan(store, tm
     assert await list_catalogue(store, TOPIC, 0) == [committed, retried]
     assert await find_orphans(store, TOPIC, 0, []) == []
     assert [parse_segment_object_key(info.key).suffix for info in await store.list(f"{TOPIC}/0/0")] == [
-        ".index", ".log", ".timeindex", ".index", ".log", ".timeindex"
+        ".index", ".log", ".timeindex", ".txnindex", ".index", ".log", ".timeindex", ".txnindex"
     ]  # fmt: skip
+
+
+async def test_the_transaction_index_and_producer_snapshot_travel_with_the_segment(store, tmp_path):
+    log = build_log(tmp_path / "log", batches=20)
+    first, second, *_ = rolled(log)
+    index = struct.pack(">hqqqq", 0, 7, first.base_offset, first.base_offset + 3, first.base_offset + 4)
+    with_both = await upload(store, first, txn_index=index, producer_snapshot=b"DLPS-state")
+    without = await upload(store, second)
+    assert await store.get(with_both.txn_index_key) == index
+    assert await store.get(with_both.producer_snapshot_key) == b"DLPS-state"
+    assert await store.get(without.txn_index_key) == b""  # no aborted transaction: an empty index
+    assert await store.head(without.producer_snapshot_key) is None  # the broker had no state to give
+    assert await find_orphans(store, TOPIC, 0, [with_both, without]) == []
+    await delete_segment(store, with_both)
+    assert [await store.head(key) for key in with_both.data_keys] == [None] * 5
+    assert await find_orphans(store, TOPIC, 0, [without]) == []
 
 
 async def test_delete_segment_removes_commit_and_data(store, tmp_path):
@@ -264,7 +281,7 @@ async def test_delete_segment_removes_commit_and_data(store, tmp_path):
     await delete_segment(store, catalogue[0])
     await delete_segment(store, catalogue[0])  # idempotent
     assert await list_catalogue(store, TOPIC, 0) == catalogue[1:]
-    for key in (catalogue[0].log_key, catalogue[0].index_key, catalogue[0].time_index_key, catalogue[0].commit_key):
+    for key in (*catalogue[0].data_keys, catalogue[0].commit_key):
         assert await store.head(key) is None
     assert await find_orphans(store, TOPIC, 0, catalogue[1:]) == []
 
@@ -276,7 +293,7 @@ async def test_topic_partitions_and_topic_deletion(store, tmp_path):
         await upload(store, info, partition=partition)
     await upload(store, info, topic="other")
     assert await list_topic_partitions(store, TOPIC) == [0, 2, 11]
-    assert await delete_topic_objects(store, TOPIC) == 12
+    assert await delete_topic_objects(store, TOPIC) == 15  # 3 uploads of .log, .index, .timeindex, .txnindex, commit
     assert await store.list(f"{TOPIC}/") == []
     assert await list_topic_partitions(store, TOPIC) == []
     assert len(await list_catalogue(store, "other", 0)) == 1

@@ -76,9 +76,11 @@ class BucketView:
             self._loop.close()
 
 
-def objects_of(catalogue: list[CommittedSegment]) -> list[str]:
-    """Every object key of the segments, sorted: data, indexes and commit."""
-    return sorted(key for s in catalogue for key in (s.log_key, s.index_key, s.time_index_key, s.commit_key))
+def objects_of(catalogue: list[CommittedSegment], listed: list[str]) -> list[str]:
+    """Every object key of the segments, sorted: data, indexes and commit, and the producer
+    snapshots among `listed` (a segment has one when its broker had a snapshot to give)."""
+    keys = [key for s in catalogue for key in (s.log_key, s.index_key, s.time_index_key, s.txn_index_key, s.commit_key)]
+    return sorted(keys + [s.producer_snapshot_key for s in catalogue if s.producer_snapshot_key in listed])
 
 
 @pytest.fixture(scope="module")
@@ -286,7 +288,7 @@ def test_history_from_the_bucket_reads_back_exactly(bucket, broker_on) -> None:
         assert_contiguous(catalogue)
         assert 0 < catalogue[-1].next_offset < 500
         # Each committed segment's objects are all in the bucket, and nothing else is.
-        assert bucket.keys(topic, p) == objects_of(catalogue)
+        assert (listed := bucket.keys(topic, p)) == objects_of(catalogue, listed)
 
     got = consume(broker_on.bootstrap, topic, {0: 0, 1: 0}, {0: 500, 1: 500})
     assert got == {p: as_log(records[p]) for p in (0, 1)}
@@ -347,7 +349,7 @@ def test_retention_deletes_from_the_bucket_and_moves_the_log_start(bucket, broke
     set_topic_config(broker_on.bootstrap, topic, "retention.ms", str(HOUR_MS))
     after_ms = wait_until(lambda: deleted_to(bucket, topic, before[kept_from].base_offset), "retention.ms to delete")
     assert after_ms == before[kept_from:]
-    wait_until(lambda: bucket.keys(topic, 0) == objects_of(after_ms), "the data objects to go (after the commits)")
+    wait_until(lambda: (listed := bucket.keys(topic, 0)) == objects_of(after_ms, listed), "the data objects to go (after the commits)")
     assert_low_watermark(broker_on.bootstrap, topic, after_ms[0].base_offset, records)
 
     # retention.bytes over the whole log (bucket + local): keep all but the 3 oldest segments.
@@ -357,7 +359,7 @@ def test_retention_deletes_from_the_bucket_and_moves_the_log_start(bucket, broke
     set_topic_config(broker_on.bootstrap, topic, "retention.bytes", str(limit))
     after_bytes = wait_until(lambda: deleted_to(bucket, topic, after_ms[3].base_offset), "retention.bytes to delete")
     assert after_bytes == after_ms[3:]
-    wait_until(lambda: bucket.keys(topic, 0) == objects_of(after_bytes), "the data objects to go (after the commits)")
+    wait_until(lambda: (listed := bucket.keys(topic, 0)) == objects_of(after_bytes, listed), "the data objects to go (after the commits)")
     assert_low_watermark(broker_on.bootstrap, topic, after_bytes[0].base_offset, records)
     assert local_segments(broker_on.data_dir, topic, 0) == [after_bytes[-1].next_offset]
 
@@ -368,7 +370,7 @@ def test_retention_deletes_from_the_bucket_and_moves_the_log_start(bucket, broke
     (future,) = admin.delete_records([TopicPartition(topic, 0, low)]).values()
     assert future.result(DEADLINE_S).low_watermark == low
     assert wait_until(lambda: deleted_to(bucket, topic, after_bytes[1].base_offset), "DeleteRecords to delete") == after_bytes[1:]
-    wait_until(lambda: bucket.keys(topic, 0) == objects_of(after_bytes[1:]), "the data objects to go (after the commits)")
+    wait_until(lambda: (listed := bucket.keys(topic, 0)) == objects_of(after_bytes[1:], listed), "the data objects to go (after the commits)")
     assert_low_watermark(broker_on.bootstrap, topic, low, records)
 
 

@@ -13,7 +13,7 @@ from hot_tier.records import Record, decode_batches, encode_batch
 from diskless.broker.compaction.cleaner import Throttler, clean_partition, segment_views
 from diskless.broker.compaction.config import CompactionRules
 from diskless.broker.compaction.policy import plan
-from diskless.broker.txn.partition_txns import encode_marker
+from hot_tier.records.transactions import encode_marker
 
 NOW = 10**12
 RULES = CompactionRules(delete=False, delete_retention_ms=10**9)

@@ -1,12 +1,20 @@
-"""A partition's transactions (txn/partition_txns.py): markers, the last stable offset,
+"""A partition's transactions (hot_tier/records/transactions.py): markers, the last stable offset,
 aborted transactions for a fetch range, and the rebuild from batches."""
 
 from __future__ import annotations
 
+import pickle
+import struct
+
+import pytest
+
 from hot_tier.records import Record, encode_batch, read_header
 from hot_tier.records.header import iter_headers
 
-from diskless.broker.txn.partition_txns import ABORT, COMMIT, AbortedTxn, PartitionTxns, encode_marker, marker_type, trim_to
+from hot_tier.records.transactions import (
+    ABORT, COMMIT, AbortedRanges, AbortedTxn, CorruptTxnIndex, PartitionTxns, decode_txn_index, encode_marker, encode_txn_index,
+    marker_type, trim_to,
+)  # fmt: skip
 
 
 def test_marker_layout() -> None:
@@ -103,3 +111,36 @@ def test_an_open_transaction_older_than_the_local_log_is_seeded_from_the_produce
     seeded = PartitionTxns()
     seeded.seed_ongoing([(3, 5)])  # no local batch of it at all
     assert seeded.last_stable_offset(40) == 5
+
+
+def test_transaction_index_bytes_are_kafkas_layout() -> None:
+    aborted = [AbortedTxn(7, 10, 15), AbortedTxn(2**40, 3, 20)]
+    data = encode_txn_index(aborted)
+    assert data == struct.pack(">hqqqq", 0, 7, 10, 15, 16) + struct.pack(">hqqqq", 0, 2**40, 3, 20, 21)
+    assert decode_txn_index(data) == aborted
+    assert decode_txn_index(b"") == []
+    for bad in (data[:-1], struct.pack(">hqqqq", 1, 7, 10, 15, 16), struct.pack(">hqqqq", 0, 7, 16, 15, 16)):
+        with pytest.raises(CorruptTxnIndex):
+            decode_txn_index(bad)
+
+
+def test_aborted_ranges_span_first_offset_to_marker_per_producer() -> None:
+    ranges = AbortedRanges([AbortedTxn(1, 10, 20), AbortedTxn(1, 30, 35), AbortedTxn(2, 0, 100)])
+    assert [o for o in range(0, 40) if ranges.is_aborted(1, o)] == [*range(10, 20), *range(30, 35)]
+    assert ranges.is_aborted(2, 99) and not ranges.is_aborted(2, 100)
+    assert not ranges.is_aborted(3, 15)
+    assert bool(ranges) and not AbortedRanges([])
+    copied = pickle.loads(pickle.dumps(ranges))  # travels to Spark's executors
+    assert [o for o in range(0, 40) if copied.is_aborted(1, o)] == [*range(10, 20), *range(30, 35)]
+
+
+def test_a_segments_index_holds_the_aborts_whose_marker_it_holds() -> None:
+    txns = PartitionTxns()
+    txns.on_data(1, 0)
+    txns.on_marker(1, 5, False, 0)
+    txns.on_data(2, 3)
+    txns.on_marker(2, 9, False, 0)
+    txns.on_data(3, 6)
+    txns.on_marker(3, 12, True, 0)  # committed: not in any index
+    assert txns.aborted_with_markers_in(0, 8) == [AbortedTxn(1, 0, 5)]
+    assert txns.aborted_with_markers_in(8, 20) == [AbortedTxn(2, 3, 9)]

@@ -46,7 +46,7 @@ from ..producer_state import OutOfOrderSequence as SequenceDecision
 from ..producer_state import ProducerStateManager
 from ..tiering import policy
 from ..txn.log_scan import transactional_batches
-from ..txn.partition_txns import PartitionTxns, encode_marker, trim_to
+from hot_tier.records.transactions import PartitionTxns, encode_marker, encode_txn_index, trim_to
 from ..tiering.remote_log import RemoteLog
 from ..wal.recovery import recover_tail
 from ..wal.writer import WalWriter
@@ -355,7 +355,7 @@ class PartitionLeader:
 
     async def record_aborted_transactions(self) -> None:
         """Aborted transactions whose marker is in the bucket's segments, into the store
-        (txn/partition_txns.py: rebuilt from the local log, which keeps only the tail)."""
+        (hot_tier/records/transactions.py: rebuilt from the local log, which keeps only the tail)."""
         end = self.remote.end_offset
         entries = self.txns.unrecorded(end)
         if entries:
@@ -381,12 +381,20 @@ class PartitionLeader:
         self._snapshot_base = active_base
         return True
 
-    async def publish_producer_state(self, segment_end: int) -> None:
-        """Before a segment's commit: the producer state at its end (the first local snapshot
-        after it that holds only durable batches) goes to the store. A leader on another
-        broker, whose local log will begin where the bucket ends, starts from it; without it
-        a retry of a batch below would be taken as new (load_producer_state)."""
-        state = snapshot_after(self._log.dir, segment_end, self.high_watermark, self.producers.producer_id_expiration_ms)
+    def producer_state_after(self, segment_end: int) -> ProducerStateManager | None:
+        """The producer state at a segment's end (the first local snapshot after it that holds
+        only durable batches), or None: uploaded beside the segment and published to the store."""
+        return snapshot_after(self._log.dir, segment_end, self.high_watermark, self.producers.producer_id_expiration_ms)
+
+    def txn_index(self, base_offset: int, next_offset: int) -> bytes:
+        """The `.txnindex` of the segment [base_offset, next_offset): its abort markers' transactions."""
+        return encode_txn_index(self.txns.aborted_with_markers_in(base_offset, next_offset))
+
+    async def publish_producer_state(self, state: ProducerStateManager | None) -> None:
+        """Before a segment's commit: the producer state at its end (`producer_state_after`)
+        goes to the store. A leader on another broker, whose local log will begin where the
+        bucket ends, starts from it; without it a retry of a batch below would be taken as
+        new (load_producer_state)."""
         if state is None:
             return
         try:

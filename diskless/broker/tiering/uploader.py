@@ -194,10 +194,13 @@ class Uploader:
             base_offset=segment.base_offset, last_offset=segment.next_offset - 1, base_timestamp=base_timestamp,
             max_timestamp=segment.max_timestamp, size_bytes=segment.size_bytes, leader_epoch=leader.leader_epoch,
         )  # fmt: skip
+        producers = leader.producer_state_after(committed.next_offset)
         await upload_committed(
-            self.bucket, committed, log_path=segment.log_path, index_path=segment.index_path, timeindex_path=segment.timeindex_path
-        )
-        await leader.publish_producer_state(committed.next_offset)
+            self.bucket, committed, log_path=segment.log_path, index_path=segment.index_path, timeindex_path=segment.timeindex_path,
+            txn_index=leader.txn_index(committed.base_offset, committed.next_offset),
+            producer_snapshot=None if producers is None else producers.snapshot(),
+        )  # fmt: skip
+        await leader.publish_producer_state(producers)
         await remote.commit(committed, leader.leader_epoch)
         await leader.segment_committed()
         log.info("%s-%d: segment %d-%d (%d bytes) is in the bucket", leader.topic, leader.index,

@@ -1,6 +1,6 @@
 """A partition's transactions, sans-IO: the open transaction of each producer (its first
 offset), the last stable offset, and the aborted transactions (Kafka's ProducerStateManager
-ongoing/unreplicated transactions and its transaction index, `.txnindex`, kept in memory).
+ongoing/unreplicated transactions and its transaction index, `.txnindex`).
 
 A transaction marker is a control batch (Kafka's EndTransactionMarker, DefaultRecordBatch
 with the control and transactional attribute bits), one record:
@@ -23,13 +23,25 @@ of a segment goes soon after its upload. A transaction still open whose first ba
 in the bucket comes from the producer state (its snapshot keeps each producer's open
 transaction, as Kafka's does: `seed_ongoing`).
 
-Used by the partition leader's task only.
+Kafka's transaction index, one per segment (`.txnindex`; uploaded to the bucket beside each
+segment, see cold_tier/layout.py): one 34-byte entry per transaction whose abort marker is in
+the segment, in marker order, big-endian:
+
+    version int16 (0), producer_id int64, first_offset int64, last_offset int64 (the abort
+    marker's offset), last_stable_offset int64
+
+Kafka writes there the last stable offset right after the abort; this partition does not keep
+it and writes the marker's offset + 1. Readers use the first four fields only.
+
+`PartitionTxns` is used by the partition leader's task; the Spark reader folds the bucket's
+tail with it to find the last stable offset and aborted transactions from the bucket alone.
+`AbortedRanges` answers, for a read_committed reader, whether a transactional batch is aborted.
 """
 
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -41,6 +53,12 @@ ABORT = 0
 COMMIT = 1
 _CONTROL_KEY = struct.Struct(">hh")
 _MARKER_VALUE = struct.Struct(">hi")
+_TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
+TXN_INDEX_ENTRY_BYTES = _TXN_INDEX_ENTRY.size  # 34
+
+
+class CorruptTxnIndex(ValueError):
+    """A transaction index whose bytes are not whole 34-byte version-0 entries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +69,52 @@ class AbortedTxn:
     producer_id: int
     first_offset: int
     last_offset: int
+
+
+def encode_txn_index(aborted: Iterable[AbortedTxn]) -> bytes:
+    """A segment's `.txnindex`: the aborted transactions whose marker it holds, in marker order."""
+    return b"".join(_TXN_INDEX_ENTRY.pack(0, a.producer_id, a.first_offset, a.last_offset, a.last_offset + 1) for a in aborted)
+
+
+def decode_txn_index(data: bytes | memoryview) -> list[AbortedTxn]:
+    if len(data) % TXN_INDEX_ENTRY_BYTES:
+        raise CorruptTxnIndex(f"{len(data)} bytes is not a whole number of {TXN_INDEX_ENTRY_BYTES}-byte entries")
+    entries = []
+    for version, producer_id, first_offset, last_offset, _ in _TXN_INDEX_ENTRY.iter_unpack(data):
+        if version != 0 or not 0 <= first_offset <= last_offset:
+            raise CorruptTxnIndex(f"entry {len(entries)}: version {version}, offsets {first_offset}-{last_offset}")
+        entries.append(AbortedTxn(producer_id, first_offset, last_offset))
+    return entries
+
+
+class AbortedRanges:
+    """Aborted transactions as a read_committed reader tests them: a transactional data batch
+    of producer P at offset o is aborted when one of P's aborted transactions spans o (its
+    first offset <= o < its abort marker). Picklable."""
+
+    __slots__ = ("_by_producer",)
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        by_producer: dict[int, list[tuple[int, int]]] = {}
+        for a in aborted:
+            by_producer.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+        self._by_producer = {p: sorted(spans) for p, spans in by_producer.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_producer)
+
+    def __getstate__(self) -> dict:
+        return {"by_producer": self._by_producer}
+
+    def __setstate__(self, state: dict) -> None:
+        self._by_producer = state["by_producer"]
+
+    def is_aborted(self, producer_id: int, offset: int) -> bool:
+        spans = self._by_producer.get(producer_id)
+        if not spans:
+            return False
+        at = bisect_right(spans, (offset, 2**63)) - 1
+        return at >= 0 and spans[at][0] <= offset < spans[at][1]
 
 
 def encode_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int) -> bytes:
@@ -156,6 +220,10 @@ class PartitionTxns:
         for _, first in self._ending:
             lso = min(lso, first)
         return lso
+
+    def aborted_with_markers_in(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions whose marker is in [start_offset, end_offset): a segment's `.txnindex`."""
+        return [a for a in self._aborted if start_offset <= a.last_offset < end_offset]
 
     def aborted_between(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """Aborted transactions a fetch of [start_offset, end_offset) must tell the consumer
