@@ -34,7 +34,7 @@ from functools import cache
 from typing import Any
 
 from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field, get_field_tag, get_schema_field_type, is_optional
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, classify_field, get_field_tag, get_schema_field_type, is_optional
 
 from .file_records import FileRecords
 

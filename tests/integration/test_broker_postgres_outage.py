@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .broker_process import BrokerProcess

@@ -14,7 +14,7 @@ from cold_tier.wal_format import FOOTER_BYTES, decode_footer, decode_index
 from .broker_process import BrokerProcess
 from .test_broker_wire import batch, fetch, fetch_result, metadata, produce_result
 from .test_broker_wire import produce as wire_produce
-from .test_tiering_reads import DEADLINE_S, as_log, consume, create_topic, make_records, produce
+from .test_tiering_reads import as_log, consume, create_topic, make_records, produce
 
 
 def recent(i: int) -> int:

@@ -14,9 +14,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 import uuid
 from pathlib import Path
 
