@@ -8,9 +8,9 @@ Requests to the bucket, per topic read (cold_tier.layout's keys):
                             partition filters leaving at most MAX_PARALLEL_REQUESTS partitions:
                             `partition = 1`, IN, BETWEEN), in parallel
     otherwise               1 LIST of `T/` (all pages): partitions and commit keys at once. A
-                            LIST page holds 1,000 keys, each upload has 4, so a topic whose
-                            partitions hold up to 250 segments each costs one request per
-                            partition or less
+                            LIST page holds 1,000 keys, each upload has 6 (4 before
+                            transaction indexes), so a topic whose partitions hold up to 166
+                            segments each costs one request per partition or less
     write-ahead tail        1 LIST of `wal~/` and one small GET per write-ahead object: its
                             footer and index (wal_read.py; the streaming reader keeps what it
                             parsed), for every topic at once; wal.py decides the tail above
@@ -18,8 +18,12 @@ Requests to the bucket, per topic read (cold_tier.layout's keys):
     timestamps              per partition, only for ...Timestamp options: the time index, offset
                             index and one chunk of the .log of the segment the timestamp falls in
                             (or the batches of the write-ahead tail)
+    read_committed          per partition: its newest producer snapshot, the write-ahead tail's
+                            batches and the transaction index of each segment read
+                            (committed.py)
 
-Nothing is read from the segments themselves. With `kafka.bootstrap.servers`, one Metadata
+Nothing is read from the segments themselves (read_committed: only from segments uploaded
+without a producer snapshot, above the newest one). With `kafka.bootstrap.servers`, one Metadata
 request and two ListOffsets per leader add the partitions the bucket does not know yet and
 each partition's log start offset and high watermark.
 """
@@ -33,6 +37,7 @@ from typing import TypeVar
 from cold_tier import layout
 
 from .bucket import Bucket
+from .committed import aborted_transactions
 from .errors import InvalidOption
 from .filters import Pushdown
 from .options import Assign, PartitionTimestamps, ReadOptions, SpecificOffsets, Subscribe, SubscribePattern, TopicPartition
@@ -119,6 +124,10 @@ def load_partition_logs(
         resolved = tuple(layout.resolve_overlaps(segments))
         tail = resolve_wal_tail(wal.get((topic, partition), ()), resolved[-1].next_offset if resolved else None)
         logs.append(PartitionLog(topic, partition, resolved, broker.get((topic, partition)), tail))
+    if options.read_committed:
+        from .committed import with_last_stable_offset
+
+        logs = list(_parallel(lambda log: with_last_stable_offset(bucket, log), logs))
     return logs
 
 
@@ -168,7 +177,8 @@ def plan_read(bucket: Bucket, options: ReadOptions, pushdown: Pushdown) -> list[
         end = resolve_offset(options.ending, log, starting=False, lookup=lookup)
         start, end = clamp_range(log, start, end, pushdown.bounds, options.fail_on_data_loss)
         runs, tail = plan_tasks(log, start, end, pushdown.bounds, options.fail_on_data_loss)
-        return [BucketRange(log.topic, log.partition, s, e, segments) for s, e, segments in runs], tail
+        aborted = aborted_transactions(bucket, log, start, end) if options.read_committed and runs else ()
+        return [BucketRange(log.topic, log.partition, s, e, segments, aborted) for s, e, segments in runs], tail
 
     bucket_tasks: list[BucketRange] = []
     broker_tasks: list[BrokerRange] = []

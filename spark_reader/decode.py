@@ -28,7 +28,7 @@ records). Pure: bytes in, Arrow out; safe to call from any thread.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +44,7 @@ from hot_tier.records import (
     peek_size,
     read_header,
 )
+from hot_tier.records.transactions import AbortedRanges
 from hot_tier.records.varint import ZIGZAG_1, decode_varint
 
 from .schema import HEADERS_TYPE, TIMESTAMP_TYPE, arrow_schema
@@ -68,6 +69,7 @@ class RecordBounds:
     end_offset: int = NO_LIMIT
     min_timestamp_us: int = MIN_TIMESTAMP_US
     max_timestamp_us: int = MAX_TIMESTAMP_US
+    aborted: AbortedRanges | None = field(default=None, compare=False)  # read_committed: batches to skip
 
     @property
     def has_timestamp_bounds(self) -> bool:
@@ -110,6 +112,8 @@ def select_batches(buf: bytes | memoryview, bounds: RecordBounds) -> Selection:
         next_offset = header.next_offset
         if header.last_offset < bounds.start_offset or header.is_control:
             continue
+        if header.is_transactional and bounds.aborted is not None and bounds.aborted.is_aborted(header.producer_id, header.base_offset):
+            continue  # an aborted transaction's (read_committed)
         if header.max_timestamp < min_timestamp_ms and bounds.has_timestamp_bounds:
             continue  # every record of the batch is older than the lower bound
         headers.append(header)

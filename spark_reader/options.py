@@ -23,12 +23,14 @@ Kafka source (Structured Streaming + Kafka Integration Guide) wherever they appl
                                              (source.py)
     failOnDataLoss                           fail (default true) or skip when records are gone
     kafka.bootstrap.servers                  optional: also read the hot tail from a broker
+    kafka.isolation.level                    read_uncommitted (default) or read_committed: only
+                                             committed transactions' records, up to the last
+                                             stable offset, from the bucket alone (committed.py)
 
 Spark's Kafka-source options this source does not implement fail with InvalidOption naming
 them (UNSUPPORTED_OPTIONS), rather than being ignored: minOffsetsPerTrigger and maxTriggerDelay
-(streaming), and kafka.isolation.level=read_committed: the reader does not yet drop the
-records of aborted transactions (it reads every data batch, as read_uncommitted does), so it
-would return them.
+(streaming), and read_committed together with kafka.bootstrap.servers (a read_committed read
+takes its last stable offset and aborted transactions from the bucket alone).
 Options that only tune a Kafka consumer (kafka.*, groupIdPrefix, fetchOffset.*, ...) have no
 meaning without one and are ignored, as they would change nothing.
 
@@ -135,6 +137,7 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     push_down_predicate: bool = False
     bootstrap_servers: tuple[str, ...] = ()
+    read_committed: bool = False
     store_env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
@@ -151,12 +154,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
         if name in lower:
             raise InvalidOption(option, lower[name], reason)
     isolation = str(lower.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
-    if isolation != "read_uncommitted":
-        raise InvalidOption(
-            "kafka.isolation.level", isolation,
-            "read_committed is not supported by the diskless source yet: it would return aborted transactions' records"
-            if isolation == "read_committed" else 'expected "read_uncommitted"',
-        )  # fmt: skip
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise InvalidOption("kafka.isolation.level", isolation, 'expected "read_uncommitted" or "read_committed"')
     path = lower.get("path")
     if not path:
         raise InvalidOption(
@@ -173,6 +172,11 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
     servers = tuple(s.strip() for s in lower.get("kafka.bootstrap.servers", "").split(",") if s.strip())
     for server in servers:
         _host_port("kafka.bootstrap.servers", server)
+    if servers and isolation == "read_committed":
+        raise InvalidOption(
+            "kafka.isolation.level", isolation,
+            "read_committed reads the bucket alone (every acknowledged record is there): leave out kafka.bootstrap.servers",
+        )  # fmt: skip
     return ReadOptions(
         path=str(path),
         topics=topics,
@@ -186,6 +190,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
         fail_on_data_loss=_boolean(lower, "failOnDataLoss", True),
         push_down_predicate=_boolean(lower, "pushDownPredicate", False),
         bootstrap_servers=servers,
+        read_committed=isolation == "read_committed",
         store_env={name: str(lower[name.lower()]) for name in AWS_OPTION_NAMES if lower.get(name.lower())},
     )
 

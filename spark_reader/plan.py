@@ -7,7 +7,8 @@ Offsets, as Spark's Kafka source defines them for one partition:
               write-ahead tail; the broker's log start offset when the bucket holds nothing)
     latest    the bucket's log end offset: the end of the write-ahead tail above the committed
               segments (wal.py), else the last committed offset + 1; with the hot tail, the
-              broker's high watermark when it is further
+              broker's high watermark when it is further; read_committed, the last stable
+              offset (committed.py)
     range     [start, end), from startingOffsets/endingOffsets (or timestamps) resolved against
               those, then narrowed by pushed-down offset filters
 
@@ -34,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cold_tier.layout import CommittedSegment
+from hot_tier.records.transactions import AbortedTxn
 
 from .decode import RecordBounds
 from .errors import DataLoss, InvalidOption, NoOffsetForTimestamp, OffsetRangeInvalid
@@ -69,13 +71,15 @@ class SegmentRef:
 @dataclass(frozen=True, slots=True)
 class BucketRange:
     """One Spark task: offsets [start_offset, end_offset) of a partition, from `segments`:
-    committed segments, then slices of write-ahead objects, in offset order."""
+    committed segments, then slices of write-ahead objects, in offset order; read_committed,
+    skipping the batches of `aborted` transactions."""
 
     topic: str
     partition: int
     start_offset: int
     end_offset: int
     segments: tuple[SegmentRef | WalSlice, ...]
+    aborted: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +112,8 @@ class PartitionLog:
     segments: tuple[CommittedSegment, ...]  # the catalogue's winners, in offset order
     broker: BrokerOffsets | None = None
     wal: tuple[WalSlice, ...] = ()  # the write-ahead tail from the segments' end (wal.py)
+    last_stable_offset: int | None = None  # read_committed only (committed.py)
+    folded_aborted: tuple[AbortedTxn, ...] = ()  # aborts met finding it, above the newest producer snapshot
 
     @property
     def segments_end_offset(self) -> int | None:
@@ -127,6 +133,8 @@ class PartitionLog:
 
     @property
     def latest(self) -> int | None:
+        if self.last_stable_offset is not None:
+            return self.last_stable_offset
         if self.broker is not None:
             return max(self.broker.high_watermark, self.bucket_log_end_offset or 0)
         return self.bucket_log_end_offset
@@ -291,8 +299,9 @@ def _divide(task: BucketRange, parts: int) -> list[BucketRange]:
         remaining -= size
         end = start + size
         segments = tuple(s for s in task.segments if s.base_offset < end and s.next_offset > start)
+        aborted = tuple(a for a in task.aborted if a.last_offset >= start and a.first_offset < end)
         if segments:
-            result.append(BucketRange(task.topic, task.partition, start, end, segments))
+            result.append(BucketRange(task.topic, task.partition, start, end, segments, aborted))
         start = end
     return result
 

@@ -34,12 +34,14 @@ import logging
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
 import pyarrow as pa
 
 from cold_tier import layout
 from cold_tier.errors import ObjectNotFound
 from hot_tier.records import CorruptBatch, decode_batch
+from hot_tier.records.transactions import AbortedRanges
 
 from .bucket import Bucket
 from .decode import MIN_TIMESTAMP_US, RecordBounds, batches_to_arrow, select_batches
@@ -66,12 +68,13 @@ def read_bucket_range(
     fail_on_data_loss: bool,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[pa.RecordBatch]:
+    aborted = AbortedRanges(task.aborted) if task.aborted else bounds.aborted
     for segment in task.segments:
         start = max(task.start_offset, segment.base_offset, bounds.start_offset)
         end = min(task.end_offset, segment.next_offset, bounds.end_offset)
         if start >= end:
             continue
-        segment_bounds = RecordBounds(start, end, bounds.min_timestamp_us, bounds.max_timestamp_us)
+        segment_bounds = RecordBounds(start, end, bounds.min_timestamp_us, bounds.max_timestamp_us, aborted)
         try:
             if isinstance(segment, WalSlice):
                 yield from _read_wal(bucket, task, segment, segment_bounds, include_headers, fail_on_data_loss, chunk_bytes)
@@ -129,7 +132,7 @@ def _read_segment(
             start_offset = skip_to
             if start_offset >= bounds.end_offset:
                 return
-            bounds = RecordBounds(start_offset, bounds.end_offset, bounds.min_timestamp_us, bounds.max_timestamp_us)
+            bounds = replace(bounds, start_offset=start_offset)
     start_position, end_position = 0, segment.size_bytes
     if start_offset > segment.base_offset or bounds.end_offset < segment.next_offset:
         key = layout.index_key(topic, partition, segment.base_offset, segment.upload_id)

@@ -113,7 +113,8 @@ class DisklessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             first, last = clamp_range(log, start_offset, end_offset, RecordBounds(), self.options.fail_on_data_loss)
             runs, _ = plan_tasks(log, first, last, RecordBounds(), self.options.fail_on_data_loss)
-            ranges.extend(BucketRange(log.topic, log.partition, s, e, segments) for s, e, segments in runs)
+            aborted = self._aborted(log, first, last) if self.options.read_committed and runs else ()
+            ranges.extend(BucketRange(log.topic, log.partition, s, e, segments, aborted) for s, e, segments in runs)
         tasks = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
         return [InputPartition(task) for task in tasks]
 
@@ -122,6 +123,15 @@ class DisklessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         pass  # nothing to release: every trigger lists the catalogue afresh
+
+    def _aborted(self, log: PartitionLog, start: int, end: int) -> tuple:
+        from .committed import aborted_transactions
+
+        bucket = open_bucket(self.location)
+        try:
+            return aborted_transactions(bucket, log, start, end)
+        finally:
+            bucket.close()
 
     def _logs(self, bucket) -> dict[TopicPartition, PartitionLog]:
         logs = load_partition_logs(bucket, self.options, Pushdown(), use_broker=False, wal_cache=self._wal_indexes)

@@ -208,3 +208,89 @@ def test_a_corrupt_write_ahead_object_fails_naming_it_or_is_skipped(spark, file_
     in_object = [e for p, e in mine if p == path]
     low, high = min(e.base_offset for e in in_object), max(e.last_offset for e in in_object)
     assert [r for r in consumed if not low <= r[2] <= high] == [r for r in rows if not low <= r[2] <= high]
+
+
+def consume_isolated(process: BrokerProcess, topic: str, partitions: int, isolation: str) -> list[tuple]:
+    """What a confluent-kafka consumer of `isolation` reads from the start to the end it may
+    read to (read_committed: the last stable offset), in the rows' tuple form."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": process.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "isolation.level": isolation,
+    })  # fmt: skip
+    try:
+        tps = [confluent_kafka.TopicPartition(topic, p) for p in range(partitions)]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in tps}
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
+        rows: list[tuple] = []
+        deadline = time.monotonic() + 60
+        while any(tp.offset < ends[tp.partition] for tp in consumer.position(tps)):
+            assert time.monotonic() < deadline, f"{isolation}: at {consumer.position(tps)}, ends {ends}"
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            headers = tuple(message.headers()) if message.headers() else None
+            rows.append((message.topic(), message.partition(), message.offset(), message.timestamp()[1] * 1000, 0,
+                         message.key(), message.value(), headers))  # fmt: skip
+        return sorted(rows, key=lambda r: (r[1], r[2]))
+    finally:
+        consumer.close()
+
+
+def test_read_committed_skips_aborted_transactions_from_the_bucket_alone(spark, broker) -> None:
+    """Committed and aborted transactions interleaved with plain records over two partitions,
+    segments rolled into the bucket under a write-ahead tail, and one transaction left open:
+    Spark's read_committed reads exactly what a read_committed consumer reads (aborted records
+    and markers skipped, nothing from the open transaction's first offset on); read_uncommitted
+    reads what a read_uncommitted consumer reads. Once the open transaction, whose first
+    batches are by then in committed segments, commits, both read it."""
+    from confluent_kafka import Producer
+
+    topic = f"waltxn-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.process, topic, PARTITIONS, **{"segment.bytes": "4096", "retention.ms": "-1"})
+    bootstrap = broker.process.bootstrap
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:8]}", "linger.ms": 5})
+    txn.init_transactions(30)
+    plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+
+    def send(producer, label: str, count: int) -> None:
+        for i in range(count):
+            producer.produce(topic, key=f"{label}-{i % 7}".encode(), value=f"{label}-{i}-".encode() + b"x" * 80, partition=i % PARTITIONS,
+                             headers=[("label", label.encode())] if i % 3 == 0 else None)  # fmt: skip
+        assert producer.flush(30) == 0
+
+    for label, outcome in (("t1", "commit"), ("t2", "abort"), ("t3", "commit"), ("t4", "abort")):
+        txn.begin_transaction()
+        send(txn, label, 40)
+        send(plain, f"p{label}", 10)  # plain records inside the transaction's span
+        txn.commit_transaction(30) if outcome == "commit" else txn.abort_transaction(30)
+    txn.begin_transaction()
+    send(txn, "open", 10)  # left open: the last stable offset stays at its first offset
+    send(plain, "after", 120)  # enough to roll the open transaction's start into the bucket
+    bucket = broker.bucket()
+    lso = {p: min(r[2] for r in consume_isolated(broker.process, topic, PARTITIONS, "read_uncommitted") if r[1] == p and r[6].startswith(b"open-"))
+           for p in range(PARTITIONS)}  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not all((c[-1].next_offset if c else 0) > lso[p] for p, c in catalogue(broker, topic).items()):
+        assert time.monotonic() < deadline, "the open transaction's first batches never reached a committed segment"
+        time.sleep(0.1)  # polling the bucket with a deadline: nothing to wait on instead
+    indexes = [k for p in range(PARTITIONS) for k in bucket.list_keys(layout.partition_prefix(topic, p)) if k.endswith(layout.TXN_INDEX_SUFFIX)]
+    assert any(bucket.get(k) for k in indexes)  # some aborts are read from segments' transaction indexes
+    snapshots = [k for p in range(PARTITIONS) for k in bucket.list_keys(layout.partition_prefix(topic, p)) if k.endswith(layout.PRODUCER_SNAPSHOT_SUFFIX)]
+    assert len(snapshots) == len(indexes)  # a producer state at each segment's end: the open transaction starts in one
+
+    committed = consume_isolated(broker.process, topic, PARTITIONS, "read_committed")
+    assert {r[2] for r in committed if r[1] == 0} and max(r[2] for r in committed if r[1] == 0) < lso[0]
+    assert not [r for r in committed if r[6].split(b"-")[0] in (b"t2", b"t4", b"open", b"after")]
+    read_committed = load(spark, broker, topic, **{"kafka.isolation.level": "read_committed"})
+    assert spark_rows(read_committed) == committed
+    assert spark_rows(load(spark, broker, topic)) == consume_isolated(broker.process, topic, PARTITIONS, "read_uncommitted")
+    split = load(spark, broker, topic, minPartitions="9", **{"kafka.isolation.level": "read_committed"})
+    assert spark_rows(split) == committed  # ranges split inside aborted transactions skip them too
+
+    txn.commit_transaction(30)
+    committed = consume_isolated(broker.process, topic, PARTITIONS, "read_committed")
+    assert len([r for r in committed if r[6].startswith((b"open-", b"after-"))]) == 130
+    assert spark_rows(load(spark, broker, topic, **{"kafka.isolation.level": "read_committed"})) == committed

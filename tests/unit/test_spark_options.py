@@ -71,7 +71,7 @@ def test_option_names_are_case_insensitive() -> None:
         ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "startingOffsetsByTimestampStrategy"),
         ({"subscribe": "a", "minOffsetsPerTrigger": "10"}, "minOffsetsPerTrigger"),
         ({"subscribe": "a", "maxTriggerDelay": "5s"}, "maxTriggerDelay"),
-        ({"subscribe": "a", "kafka.isolation.level": "read_committed"}, "kafka.isolation.level"),
+        ({"subscribe": "a", "kafka.isolation.level": "serializable"}, "kafka.isolation.level"),
     ],
 )
 def test_invalid_options_name_the_option(options: dict, option: str) -> None:
@@ -183,11 +183,13 @@ def test_importing_the_reader_loads_no_asyncio_nor_broker() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_read_committed_is_refused_saying_why() -> None:
-    assert batch(subscribe="a", **{"kafka.isolation.level": "read_uncommitted"}).topics.topics == ("a",)
-    with pytest.raises(InvalidOption) as raised:
-        batch(subscribe="a", **{"kafka.isolation.level": "READ_COMMITTED"})
-    assert raised.value.option == "kafka.isolation.level"
-    assert raised.value.reason == "read_committed is not supported by the diskless source yet: it would return aborted transactions' records"
-    with pytest.raises(InvalidOption, match="expected \"read_uncommitted\""):
+def test_isolation_level_is_read_uncommitted_unless_read_committed_is_asked_for() -> None:
+    assert batch(subscribe="a").read_committed is False
+    assert batch(subscribe="a", **{"kafka.isolation.level": "read_uncommitted"}).read_committed is False
+    assert batch(subscribe="a", **{"kafka.isolation.level": "READ_COMMITTED"}).read_committed is True
+    with pytest.raises(InvalidOption, match='expected "read_uncommitted" or "read_committed"'):
         batch(subscribe="a", **{"kafka.isolation.level": "serializable"})
+    # The last stable offset and the aborted transactions come from the bucket alone.
+    with pytest.raises(InvalidOption) as raised:
+        batch(subscribe="a", **{"kafka.isolation.level": "read_committed", "kafka.bootstrap.servers": "127.0.0.1:9092"})
+    assert raised.value.reason == "read_committed reads the bucket alone (every acknowledged record is there): leave out kafka.bootstrap.servers"

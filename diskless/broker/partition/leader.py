@@ -275,6 +275,7 @@ class PartitionLeader:
         active_before = self._log.active_base_offset
         appended = bytearray(records)  # offsets, epoch (and LogAppendTime) are written into it
         info = self._log.append(appended, now_ms, log_append_time=rules.log_append_time, leader_epoch=self.leader_epoch)
+        self._snapshot_at_roll()
         if header.has_producer_id:
             self.producers.record(
                 header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
@@ -283,6 +284,7 @@ class PartitionLeader:
         self.producers.update_map_end_offset(self._log.log_end_offset)
         if header.is_transactional:
             self.txns.on_data(header.producer_id, info.first_offset)
+        self._snapshot_at_roll()
         self.maybe_snapshot_producers()
         if wal is not None:
             self._submit(wal, info.first_offset, info.last_offset, appended)
@@ -343,7 +345,9 @@ class PartitionLeader:
         active_before = self._log.active_base_offset
         appended = bytearray(encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         info = self._log.append(appended, now_ms, log_append_time=self._rules.log_append_time, leader_epoch=self.leader_epoch)
+        self._snapshot_at_roll()
         self.producers.record_marker(producer_id, producer_epoch, info.last_offset, now_ms, coordinator_epoch)
+        self._snapshot_at_roll()
         self.txns.on_marker(producer_id, info.first_offset, commit, self.log_start_offset)
         if wal is not None:
             self._submit(wal, info.first_offset, info.last_offset, appended)
@@ -380,6 +384,17 @@ class PartitionLeader:
         write_producer_snapshot(self._log.dir, self.producers, keep_above=self.remote.end_offset)
         self._snapshot_base = active_base
         return True
+
+    def _snapshot_at_roll(self) -> None:
+        """Called around each append: when the producer state stands exactly at a segment
+        boundary the log just rolled over (before the batch that opened the new segment is
+        recorded, or after one that filled the old), snapshot it there, as Kafka does at
+        each roll. The uploader then finds the state at the segment's end
+        (`producer_state_after`) for the bucket and the store."""
+        active_base = self._log.active_base_offset
+        if active_base > self._snapshot_base and self.producers.map_end_offset == active_base:
+            write_producer_snapshot(self._log.dir, self.producers, keep_above=self.remote.end_offset)
+            self._snapshot_base = active_base
 
     def producer_state_after(self, segment_end: int) -> ProducerStateManager | None:
         """The producer state at a segment's end (the first local snapshot after it that holds
