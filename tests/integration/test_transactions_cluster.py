@@ -96,3 +96,60 @@ def test_offsets_sent_to_a_transaction_whose_coordinator_is_not_the_groups(clust
         assert [tp.offset for tp in offsets] == [count // PARTITIONS] * PARTITIONS
     finally:
         checker.close()
+
+
+def test_a_partition_not_added_to_the_transaction_is_refused_by_every_leader(cluster: Cluster) -> None:
+    """KIP-890 part 1 on every broker: a transactional batch for a partition its transaction
+    did not add is refused INVALID_TXN_STATE by the partition's leader, whether the
+    transactional id's coordinator is that broker (asked in process) or another one (asked
+    with DescribeTransactions); a partition that was added is accepted everywhere."""
+    from kio.schema.add_partitions_to_txn.v3 import request as add_v3
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+    from kio.schema.errors import ErrorCode
+    from kio.schema.produce.v9 import request as produce_v9
+
+    from hot_tier.records import Record, encode_batch
+
+    from .conftest import WireClient
+    from .test_broker_wire import ms
+
+    topic = create(cluster.bootstrap, PARTITIONS)
+    led = wait_until(lambda: l if len(set((l := leaders(cluster.bootstrap, topic)).values())) == 3 else None, "leaders on every broker")
+    transactional_id = tid()
+    producer = transactional_producer(cluster.bootstrap, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"added", partition=0)
+    assert producer.flush(DEADLINE_S) == 0  # partition 0 is in the transaction
+    coordinator = coordinators(cluster.brokers[1].bootstrap, [transactional_id], TRANSACTION_KEY)[transactional_id]
+    wire = WireClient(cluster.brokers[coordinator].bootstrap)
+    try:
+        (state,) = wire.request(DescribeTransactionsRequest(transactional_ids=(transactional_id,))).transaction_states
+        pid, epoch = state.producer_id, state.producer_epoch
+
+        def produce(partition: int) -> ErrorCode:
+            batch = encode_batch([Record(0, int(time.time() * 1000), None, b"raw", ())], producer_id=pid, producer_epoch=epoch,
+                                 base_sequence=0, is_transactional=True)  # fmt: skip
+            request = produce_v9.ProduceRequest(
+                acks=-1, timeout=ms(5000), transactional_id=transactional_id,
+                topic_data=(produce_v9.TopicProduceData(name=topic, partition_data=(produce_v9.PartitionProduceData(index=partition, records=batch),)),),
+            )  # fmt: skip
+            leader = WireClient(cluster.brokers[led[partition]].bootstrap)
+            try:
+                (answer,) = leader.request(request).responses[0].partition_responses
+            finally:
+                leader.close()
+            return answer.error_code
+
+        refused = {p: produce(p) for p in range(1, PARTITIONS)}
+        assert refused == {p: ErrorCode.invalid_txn_state for p in range(1, PARTITIONS)}
+        assert {led[p] == coordinator for p in refused} == {True, False}  # asked in process and across brokers
+        added = wire.request(add_v3.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=(add_v3.AddPartitionsToTxnTopic(name=topic, partitions=tuple(range(1, PARTITIONS))),),
+        ))  # fmt: skip
+        assert {p.partition_error_code for t in added.results_by_topic_v3_and_below for p in t.results_by_partition} == {ErrorCode.none}
+        assert {p: produce(p) for p in range(1, PARTITIONS)} == {p: ErrorCode.none for p in range(1, PARTITIONS)}
+    finally:
+        wire.close()
+    producer.abort_transaction(DEADLINE_S)  # every partition's raw record aborted with the rest
+    assert values(consume_all(cluster.bootstrap, topic, "read_committed", 0, partitions=PARTITIONS)) == {p: [] for p in range(PARTITIONS)}

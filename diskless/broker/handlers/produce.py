@@ -9,6 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
+from hot_tier.records import CorruptBatch, read_header
 
 from ..api import BrokerApi, absent
 from ..errors import DurabilityTimeout, error_code_for
@@ -32,6 +33,8 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
         [(t.name, p.index) for t in body.topic_data for p in t.partition_data], body.timeout.total_seconds()
     )
     now = broker.clock()
+    transactional_id = getattr(body, "transactional_id", None)  # only transactional producers send one
+    verified = await transactions.verify_elsewhere(broker, transactional_id, _opening_transactions(broker, body)) if transactional_id else {}
     # topic -> [partition index, error, message, AppendInfo | None, leader | None, record errors], in request order.
     outcomes: dict[str, list[list[Any]]] = {}
     for topic_data in body.topic_data:
@@ -49,7 +52,11 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                 error, message = ErrorCode.corrupt_message, "produce request without record batches"
             else:
                 try:
-                    info = partition.append(data.records, now, broker.transactions.verify)
+                    verify = broker.transactions.verify
+                    if (topic_data.name, data.index) in verified:
+                        code = verified[(topic_data.name, data.index)]
+                        verify = lambda *_, code=code: code  # noqa: E731 (the coordinator elsewhere answered)
+                    info = partition.append(data.records, now, verify)
                 except Exception as exc:
                     error, message = _durability_error(exc, f"produce to {topic_data.name}-{data.index}"), str(exc)
                     record_errors = getattr(exc, "record_errors", ())  # KIP-467: (batch_index, message) per record
@@ -106,6 +113,25 @@ async def _until_durable(outcomes: dict[str, list[list[Any]]], timeout_ms: int) 
         if (failure := task.exception()) is not None:
             outcome = waits[task]
             outcome[1], outcome[2] = _durability_error(failure, f"produce to {outcome[4].topic}-{outcome[0]}"), str(failure)
+
+
+def _opening_transactions(broker: BrokerApi, body: Any) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, producer id, producer epoch) of the transactional batches that would
+    open their producer's transaction in a partition this broker leads (KIP-890 part 1 asks
+    the coordinator first). A batch whose header does not parse is left to the append's checks."""
+    opening = []
+    for topic_data in body.topic_data:
+        for data in topic_data.partition_data:
+            partition = broker.registry.leader(topic_data.name, data.index)
+            if partition is None or not data.records:
+                continue
+            try:
+                header = read_header(data.records, 0, check_crc=False)
+            except CorruptBatch:
+                continue
+            if header.is_transactional and not header.is_control and not partition.txns.is_ongoing(header.producer_id):
+                opening.append((topic_data.name, data.index, header.producer_id, header.producer_epoch))
+    return opening
 
 
 def _durability_error(failure: BaseException, context: str) -> ErrorCode:

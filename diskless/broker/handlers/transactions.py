@@ -29,11 +29,13 @@ from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import CLUSTER_ACTION, READ, TOPIC, WRITE
 from ..cluster.slots import holder
 from ..txn import markers_client
+from ..txn.coordinator import verification_error
 from .groups import coordinator_error, is_coordinator
 
 log = logging.getLogger(__name__)
 
 FORWARD_TIMEOUT_S = 10.0  # a TxnOffsetCommit handed to the transactional id's coordinator
+VERIFY_TIMEOUT_S = 5.0  # KIP-890 part 1: a partition leader asks another broker's coordinator
 
 
 def _ms(value: Any) -> int:
@@ -349,3 +351,36 @@ async def handle_describe_producers(broker: BrokerApi, request: Request) -> Any:
             partitions.append(make(mod.PartitionResponse, partition_index=index, error_code=error, error_message=None, active_producers=tuple(producers)))
         topics.append(make(mod.TopicResponse, name=topic.name, partitions=tuple(partitions)))
     return make(mod.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+async def verify_elsewhere(broker: BrokerApi, transactional_id: str | None, batches: list[tuple[str, int, int, int]]) -> dict[tuple[str, int], ErrorCode]:
+    """KIP-890 part 1 when the transactional id's coordinator is another broker: `batches`
+    are (topic, partition, producer id, producer epoch) of transactional batches that would
+    open their producer's transaction in a partition this broker leads. One DescribeTransactions
+    to the coordinator answers for all of them (as Kafka's AddPartitionsToTxn v4 verifyOnly
+    does). Unreachable, it is NOT_ENOUGH_REPLICAS, which producers retry (Kafka maps the
+    coordinator's unavailability so too); an answer this broker may not read (the coordinator
+    authorizes, and inter-broker requests carry no credentials yet) accepts, as Kafka before
+    3.6 did. With the coordinator here, `broker.transactions.verify` answers in process."""
+    if not batches or not transactional_id or is_coordinator(broker, transactional_id):
+        return {}
+    node = holder(broker.cluster.slots, transactional_id)
+    registration = broker.cluster.brokers.get(node) if node is not None else None
+    if registration is None:
+        return {(t, p): ErrorCode.not_enough_replicas for t, p, _, _ in batches}
+    try:
+        state = await markers_client.describe_transaction(registration.host, registration.port, transactional_id, VERIFY_TIMEOUT_S)
+    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+        log.warning("verifying transactional id %r with its coordinator, broker %d: unreachable (%s)", transactional_id, node, exc)
+        return {(t, p): ErrorCode.not_enough_replicas for t, p, _, _ in batches}
+    if state.error_code in (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available):
+        return {(t, p): ErrorCode.not_enough_replicas for t, p, _, _ in batches}
+    if state.error_code is ErrorCode.transactional_id_authorization_failed:
+        return {(t, p): ErrorCode.none for t, p, _, _ in batches}
+    if state.error_code is not ErrorCode.none:  # TRANSACTIONAL_ID_NOT_FOUND: no such transaction
+        return {(t, p): ErrorCode.invalid_producer_id_mapping for t, p, _, _ in batches}
+    added = [(topic.topic, p) for topic in state.topics for p in topic.partitions]
+    return {
+        (t, p): verification_error(state.producer_id, state.producer_epoch, state.transaction_state, added, pid, epoch, t, p)
+        for t, p, pid, epoch in batches
+    }

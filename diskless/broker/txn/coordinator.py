@@ -207,11 +207,8 @@ class TransactionCoordinator:
         record = None if transactional_id is None else self._records.get(transactional_id)
         if record is None:
             return ErrorCode.invalid_producer_id_mapping
-        if producer_epoch < record.producer_epoch:
-            return ErrorCode.invalid_producer_epoch
-        if record.state != ONGOING or (topic, partition) not in record.partitions:
-            return ErrorCode.invalid_txn_state
-        return ErrorCode.none
+        return verification_error(record.producer_id, record.producer_epoch, record.state, record.partitions,
+                                  producer_id, producer_epoch, topic, partition)  # fmt: skip
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, now_ms: int) -> Decision:
         """AddOffsetsToTxn: the group's offsets will be committed with the transaction."""
@@ -301,3 +298,19 @@ class TransactionCoordinator:
         """When the earliest ongoing transaction times out, or None."""
         ends = [r.txn_start_ms + r.timeout_ms for r in self._records.values() if r.state == ONGOING and r.txn_start_ms >= 0]
         return min(ends, default=None)
+
+
+def verification_error(
+    producer_id: int, producer_epoch: int, state: str, partitions: Iterable[tuple[str, int]],
+    asked_producer_id: int, asked_epoch: int, topic: str, partition: int,
+) -> ErrorCode:  # fmt: skip
+    """KIP-890 part 1 on a transaction's state (the coordinator's own record, or another
+    broker's DescribeTransactions answer): may the producer's first batch of this
+    transaction go to `topic`-`partition`?"""
+    if asked_producer_id != producer_id:
+        return ErrorCode.invalid_producer_id_mapping
+    if asked_epoch < producer_epoch:
+        return ErrorCode.invalid_producer_epoch
+    if state != ONGOING or (topic, partition) not in set(partitions):
+        return ErrorCode.invalid_txn_state
+    return ErrorCode.none

@@ -4,12 +4,15 @@ plaintext, without SASL (inter-broker security is not configured yet).
 - WriteTxnMarkers (API 27, v1), sent by the transaction coordinator to the broker leading a
   partition of a transaction that this broker does not lead (Kafka's TransactionMarkerChannel
   Manager). The receiving broker answers once each marker is durable.
+- DescribeTransactions (API 65, v0, KIP-664), sent by a partition leader to the transactional
+  id's coordinator before the first batch of a transaction it has not seen (KIP-890 part 1:
+  was the partition added to the transaction?), when that coordinator is another broker.
 - TxnOffsetCommit, which clients send to the group's coordinator: that broker hands it on, as
   the client wrote it, to the transactional id's coordinator, which holds the transaction's
   pending offsets (txn/transactions.py) when the two ids hash to slots of different brokers.
 
-Only the coordinator's completion tasks (txn/transactions.py) and the TxnOffsetCommit handler
-call it.
+Only the coordinator's completion tasks (txn/transactions.py), the Produce handler's
+verification and the TxnOffsetCommit handler call it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 import struct
 from typing import Any
 
+from kio.schema.describe_transactions.v0 import request as describe_transactions_v0
 from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
 
@@ -46,6 +50,15 @@ async def write_txn_markers(
     response = await _exchange(host, port, body, timeout_s)
     answered = {(t.name, p.partition_index): p.error_code for m in response.markers for t in m.topics for p in t.partitions}
     return {key: answered.get(key, ErrorCode.unknown_server_error) for key in partitions}
+
+
+async def describe_transaction(host: str, port: int, transactional_id: str, timeout_s: float) -> Any:
+    """The coordinator's DescribeTransactions answer for one transactional id (its
+    TransactionState: error_code, transaction_state, producer_id, producer_epoch, topics).
+    Raises OSError / asyncio.TimeoutError when the broker cannot be reached in time."""
+    body = describe_transactions_v0.DescribeTransactionsRequest(transactional_ids=(transactional_id,))
+    (state,) = (await _exchange(host, port, body, timeout_s)).transaction_states
+    return state
 
 
 async def txn_offset_commit(host: str, port: int, body: Any, timeout_s: float) -> dict[tuple[str, int], ErrorCode]:

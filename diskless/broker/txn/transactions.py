@@ -206,10 +206,10 @@ class Transactions:
         return decision.error
 
     def verify(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> ErrorCode:
-        """KIP-890 part 1, asked by a partition leader, in process. A broker that does not
-        coordinate transactions cannot ask yet (no AddPartitionsToTxn v4 verifyOnly between
-        brokers): it accepts, as Kafka before 3.6 did; so it does for a producer whose
-        transactional id another broker coordinates."""
+        """KIP-890 part 1, asked by a partition leader, in process, for a producer whose
+        transactional id this broker coordinates; for one another broker coordinates the
+        Produce handler asked that broker first (handlers/transactions.verify_elsewhere), and
+        here, not knowing the producer, accepts."""
         if not self._loaded or not self.core.knows_producer(producer_id):
             return ErrorCode.none
         return self.core.verify_partition(producer_id, producer_epoch, topic, partition)
