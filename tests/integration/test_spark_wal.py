@@ -239,7 +239,7 @@ def consume_isolated(process: BrokerProcess, topic: str, partitions: int, isolat
         consumer.close()
 
 
-def test_read_committed_skips_aborted_transactions_from_the_bucket_alone(spark, broker) -> None:
+def test_read_committed_skips_aborted_transactions_from_the_bucket_alone(spark, s3_broker) -> None:
     """Committed and aborted transactions interleaved with plain records over two partitions,
     segments rolled into the bucket under a write-ahead tail, and one transaction left open:
     Spark's read_committed reads exactly what a read_committed consumer reads (aborted records
@@ -248,6 +248,7 @@ def test_read_committed_skips_aborted_transactions_from_the_bucket_alone(spark, 
     batches are by then in committed segments, commits, both read it."""
     from confluent_kafka import Producer
 
+    broker = s3_broker  # moto's S3 server: the directory bucket reads the same objects through the same reader
     topic = f"waltxn-{uuid.uuid4().hex[:8]}"
     create_topic(broker.process, topic, PARTITIONS, **{"segment.bytes": "4096", "retention.ms": "-1"})
     bootstrap = broker.process.bootstrap
