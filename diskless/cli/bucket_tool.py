@@ -8,7 +8,10 @@ no metadata store), by the layout of cold_tier/layout.py.
 - `verify [TOPIC]`: every committed segment's .log, .index and .timeindex exist; the .log is
   the size its commit says; every batch's CRC-32C holds; batches are contiguous from the
   segment's base offset to its last offset; index entries are well-formed and inside the
-  segment; segments of a partition are contiguous with each other. A progress bar on a
+  segment; a .txnindex (when the segment has one: segments uploaded before transaction
+  indexes have none) holds whole entries whose abort markers are in the segment; a .snapshot
+  decodes and ends at or after the segment; segments of a partition are contiguous with each
+  other. A progress bar on a
   terminal, one line per problem naming the object, a summary; exit 1 on any problem.
 
 The store is `--object-store URL` (env DISKLESS_OBJECT_STORE), the same URL the broker was
@@ -33,8 +36,10 @@ from cold_tier.layout import COMMIT_SUFFIX, CommittedSegment, parse_commit_key, 
 from cold_tier.store import ObjectInfo, ObjectStore
 from cold_tier.url import open_object_store
 from hot_tier.index_format import MalformedIndex, check_offset_entries, check_time_entries, decode_offset_entries, decode_time_entries
+from hot_tier.producer_snapshot import ProducerSnapshotError, decode_snapshot
 from hot_tier.records.header import HEADER_BYTES as BATCH_HEADER_BYTES
 from hot_tier.records.header import iter_headers, peek_size
+from hot_tier.records.transactions import CorruptTxnIndex, decode_txn_index
 
 from .progress import human_bytes
 
@@ -213,7 +218,34 @@ async def _verify_segment(store: ObjectStore, partition: Partition, segment: Com
         problems.extend(await _verify_index(store, segment, segment.index_key, offsets=True))
     if segment.time_index_key in partition.objects:
         problems.extend(await _verify_index(store, segment, segment.time_index_key, offsets=False))
+    if segment.txn_index_key in partition.objects:
+        problems.extend(_verify_txn_index(segment, await store.get(segment.txn_index_key)))
+    if segment.producer_snapshot_key in partition.objects:
+        problems.extend(_verify_producer_snapshot(segment, await store.get(segment.producer_snapshot_key)))
     return problems, batches
+
+
+def _verify_txn_index(segment: CommittedSegment, data: bytes) -> list[str]:
+    key = segment.txn_index_key
+    try:
+        aborted = decode_txn_index(data)
+    except CorruptTxnIndex as exc:
+        return [f"{key}: {exc}"]
+    outside = [a.last_offset for a in aborted if not segment.base_offset <= a.last_offset <= segment.last_offset]
+    if outside:
+        return [f"{key}: an abort marker at offset {outside[0]}, outside the segment's {segment.base_offset}-{segment.last_offset}"]
+    return []
+
+
+def _verify_producer_snapshot(segment: CommittedSegment, data: bytes) -> list[str]:
+    key = segment.producer_snapshot_key
+    try:
+        map_end_offset, _ = decode_snapshot(data)
+    except ProducerSnapshotError as exc:
+        return [f"{key}: {exc}"]
+    if map_end_offset <= segment.last_offset:
+        return [f"{key}: the producer state ends at offset {map_end_offset}, inside the segment it should follow"]
+    return []
 
 
 async def _verify_batches(store: ObjectStore, segment: CommittedSegment) -> tuple[list[str], int]:

@@ -114,10 +114,13 @@ def test_bucket_ls_du_verify(shared_broker, create_topic, tmp_path) -> None:
     data[70] ^= 0xFF  # inside the records of the first batch: covered by its CRC
     log_object.write_bytes(bytes(data))
     (copy / segments[2].index_key).unlink()
+    assert (copy / segments[0].txn_index_key).read_bytes() == b""  # no transactions: an empty index
+    (copy / segments[0].txn_index_key).write_bytes(b"\x00" * 35)  # not whole 34-byte entries
     bad = diskless("bucket", "verify", "--object-store", f"file://{copy}")
     assert bad.returncode == 1
     problems = [line for line in bad.stdout.splitlines() if line.startswith("PROBLEM ")]
-    assert len(problems) == 2, bad.stdout
-    assert problems[0].startswith(f"PROBLEM {damaged.log_key}: batch at byte 0: ") and "CRC" in problems[0].upper()
-    assert problems[1] == f"PROBLEM {segments[2].index_key}: missing (named by {segments[2].commit_key})"
-    assert bad.stdout.splitlines()[-1].startswith(f"2 problem(s): 1 partition(s), {len(segments)} segment(s), ")
+    assert len(problems) == 3, bad.stdout
+    assert problems[0] == f"PROBLEM {segments[0].txn_index_key}: 35 bytes is not a whole number of 34-byte entries"
+    assert problems[1].startswith(f"PROBLEM {damaged.log_key}: batch at byte 0: ") and "CRC" in problems[1].upper()
+    assert problems[2] == f"PROBLEM {segments[2].index_key}: missing (named by {segments[2].commit_key})"
+    assert bad.stdout.splitlines()[-1].startswith(f"3 problem(s): 1 partition(s), {len(segments)} segment(s), ")
