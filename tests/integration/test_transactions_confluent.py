@@ -301,6 +301,22 @@ def test_describe_and_list_transactions(broker, create_topic, wire) -> None:
     assert transactional_id not in [s.transactional_id for s in listed.transaction_states]
 
 
+def plain_records_then_restart_without_the_first_segment(broker, topic: str) -> None:
+    """40 plain records "p-0-xx..." to partition 0; once the first segment is uploaded and its
+    local copy dropped, SIGKILL the broker and start it again."""
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "batch.size": 1000})
+    for i in range(40):
+        plain.produce(topic, value=f"p-{i}-".encode() + b"x" * 60, partition=0)
+    plain.flush(DEADLINE_S)
+    log_dir = broker.data_dir / "logs" / f"{topic}-0"
+    deadline = time.monotonic() + DEADLINE_S
+    while (log_dir / "00000000000000000000.log").exists():  # uploaded, then its local copy dropped
+        assert time.monotonic() < deadline, f"the first segment of {topic}-0 never left the local disk"
+        time.sleep(0.05)  # polling the data directory with a deadline: nothing to wait on instead
+    broker.kill()
+    broker.start()
+
+
 def test_aborted_transactions_in_the_bucket_stay_aborted_after_a_restart(broker, create_topic) -> None:
     """Small segments: the aborted transaction's segments are uploaded and their local copies
     dropped (local.retention.ms 0); after a SIGKILL and a restart, read_committed still skips it."""
@@ -315,17 +331,7 @@ def test_aborted_transactions_in_the_bucket_stay_aborted_after_a_restart(broker,
             producer.abort_transaction(DEADLINE_S)
         else:
             producer.commit_transaction(DEADLINE_S)
-    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "batch.size": 1000})
-    for i in range(40):
-        plain.produce(topic, value=f"p-{i}-".encode() + b"x" * 60, partition=0)
-    plain.flush(DEADLINE_S)
-    log_dir = broker.data_dir / "logs" / f"{topic}-0"
-    deadline = time.monotonic() + DEADLINE_S
-    while (log_dir / "00000000000000000000.log").exists():  # uploaded, then its local copy dropped
-        assert time.monotonic() < deadline, f"the first segment of {topic}-0 never left the local disk"
-        time.sleep(0.05)  # polling the data directory with a deadline: nothing to wait on instead
-    broker.kill()
-    broker.start()
+    plain_records_then_restart_without_the_first_segment(broker, topic)
     expected = [f"{prefix}-{i}-" + "x" * 60 for prefix in ("a", "c", "p") for i in range(40)]
     assert values(consume_all(broker.bootstrap, topic, "read_committed", 120, partitions=1)) == {0: expected}
     assert sum(map(len, consume_all(broker.bootstrap, topic, "read_uncommitted", 160, partitions=1).values())) == 160
@@ -342,17 +348,7 @@ def test_an_open_transaction_whose_start_left_the_local_disk_holds_the_last_stab
     for i in range(40):
         producer.produce(topic, value=f"o-{i}-".encode() + b"x" * 60, partition=0)
     producer.flush(DEADLINE_S)  # acknowledged, the transaction open
-    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "batch.size": 1000})
-    for i in range(40):
-        plain.produce(topic, value=f"p-{i}-".encode() + b"x" * 60, partition=0)
-    plain.flush(DEADLINE_S)
-    log_dir = broker.data_dir / "logs" / f"{topic}-0"
-    deadline = time.monotonic() + DEADLINE_S
-    while (log_dir / "00000000000000000000.log").exists():  # uploaded, then its local copy dropped
-        assert time.monotonic() < deadline, f"the first segment of {topic}-0 never left the local disk"
-        time.sleep(0.05)  # polling the data directory with a deadline: nothing to wait on instead
-    broker.kill()
-    broker.start()
+    plain_records_then_restart_without_the_first_segment(broker, topic)
     reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed"})
     try:
         assert end_offset(reader, topic, 0, "read_committed") == 0  # the open transaction's first offset
