@@ -337,8 +337,6 @@ class Producer:
         """
         if self._closed:
             raise ClientClosedError("producer")
-        if self._txn is not None:
-            raise IllegalStateError("send_many does not add partitions to a transaction: use send() in transactions")
         count = len(values)
         if keys is not None and len(keys) != count:
             raise ValueError(f"send_many: {len(keys)} keys for {count} values")
@@ -409,6 +407,8 @@ class Producer:
                     wanted = partitions[position]
                     while stop < count and partitions[stop] == wanted:
                         stop += 1
+            if self._txn is not None:
+                await self._txn.add_partition(topic, target)  # AddPartitionsToTxn before its first record
             key = keys[position] if keys is not None else None
             value = values[position]
             first_bytes = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)

@@ -103,6 +103,7 @@ async def test_our_client_produces_transactions(broker, create_topic) -> None:
     from diskless.client import Producer
     from diskless.client import TopicPartition as OurTopicPartition
     from diskless.client.errors import BrokerResponseError
+    from diskless.client.partitioner import partition_for_key
 
     topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
     source = create_topic(broker.bootstrap, partitions=1)
@@ -120,6 +121,13 @@ async def test_our_client_produces_transactions(broker, create_topic) -> None:
                     committed[i % PARTITIONS].append(f"{txn}-{i}")
             if txn == 2:
                 await producer.send_offsets_to_transaction({OurTopicPartition(source, 0): 7}, group)
+            bulk = [f"{txn}-bulk-{i}".encode() for i in range(6)]  # the bulk path adds its partitions too
+            await producer.send_many(topic, bulk, keys=[b"k%d" % i for i in range(6)])
+            for i, value in enumerate(bulk):
+                p = partition_for_key(b"k%d" % i, PARTITIONS)
+                everything[p].append(value.decode())
+                if txn % 2 == 0:
+                    committed[p].append(value.decode())
             await (producer.commit_transaction() if txn % 2 == 0 else producer.abort_transaction())
         async with producer.transaction():
             pass  # nothing added: no request
@@ -131,8 +139,8 @@ async def test_our_client_produces_transactions(broker, create_topic) -> None:
                 await producer.send(topic, b"fenced", partition=0)
         finally:
             await newer.close()
-    assert await read_with_our_client(broker.bootstrap, topic, "read_committed", 45) == committed
-    assert await read_all(broker.bootstrap, topic, "read_uncommitted", 75) == everything
+    assert await read_with_our_client(broker.bootstrap, topic, "read_committed", 63) == committed
+    assert await read_all(broker.bootstrap, topic, "read_uncommitted", 105) == everything
     from confluent_kafka import Consumer as ConfluentConsumer
     from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
