@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
 from tests.integration.broker_process import BrokerProcess, free_port
 
 DEADLINE_S = 30.0
-USERS = ("alice", "bob", "carol", "dave", "erin")
+USERS = ("alice", "bob", "carol", "dave", "erin", "frank")
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +180,55 @@ def test_only_super_users_and_cluster_alter_may_change_acls_and_users(guarded) -
     with pytest.raises(Exception) as refused:
         [f.result(timeout=20) for f in alice_admin.alter_user_scram_credentials([upsert]).values()]
     assert "CLUSTER_AUTHORIZATION_FAILED" in str(refused.value) or "Cluster authorization failed" in str(refused.value)
+
+
+def test_transactional_ids_need_their_acls(guarded) -> None:
+    """TRANSACTIONAL_ID ACLs as Kafka checks them: without WRITE on it a transactional producer
+    cannot start (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); with WRITE on a prefix it runs
+    transactions; describing one needs DESCRIBE (WRITE implies it), and ListTransactions lists
+    only the ids the principal may describe."""
+    import asyncio
+
+    from confluent_kafka import KafkaException
+
+    from diskless.client import Admin, ClientSecurity
+
+    broker, admin, port = guarded
+    topic = f"tx-acl-{uuid.uuid4().hex[:8]}"
+    _topics(admin, topic)
+    _create_acls(admin, _acl("frank", ResourceType.TOPIC, topic, AclOperation.WRITE))
+    transactional_id = f"frank-{uuid.uuid4().hex[:8]}"
+    for granted in (None, AclOperation.DESCRIBE):  # FindCoordinator refuses first, then InitProducerId
+        if granted is not None:
+            _create_acls(admin, _acl("frank", ResourceType.TRANSACTIONAL_ID, "frank-", granted, pattern=ResourcePatternType.PREFIXED))
+        refused = Producer(_as("frank", port, **{"transactional.id": transactional_id}))
+        with pytest.raises(KafkaException) as raised:
+            refused.init_transactions(DEADLINE_S)
+        assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    _create_acls(admin, _acl("frank", ResourceType.TRANSACTIONAL_ID, "frank-", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED))
+    producer = Producer(_as("frank", port, **{"transactional.id": transactional_id}))
+    producer.init_transactions(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed", partition=0)
+    producer.commit_transaction(DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    assert producer.flush(DEADLINE_S) == 0
+
+    def as_user(user: str) -> ClientSecurity:
+        return ClientSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512", sasl_username=user, sasl_password=f"{user}-pw")
+
+    async def look(user: str) -> tuple[object, list[str]]:
+        async with Admin(bootstrap_servers=f"127.0.0.1:{port}", security=as_user(user)) as client:
+            listed = [t.transactional_id for t in await client.list_transactions()]
+            try:
+                described = (await client.describe_transactions(transactional_id))[transactional_id].state
+            except Exception as exc:  # refused: the broker's error, by name
+                described = getattr(exc, "name", repr(exc))
+            return described, listed
+
+    assert asyncio.run(look("frank")) == ("Ongoing", [transactional_id])
+    described, listed = asyncio.run(look("erin"))
+    assert (described, transactional_id in listed) == ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", False)
+    producer.abort_transaction(DEADLINE_S)

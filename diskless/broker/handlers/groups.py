@@ -22,7 +22,7 @@ from diskless.wire import Request
 from ..api import PEER_HOST, BrokerApi
 from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
-from ..security.authorizer import DELETE, DESCRIBE, GROUP, READ
+from ..security.authorizer import DELETE, DESCRIBE, GROUP, READ, TRANSACTIONAL_ID
 from ..cluster.slots import holder
 from ..security.session import SESSION
 
@@ -143,6 +143,8 @@ async def handle_find_coordinator(broker: BrokerApi, request: Request) -> Any:
     def answer(key: str) -> dict[str, Any]:
         if key_type not in (GROUP_KEY, TRANSACTION_KEY):
             return dict(key=key, error_code=ErrorCode.invalid_request, error_message=f"unknown key type {key_type}", node_id=-1, host="", port=-1)
+        if key_type == TRANSACTION_KEY and not broker.security.allowed(DESCRIBE, TRANSACTIONAL_ID, key):
+            return dict(key=key, error_code=ErrorCode.transactional_id_authorization_failed, error_message=None, node_id=-1, host="", port=-1)
         coordinator = coordinator_address(broker, key)
         if coordinator is None:
             return dict(key=key, error_code=ErrorCode.coordinator_not_available, error_message="its coordinator slot has no holder yet",

@@ -34,7 +34,9 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
     )
     now = broker.clock()
     transactional_id = getattr(body, "transactional_id", None)  # only transactional producers send one
-    verified = await transactions.verify_elsewhere(broker, transactional_id, _opening_transactions(broker, body)) if transactional_id else {}
+    verified = {}
+    if transactional_id and transactions.may_write(broker, transactional_id):
+        verified = await transactions.verify_elsewhere(broker, transactional_id, _opening_transactions(broker, body))
     # topic -> [partition index, error, message, AppendInfo | None, leader | None, record errors], in request order.
     outcomes: dict[str, list[list[Any]]] = {}
     for topic_data in body.topic_data:
@@ -44,6 +46,8 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
             partition = broker.registry.leader(topic_data.name, data.index)
             if body.acks not in VALID_ACKS:
                 error = ErrorCode.invalid_required_acks
+            elif transactional_id and not transactions.may_write(broker, transactional_id):
+                error = ErrorCode.transactional_id_authorization_failed
             elif not broker.security.allowed(WRITE, TOPIC, topic_data.name):
                 error = ErrorCode.topic_authorization_failed
             elif partition is None:

@@ -9,6 +9,14 @@ coordinator is the broker that coordinates groups (FindCoordinator key type 1 an
 broker as key type 0); elsewhere NOT_COORDINATOR, which clients answer by looking again.
 A failure while serving (the metadata store failing) answers as the group coordinator does
 (`coordinator_error`): NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, retried by clients.
+
+ACLs on TRANSACTIONAL_ID resources, as Kafka checks them: WRITE for InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn and EndTxn (and Produce with a transactional id,
+handlers/produce.py), DESCRIBE for DescribeTransactions, ListTransactions (which lists only
+those) and FindCoordinator (handlers/groups.py); otherwise TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+AddOffsetsToTxn also needs READ on the group. TxnOffsetCommit checks none of them, as Kafka's
+(its group and topic checks are left out here: the group's coordinator hands it on to the
+transactional id's without the client's credentials).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from metadata import CommittedOffset
 from ..api import BrokerApi, absent
 from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
-from ..security.authorizer import CLUSTER_ACTION, READ, TOPIC, WRITE
+from ..security.authorizer import CLUSTER_ACTION, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..cluster.slots import holder
 from ..txn import markers_client
 from ..txn.coordinator import verification_error
@@ -60,6 +68,8 @@ async def init_producer_id(broker: BrokerApi, request: Request) -> Any:
     def answer(error: ErrorCode, producer_id: int = -1, producer_epoch: int = -1) -> Any:
         return make(mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=error, producer_id=producer_id, producer_epoch=producer_epoch)
 
+    if not may_write(broker, body.transactional_id):
+        return answer(ErrorCode.transactional_id_authorization_failed)
     try:
         if not await _coordinating(broker, body.transactional_id):
             return answer(ErrorCode.not_coordinator)
@@ -71,6 +81,10 @@ async def init_producer_id(broker: BrokerApi, request: Request) -> Any:
     if error is ErrorCode.producer_fenced and version < 4:
         error = ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED is known to clients from v4 (KIP-588)
     return answer(error, producer_id, producer_epoch)
+
+
+def may_write(broker: BrokerApi, transactional_id: str) -> bool:
+    return broker.security.allowed(WRITE, TRANSACTIONAL_ID, transactional_id)
 
 
 def _fenced(error: ErrorCode, version: int, since: int) -> ErrorCode:
@@ -90,7 +104,9 @@ async def handle_add_partitions_to_txn(broker: BrokerApi, request: Request) -> A
         if not broker.registry.has_partition(name, p) or not broker.security.allowed(WRITE, TOPIC, name)
     }
     try:
-        if not await _coordinating(broker, body.v3_and_below_transactional_id):
+        if not may_write(broker, body.v3_and_below_transactional_id):
+            error, unknown = ErrorCode.transactional_id_authorization_failed, set()
+        elif not await _coordinating(broker, body.v3_and_below_transactional_id):
             error = ErrorCode.not_coordinator
         elif unknown:
             error = ErrorCode.operation_not_attempted
@@ -129,7 +145,11 @@ async def handle_add_offsets_to_txn(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(25, version)
     try:
-        if not await _coordinating(broker, body.transactional_id):
+        if not may_write(broker, body.transactional_id):
+            error = ErrorCode.transactional_id_authorization_failed
+        elif not broker.security.allowed(READ, GROUP, body.group_id):
+            error = ErrorCode.group_authorization_failed
+        elif not await _coordinating(broker, body.transactional_id):
             error = ErrorCode.not_coordinator
         else:
             error = await broker.transactions.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id)
@@ -200,7 +220,9 @@ async def handle_end_txn(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(26, version)
     try:
-        if not await _coordinating(broker, body.transactional_id):
+        if not may_write(broker, body.transactional_id):
+            error = ErrorCode.transactional_id_authorization_failed
+        elif not await _coordinating(broker, body.transactional_id):
             error = ErrorCode.not_coordinator
         else:
             error = await broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
@@ -221,10 +243,13 @@ async def handle_describe_transactions(broker: BrokerApi, request: Request) -> A
     except Exception as exc:
         failure = coordinator_error(exc, "DescribeTransactions", (), request)
     for transactional_id in body.transactional_ids:
-        here = failure is ErrorCode.none and await _coordinating(broker, transactional_id)
-        record = broker.transactions.core.get(transactional_id) if here else None
-        error = (failure if failure is not ErrorCode.none else ErrorCode.not_coordinator if not here
-                 else ErrorCode.none if record is not None else ErrorCode.transactional_id_not_found)  # fmt: skip
+        if not broker.security.allowed(DESCRIBE, TRANSACTIONAL_ID, transactional_id):
+            here, record, error = False, None, ErrorCode.transactional_id_authorization_failed
+        else:
+            here = failure is ErrorCode.none and await _coordinating(broker, transactional_id)
+            record = broker.transactions.core.get(transactional_id) if here else None
+            error = (failure if failure is not ErrorCode.none else ErrorCode.not_coordinator if not here
+                     else ErrorCode.none if record is not None else ErrorCode.transactional_id_not_found)  # fmt: skip
         topics: dict[str, list[int]] = {}
         for topic, index in record.partitions if record is not None else ():
             topics.setdefault(topic, []).append(index)
@@ -262,7 +287,9 @@ async def handle_list_transactions(broker: BrokerApi, request: Request) -> Any:
         error_code=ErrorCode.none,
         unknown_state_filters=tuple(unknown),
         transaction_states=tuple(
-            make(mod.TransactionState, transactional_id=r.transactional_id, producer_id=r.producer_id, transaction_state=r.state) for r in listed
+            make(mod.TransactionState, transactional_id=r.transactional_id, producer_id=r.producer_id, transaction_state=r.state)
+            for r in listed
+            if broker.security.allowed(DESCRIBE, TRANSACTIONAL_ID, r.transactional_id)
         ),
     )
 
