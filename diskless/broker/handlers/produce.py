@@ -34,8 +34,9 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
     )
     now = broker.clock()
     transactional_id = getattr(body, "transactional_id", None)  # only transactional producers send one
+    refused_id = bool(transactional_id) and not transactions.may_write(broker, transactional_id)
     verified = {}
-    if transactional_id and transactions.may_write(broker, transactional_id):
+    if transactional_id and not refused_id:
         verified = await transactions.verify_elsewhere(broker, transactional_id, _opening_transactions(broker, body))
     # topic -> [partition index, error, message, AppendInfo | None, leader | None, record errors], in request order.
     outcomes: dict[str, list[list[Any]]] = {}
@@ -46,7 +47,7 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
             partition = broker.registry.leader(topic_data.name, data.index)
             if body.acks not in VALID_ACKS:
                 error = ErrorCode.invalid_required_acks
-            elif transactional_id and not transactions.may_write(broker, transactional_id):
+            elif refused_id:
                 error = ErrorCode.transactional_id_authorization_failed
             elif not broker.security.allowed(WRITE, TOPIC, topic_data.name):
                 error = ErrorCode.topic_authorization_failed
