@@ -46,10 +46,8 @@ run: $(RUN_STAMP)
 # Two workers, a test file each at a time (module fixtures such as a shared broker stay in one
 # process); the tests marked `alone` measure start-up times and run after, by themselves, from
 # only the files that have them (collecting every test file again takes half a minute).
-# The slowest files are handed out first (tests/integration/conftest.py orders them; xdist's
-# reordering by test count is off): started last, one of them would run on alone at the end.
 test: $(TEST_STAMP) system-deps
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=30
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not alone" --durations=30
 	$(PY) -m pytest -q -p no:cacheprovider -m alone --durations=5 $$(grep -rl --include='test_*.py' 'mark\.alone' tests)
 
 test-unit: $(TEST_STAMP)

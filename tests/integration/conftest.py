@@ -1,30 +1,10 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 
 from .broker_process import BrokerProcess
-
-# The slowest test files, slowest first (CI's --durations): with `--dist loadfile
-# --no-loadscope-reorder` (Makefile) the two workers take them first, so none of them is the
-# last file running on one worker while the other has nothing left.
-SLOW_FIRST = (
-    "test_cluster.py", "test_spark_wal.py", "test_spark_reuse.py", "test_cli_partitions.py", "test_spark_example.py",
-    "test_wal_durability.py", "test_wire_hostile.py", "test_spark_options.py", "test_bucket_outage.py",
-    "test_broker_postgres_outage.py", "test_transactions_confluent.py", "test_groups_confluent.py", "test_compaction_crash.py",
-)  # fmt: skip
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    here = Path(__file__).parent
-
-    def order(item: pytest.Item) -> int:
-        return rank.get(item.path.name, len(SLOW_FIRST)) if item.path.parent == here else len(SLOW_FIRST)
-
-    items.sort(key=order)  # stable: the rest keep their order
 
 
 # --- metadata backends --------------------------------------------------------------------
