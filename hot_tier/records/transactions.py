@@ -103,12 +103,6 @@ class AbortedRanges:
     def __bool__(self) -> bool:
         return bool(self._by_producer)
 
-    def __getstate__(self) -> dict:
-        return {"by_producer": self._by_producer}
-
-    def __setstate__(self, state: dict) -> None:
-        self._by_producer = state["by_producer"]
-
     def is_aborted(self, producer_id: int, offset: int) -> bool:
         spans = self._by_producer.get(producer_id)
         if not spans:
