@@ -196,10 +196,17 @@ def test_local_disk_lost_history_served_from_the_bucket(bucket, tmp_path, lost, 
     broker = start_broker(data_dir, bucket, *args)
     try:
         topic = create_topic(broker.bootstrap, 2, SMALL_SEGMENTS)
-        records = {p: make_records(p, 0, 150, recent) for p in (0, 1)}
-        produce(broker.bootstrap, topic, records)
+        history = {p: make_records(p, 0, 150, recent) for p in (0, 1)}
+        assert produce(broker.bootstrap, topic, history) == {p: list(range(150)) for p in (0, 1)}
+        for p in (0, 1):
+            wait_until(lambda: tiered(bucket, data_dir, topic, p), f"partition {p} to be tiered")
+        # A tail above the bucket for certain: 5 records (under 4 KiB) never fill a segment,
+        # though they may roll the one before them.
+        tail = {p: make_records(p, 150, 5, recent) for p in (0, 1)}
+        assert produce(broker.bootstrap, topic, tail) == {p: list(range(150, 155)) for p in (0, 1)}
+        records = {p: history[p] + tail[p] for p in (0, 1)}
         ends = {p: wait_until(lambda: tiered(bucket, data_dir, topic, p), f"partition {p} to be tiered")[-1].next_offset for p in (0, 1)}
-        assert all(0 < end < 150 for end in ends.values())
+        assert all(0 < end <= 150 for end in ends.values()), ends
         broker.stop()
         assert_catalogue_is_the_buckets(metadata_url, bucket, topic)
 
@@ -210,15 +217,15 @@ def test_local_disk_lost_history_served_from_the_bucket(bucket, tmp_path, lost, 
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
         try:
             for p in (0, 1):
-                assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S, cached=False) == (0, 150)
+                assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEADLINE_S, cached=False) == (0, 155)
         finally:
             consumer.close()
-        assert consume(broker.bootstrap, topic, {0: 0, 1: 0}, {0: 150, 1: 150}) == {p: as_log(records[p]) for p in (0, 1)}
+        assert consume(broker.bootstrap, topic, {0: 0, 1: 0}, {0: 155, 1: 155}) == {p: as_log(records[p]) for p in (0, 1)}
 
-        more = {p: make_records(p, 150, 40, recent) for p in (0, 1)}
-        assert produce(broker.bootstrap, topic, more) == {p: list(range(150, 190)) for p in (0, 1)}
+        more = {p: make_records(p, 155, 40, recent) for p in (0, 1)}
+        assert produce(broker.bootstrap, topic, more) == {p: list(range(155, 195)) for p in (0, 1)}
         expected = {p: as_log(records[p] + more[p]) for p in (0, 1)}
-        assert consume(broker.bootstrap, topic, {0: 0, 1: 0}, {0: 190, 1: 190}) == expected
+        assert consume(broker.bootstrap, topic, {0: 0, 1: 0}, {0: 195, 1: 195}) == expected
         for p in (0, 1):
             wait_until(lambda: tiered(bucket, data_dir, topic, p), f"partition {p}'s new segments to be tiered")
         assert_catalogue_is_the_buckets(metadata_url, bucket, topic)
