@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
 from tests.integration.broker_process import BrokerProcess, free_port
 
 DEADLINE_S = 30.0
-USERS = ("alice", "bob", "carol", "dave", "erin", "frank")
+USERS = ("alice", "bob", "carol", "dave", "erin", "frank", "gina")
 
 
 @pytest.fixture(scope="module")
@@ -232,3 +232,40 @@ def test_transactional_ids_need_their_acls(guarded) -> None:
     described, listed = asyncio.run(look("erin"))
     assert (described, transactional_id in listed) == ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", False)
     producer.abort_transaction(DEADLINE_S)
+
+
+def test_offsets_sent_to_a_transaction_need_read_on_their_topic_and_group(guarded) -> None:
+    """TxnOffsetCommit as Kafka authorizes it: WRITE on the transactional id, READ on the
+    group, READ on each topic. The offsets of a topic the principal may not read are refused
+    TOPIC_AUTHORIZATION_FAILED and the transaction can only abort; given READ, they are
+    committed with the transaction."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    broker, admin, port = guarded
+    source, sink = f"tx-in-{uuid.uuid4().hex[:8]}", f"tx-out-{uuid.uuid4().hex[:8]}"
+    group, transactional_id = f"gina-{uuid.uuid4().hex[:8]}", f"gina-{uuid.uuid4().hex[:8]}"
+    _topics(admin, source, sink)
+    _create_acls(
+        admin, _acl("gina", ResourceType.TOPIC, sink, AclOperation.WRITE), _acl("gina", ResourceType.GROUP, group, AclOperation.READ),
+        _acl("gina", ResourceType.TRANSACTIONAL_ID, transactional_id, AclOperation.WRITE),
+    )  # fmt: skip
+    producer = Producer(_as("gina", port, **{"transactional.id": transactional_id}))
+    metadata = Consumer(_as("gina", port, **{"group.id": group})).consumer_group_metadata()
+    producer.init_transactions(DEADLINE_S)
+
+    def send_offsets(offset: int) -> None:
+        producer.begin_transaction()
+        producer.produce(sink, b"out-%d" % offset, partition=0)
+        producer.send_offsets_to_transaction([TopicPartition(source, 0, offset)], metadata, DEADLINE_S)
+
+    with pytest.raises(KafkaException) as raised:
+        send_offsets(5)
+    assert raised.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    producer.abort_transaction(DEADLINE_S)
+
+    _create_acls(admin, _acl("gina", ResourceType.TOPIC, source, AclOperation.READ))
+    send_offsets(7)
+    producer.commit_transaction(DEADLINE_S)
+    (listed,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(source, 0)])]).values()
+    assert [(tp.topic, tp.partition, tp.offset) for tp in listed.result(timeout=20).topic_partitions] == [(source, 0, 7)]

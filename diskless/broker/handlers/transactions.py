@@ -22,6 +22,7 @@ transactional id's without the client's credentials).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 from typing import Any
@@ -170,12 +171,24 @@ async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
         for t in body.topics
         for p in t.partitions
     ]
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    # Kafka's order: WRITE on the transactional id, READ on the group, then READ on each topic
+    # (the partitions of a topic the principal may not read are refused, the others committed).
+    unreadable = {t.name for t in body.topics if not broker.security.allowed(READ, TOPIC, t.name)}
+    errors = {(o.topic, o.partition): ErrorCode.topic_authorization_failed for o in offsets if o.topic in unreadable}
+    offsets = [o for o in offsets if o.topic not in unreadable]
     try:
-        if await _coordinating(broker, body.transactional_id):
+        if not may_write(broker, body.transactional_id):
+            error, errors = ErrorCode.transactional_id_authorization_failed, {}
+        elif not broker.security.allowed(READ, GROUP, body.group_id):
+            error, errors = ErrorCode.group_authorization_failed, {}
+        elif not offsets:
+            error = ErrorCode.none  # every partition already answered
+        elif await _coordinating(broker, body.transactional_id):
             error = await broker.transactions.txn_offset_commit(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, offsets)
         elif is_coordinator(broker, body.group_id) and request.header.client_id != markers_client.CLIENT_ID:  # handed on once, never back
-            error, errors = await _forward_txn_offset_commit(broker, request)
+            readable = dataclasses.replace(body, topics=tuple(t for t in body.topics if t.name not in unreadable))
+            error, forwarded = await _forward_txn_offset_commit(broker, readable)
+            errors = {**forwarded, **errors}
         else:
             error = ErrorCode.not_coordinator
     except Exception as exc:
@@ -198,12 +211,11 @@ async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
     )
 
 
-async def _forward_txn_offset_commit(broker: BrokerApi, request: Request) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+async def _forward_txn_offset_commit(broker: BrokerApi, body: Any) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
     """The group's coordinator (here) hands a TxnOffsetCommit to the transactional id's, which
     holds the transaction (Kafka's group coordinator keeps the pending offsets itself; here the
     transaction coordinator does, and commits them with the markers). Its per-partition answers
     are the client's; unreachable, it is COORDINATOR_NOT_AVAILABLE, which clients retry."""
-    body = request.body
     node = holder(broker.cluster.slots, body.transactional_id)
     registration = broker.cluster.brokers.get(node) if node is not None else None
     if registration is None or node == broker.settings.node_id:
