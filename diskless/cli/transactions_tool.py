@@ -19,6 +19,16 @@ writes an abort marker for producer X's transaction into T-P through its leader 
 nothing, exit 0, once it is durable): a read_committed consumer then reads past it. With
 `--start-offset` the producer is the one whose open transaction in T-P begins at O, found with
 DescribeProducers (its coordinator epoch, or 0 when the partition does not know it, as Kafka).
+
+    find-hanging (--broker-id N | --topic T [--partition P]) [--max-transaction-timeout MINUTES]
+
+lists the transactions open in partitions (of broker N, or of T) for longer than
+MINUTES (15) that their coordinator will never end, as Kafka's `find-hanging`: open there
+(DescribeProducers) since before then, and either no coordinator knows the producer id
+(ListTransactions) or its transaction (DescribeTransactions) does not hold the partition.
+Columns: Topic Partition ProducerId ProducerEpoch CoordinatorEpoch StartOffset LastTimestamp
+Duration(min); `abort --start-offset` ends one.
+
 Errors are one line on stderr: exit 1 for what the broker answered (an unknown topic:
 UNKNOWN_TOPIC_OR_PARTITION) or no transaction starting at O, 2 for bad arguments.
 """
@@ -33,6 +43,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from diskless.client import Admin, KafkaError
+from diskless.client.admin_transactions import ProducerState, TransactionDescription
+from diskless.client.errors import UnknownTopicOrPartitionError, error_for
 from diskless.client.security import ClientSecurity
 
 from .client_options import add_client_options, bootstrap_servers, client_security
@@ -43,7 +55,11 @@ DESCRIBE_COLUMNS = (
     "CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
     "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions",
 )  # fmt: skip
+HANGING_COLUMNS = (
+    "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset", "LastTimestamp", "Duration(min)",
+)  # fmt: skip
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+TRANSACTIONAL_ID_NOT_FOUND = 105
 
 
 def add_commands(commands: Any) -> None:
@@ -60,13 +76,20 @@ def add_commands(commands: Any) -> None:
     abort.add_argument("--producer-id", type=int, help="the transaction's producer id (without --start-offset)")
     abort.add_argument("--producer-epoch", type=int, help="the transaction's producer epoch (without --start-offset)")
     abort.add_argument("--coordinator-epoch", type=int, help="the coordinator epoch the marker carries (without --start-offset)")
-    for parser in (listing, describe, abort):
+    hanging = actions.add_parser("find-hanging", help="transactions open in partitions that no coordinator will end")
+    hanging.add_argument("--broker-id", type=int, help="search the partitions this broker leads")
+    hanging.add_argument("--topic", help="search this topic's partitions")
+    hanging.add_argument("--partition", type=int, help="only this partition (with --topic)")
+    hanging.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MINUTES",
+                         help="the largest transaction.timeout.ms of any producer, in minutes: transactions open longer are "
+                              "candidates (default 15)")  # fmt: skip
+    for parser in (listing, describe, abort, hanging):
         add_client_options(parser)
     transactions.set_defaults(run_command=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    action = {"list": _list, "describe": _describe, "abort": _abort}[args.action]
+    action = {"list": _list, "describe": _describe, "abort": _abort, "find-hanging": _find_hanging}[args.action]
     try:
         security = client_security(args)  # a bad --command-config is one line (ValueError), before any connection
         return asyncio.run(action(args, bootstrap_servers(args), security))
@@ -128,6 +151,66 @@ async def _abort(args: argparse.Namespace, bootstrap: str, security: ClientSecur
             coordinator_epoch = max(found.coordinator_epoch, 0)
         await admin.abort_transaction(args.topic, args.partition, producer_id, producer_epoch, coordinator_epoch)
     return 0
+
+
+async def _find_hanging(args: argparse.Namespace, bootstrap: str, security: ClientSecurity | None) -> int:
+    if args.topic is None and args.broker_id is None:
+        raise ValueError("give --topic or --broker-id to limit the search")
+    if args.partition is not None and args.topic is None:
+        raise ValueError("--partition needs --topic")
+    if args.max_transaction_timeout < 0:
+        raise ValueError("--max-transaction-timeout must be >= 0")
+    async with Admin(bootstrap_servers=bootstrap, security=security) as admin:
+        topics = await admin.describe_topics(None if args.topic is None else [args.topic])
+        searched = {
+            name: [p.partition for p in d.partitions
+                   if (args.partition is None or p.partition == args.partition)
+                   and (args.broker_id is None or args.broker_id in (p.leader, *p.replicas))]
+            for name, d in topics.items()
+        }  # fmt: skip
+        if args.partition is not None and not searched[args.topic]:
+            raise error_for(UnknownTopicOrPartitionError.errno, None, topic=args.topic, partition=args.partition)
+        now_ms = int(time.time() * 1000)
+        oldest_ms = now_ms - args.max_transaction_timeout * 60_000
+        candidates = [
+            (name, partition, producer)
+            for name, partitions in searched.items() if partitions
+            for partition, producers in sorted((await admin.describe_topic_producers(name, partitions)).items())
+            for producer in producers
+            if producer.current_transaction_start_offset >= 0 and producer.last_timestamp_ms < oldest_ms
+        ]  # fmt: skip
+        hanging = await _not_ending(admin, candidates) if candidates else []
+    _print_table(HANGING_COLUMNS, [
+        (name, str(partition), str(p.producer_id), str(p.producer_epoch), str(p.coordinator_epoch), str(p.current_transaction_start_offset),
+         str(p.last_timestamp_ms), str((now_ms - p.last_timestamp_ms) // 60_000))
+        for name, partition, p in hanging
+    ])  # fmt: skip
+    return 0
+
+
+async def _not_ending(admin: Admin, candidates: list[tuple[str, int, ProducerState]]) -> list[tuple[str, int, ProducerState]]:
+    """The candidates no coordinator will end: their producer id is unknown to every coordinator,
+    or its transactional id's transaction (open, or still writing markers) lacks the partition."""
+    producer_ids = {p.producer_id for _, _, p in candidates}
+    transactional_ids = {t.producer_id: t.transactional_id for t in await admin.list_transactions(producer_ids=producer_ids)}
+
+    async def describe(transactional_id: str) -> TransactionDescription | None:
+        try:
+            return (await admin.describe_transactions(transactional_id))[transactional_id]
+        except KafkaError as exc:
+            if getattr(exc, "errno", None) == TRANSACTIONAL_ID_NOT_FOUND:  # forgotten since it was listed
+                return None
+            raise
+
+    ids = sorted(set(transactional_ids.values()))
+    described = dict(zip(ids, await asyncio.gather(*(describe(i) for i in ids))))
+    hanging = []
+    for topic, partition, producer in candidates:
+        transactional_id = transactional_ids.get(producer.producer_id)
+        description = described.get(transactional_id) if transactional_id is not None else None
+        if description is None or (topic, partition) not in description.partitions:
+            hanging.append((topic, partition, producer))
+    return hanging
 
 
 def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -67,6 +67,12 @@ class TransactionAdmin:
         """Admin's retries through retry.retrying (this class is a mixin of Admin, which defines it)."""
         ...
 
+    async def _partitions(self, topic: str, partitions: Iterable[int] | None) -> list[int]: ...  # Admin's
+
+    async def _by_leader(
+        self, topic: str, partitions: list[int], api_key: int, make: Callable[[int, list[int]], Any], read: Callable[[Any], list[tuple[int, int, T]]]
+    ) -> dict[int, T]: ...  # Admin's
+
     async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = ()) -> list[TransactionListing]:
         """Every transactional id the cluster's coordinators know, sorted by id; `states` and
         `producer_ids` keep only those that match."""
@@ -154,23 +160,32 @@ class TransactionAdmin:
         """The producers the partition's leader holds state for, by producer id, each with the
         first offset of the transaction it has open there (-1: none). An unknown topic or
         partition is not retried."""
+        return (await self.describe_topic_producers(topic, [partition]))[partition]
 
-        def make(version: int) -> Any:
+    async def describe_topic_producers(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, list[ProducerState]]:
+        """describe_producers for many partitions of a topic (None: all), one request per leader.
+        An unknown topic or partition is one error, at once."""
+        indexes = await self._partitions(topic, partitions)
+        count = self._cluster.metadata.partition_count(topic) or 0
+        for index in indexes:
+            if not 0 <= index < count:
+                raise UnknownTopicOrPartitionError(None, topic=topic, partition=index)
+
+        def make(version: int, indexes: list[int]) -> Any:
             cls = protocol.request_class(protocol.DESCRIBE_PRODUCERS, version)
-            return cls(topics=(protocol.nested(cls, "TopicRequest")(name=topic, partition_indexes=(partition,)),))
+            return cls(topics=(protocol.nested(cls, "TopicRequest")(name=topic, partition_indexes=tuple(indexes)),))
 
-        async def attempt() -> list[ProducerState]:
-            response = await self._cluster.request_node(await self._partition_leader(topic, partition), protocol.DESCRIBE_PRODUCERS, make)
-            (answer,) = [p for t in response.topics for p in t.partitions]
-            if answer.error_code:
-                raise error_for(answer.error_code, answer.error_message, topic=topic, partition=partition)
-            return sorted(
-                (ProducerState(p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp, p.coordinator_epoch, p.current_txn_start_offset)
-                 for p in answer.active_producers),
-                key=lambda p: p.producer_id,
-            )  # fmt: skip
+        def read(response: Any) -> list[tuple[int, int, list[ProducerState]]]:
+            return [
+                (answer.partition_index, answer.error_code, sorted(
+                    (ProducerState(p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp, p.coordinator_epoch, p.current_txn_start_offset)
+                     for p in answer.active_producers),
+                    key=lambda p: p.producer_id,
+                ))
+                for t in response.topics for answer in t.partitions
+            ]  # fmt: skip
 
-        return await self._retrying(attempt, final=frozenset({_UNKNOWN_TOPIC_OR_PARTITION}))
+        return await self._by_leader(topic, indexes, protocol.DESCRIBE_PRODUCERS, make, read)
 
     async def _partition_leader(self, topic: str, partition: int) -> int:
         """The node leading the partition, from fresh metadata."""

@@ -7,6 +7,8 @@ serve` and confluent-kafka transactional producers:
 - `diskless transactions abort` of a hanging transaction (open in a partition, its
   coordinator's state gone): read_committed consumers read past it, and none of its records;
   its one-line errors and exit codes;
+- `find-hanging`: the transaction no coordinator knows is listed, those their coordinator
+  holds are not;
 - `abort --start-offset`: the producer found with DescribeProducers among several with
   transactions open in the partition, only its transaction aborted.
 """
@@ -32,6 +34,7 @@ from .broker_process import BrokerProcess, free_port
 
 DEADLINE_S = 30.0
 TIMEOUT_MS = 2000  # the silent producer's transaction.timeout.ms
+HANGING_HEADER = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset", "LastTimestamp", "Duration(min)"]
 
 
 @pytest.fixture
@@ -183,6 +186,12 @@ async def _producers(bootstrap: str, topic: str) -> list:
         return await admin.describe_producers(topic, 0)
 
 
+async def _node_id(bootstrap: str) -> int:
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        (broker,) = (await admin.describe_cluster()).brokers
+        return broker.node_id
+
+
 def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "diskless.cli.main", "transactions", *args, "-b", bootstrap], capture_output=True, text=True, timeout=60
@@ -255,6 +264,19 @@ def test_cli_aborts_a_hanging_transaction(broker, create_topic) -> None:
     assert cli(bootstrap, "list").stdout.split().count(hanging_id) == 0
     assert (end_offset(bootstrap, topic, "read_uncommitted"), end_offset(bootstrap, topic, "read_committed")) == (12, 4)
 
+    # find-hanging names it: open since offset 4, and no coordinator knows its producer.
+    (state,) = [p for p in asyncio.run(_producers(bootstrap, topic)) if p.current_transaction_start_offset >= 0]
+    row = [topic, "0", str(described.producer_id), str(described.producer_epoch), "-1", "4", str(state.last_timestamp_ms), "0"]
+    node_id = asyncio.run(_node_id(bootstrap))
+    for scope in (("--topic", topic), ("--topic", topic, "--partition", "0"), ("--broker-id", str(node_id))):
+        result = cli(bootstrap, "find-hanging", *scope, "--max-transaction-timeout", "0")
+        assert (result.returncode, result.stderr) == (0, "")
+        assert [line.split() for line in result.stdout.splitlines()] == [HANGING_HEADER, row]
+    # Within the default 15 minutes of its last write, or on another broker, it is no candidate.
+    for scope in (("--topic", topic), ("--broker-id", str(node_id + 1))):
+        result = cli(bootstrap, "find-hanging", *scope)
+        assert (result.returncode, result.stdout.split(), result.stderr) == (0, HANGING_HEADER, "")
+
     result = cli(
         bootstrap, "abort", "--topic", topic, "--partition", "0", "--producer-id", str(described.producer_id),
         "--producer-epoch", str(described.producer_epoch), "--coordinator-epoch", "0",
@@ -264,6 +286,8 @@ def test_cli_aborts_a_hanging_transaction(broker, create_topic) -> None:
     assert (end_offset(bootstrap, topic, "read_uncommitted"), end_offset(bootstrap, topic, "read_committed")) == (13, 13)
     got, end = read_all(bootstrap, topic, "read_committed", 6)
     assert (got, end) == ([*(f"before-{i}" for i in range(3)), *(f"after-{i}" for i in range(3))], 13)
+    result = cli(bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0")
+    assert (result.returncode, result.stdout.split(), result.stderr) == (0, HANGING_HEADER, "")
     got, end = read_all(bootstrap, topic, "read_uncommitted", 11)
     assert (got, end) == ([*(f"before-{i}" for i in range(3)), *(f"hang-{i}" for i in range(5)), *(f"after-{i}" for i in range(3))], 13)
 
@@ -278,6 +302,18 @@ def test_cli_aborts_a_hanging_transaction(broker, create_topic) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (
         1, "", f"diskless transactions abort: UNKNOWN_TOPIC_OR_PARTITION (topic={topic}, partition=7)\n"
     )
+    result = cli(bootstrap, "find-hanging", "--topic", unknown)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f"diskless transactions find-hanging: UNKNOWN_TOPIC_OR_PARTITION (topic={unknown})\n"
+    )
+    result = cli(bootstrap, "find-hanging", "--topic", topic, "--partition", "7")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f"diskless transactions find-hanging: UNKNOWN_TOPIC_OR_PARTITION (topic={topic}, partition=7)\n"
+    )
+    for args, error in ((("--partition", "0"), "give --topic or --broker-id to limit the search"),
+                        (("--broker-id", "1", "--partition", "0"), "--partition needs --topic")):  # fmt: skip
+        result = cli(bootstrap, "find-hanging", *args)
+        assert (result.returncode, result.stdout, result.stderr) == (2, "", f"diskless transactions find-hanging: {error}\n")
     result = cli(bootstrap, "abort", "--topic", topic, "--partition", "0", *ids[:3], "40000", *ids[4:])
     assert (result.returncode, result.stderr) == (2, "diskless transactions abort: --producer-epoch must be between 0 and 32767\n")
     missing = broker.data_dir / "no-such.properties"
@@ -316,6 +352,9 @@ def test_cli_aborts_the_transaction_starting_at_an_offset(broker, create_topic) 
     assert {p.producer_id: (p.producer_epoch, p.last_sequence, p.coordinator_epoch, p.current_transaction_start_offset) for p in producers} == expected
     assert [p.producer_id for p in producers] == sorted(expected) and all(p.last_timestamp_ms > 0 for p in producers)
     assert end_offset(bootstrap, topic, "read_committed") == 3
+    # Both open transactions are their coordinator's: neither hangs, however long ago they wrote.
+    result = cli(bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0")
+    assert (result.returncode, result.stdout.split(), result.stderr) == (0, HANGING_HEADER, "")
 
     result = cli(bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "4")
     assert (result.returncode, result.stdout, result.stderr) == (
