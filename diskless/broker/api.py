@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .partition import PartitionLeader
     from .replica_reads import BucketReplica
     from .security.shell import BrokerSecurity
+    from .txn.inter_broker import InterBrokerClient
     from .txn.transactions import Transactions
 
 
@@ -113,6 +114,7 @@ class BrokerApi(Protocol):
     groups: Groups
     transactions: Transactions  # the transaction coordinator's shell (txn/transactions.py)
     security: BrokerSecurity  # authentication state and ACL decisions (security/shell.py)
+    inter_broker: InterBrokerClient  # requests to other brokers, on their inter-broker listener (txn/inter_broker.py)
     replica_reads: BucketReplica | None  # reads of partitions led elsewhere (KIP-392), when replica.selector.class is set
 
     @property

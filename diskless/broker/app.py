@@ -44,6 +44,7 @@ from .server import KafkaServer
 from .tiering.remote_log import RemoteStorage
 from .tiering.uploader import Uploader
 from .txn.coordinator import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
+from .txn.inter_broker import InterBrokerClient
 from .txn.transactions import Transactions
 from .compaction.cleaner import LogCleaner
 from .wal.writer import WalSettings, WalWriter
@@ -93,6 +94,7 @@ class Broker:
         self.cluster_id = ""
         self.data_dir_lock: DataDirLock | None = None
         self.security = BrokerSecurity(config.security)
+        self.inter_broker = InterBrokerClient(config.security.inter_broker, config.security.tls)
         # max.connection.creation.rate is broker-wide: one rate for every listener (cli/listeners.py).
         self.connection_creation_rate = ConnectionCreationRate(config.max_connection_creation_rate)
         self.server = KafkaServer(
@@ -160,7 +162,7 @@ class Broker:
         self.transactions = Transactions(
             self.store, self.registry.leader, self.allocate_producer_id, self.clock,
             self._coordinator_of, self._slots_held,
-            DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, self._partition_leader_address,
+            DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, self._partition_leader_address, self.inter_broker,
         )  # fmt: skip
         await self.server.start()
         # Join the cluster once the listener's port is known: register, take the first view,
@@ -264,10 +266,11 @@ class Broker:
         return await HANDLERS[request.header.api_key](self, request)
 
     def _partition_leader_address(self, topic: str, index: int) -> tuple[str, int] | None:
-        """(host, port) of the other broker leading a partition, or None (led here, or unknown)."""
+        """(host, port) of the other broker leading a partition on its inter-broker listener, or
+        None (led here, unknown, or without that listener)."""
         node_id, _ = self.registry.leadership(topic, index)
         registration = self.cluster.brokers.get(node_id) if node_id is not None and node_id != self.config.node_id else None
-        return None if registration is None else (registration.host, registration.port)
+        return None if registration is None else self.inter_broker.address(registration)
 
     def _apply_broker_configs(self, values: Mapping[str, str]) -> None:
         """The broker's own dynamic settings changed (dynamic_broker_configs.BROKER_DYNAMIC):

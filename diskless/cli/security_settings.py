@@ -18,11 +18,14 @@ ValueError, which settings.resolve reports with the setting's source.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from diskless.broker.security.config import CLIENT_AUTH, PROTOCOLS, SASL_MECHANISMS, ListenerSecurity, SecurityConfig, TlsSettings
+from diskless.broker.security.config import (
+    CLIENT_AUTH, PROTOCOLS, SASL_MECHANISMS, InterBrokerSecurity, ListenerSecurity, SecurityConfig, TlsSettings,
+)  # fmt: skip
 
 from .setting_values import boolean, integer
 
@@ -85,6 +88,36 @@ def mechanisms(value: Any) -> tuple[str, ...]:
     return found
 
 
+def listener_name(value: Any) -> str:
+    name = _text(value).upper()
+    if not name:
+        raise ValueError("expected a listener name")
+    return name
+
+
+def protocol(value: Any) -> str:
+    name = _text(value).upper()
+    if name not in PROTOCOLS:
+        raise ValueError(f"expected one of {', '.join(PROTOCOLS)}, got {value!r}")
+    return name
+
+
+def mechanism(value: Any) -> str:
+    name = _text(value).upper()
+    if name not in SASL_MECHANISMS:
+        raise ValueError(f"expected one of {', '.join(SASL_MECHANISMS)}, got {value!r}")
+    return name
+
+
+def jaas_login(value: Any) -> tuple[str, str]:
+    """username and password of a JAAS login line, as Kafka's sasl.jaas.config gives them:
+    `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="...";`"""
+    found = dict(re.findall(r'(\w+)\s*=\s*"([^"]*)"', _text(value)))
+    if not found.get("username") or "password" not in found:
+        raise ValueError('expected a JAAS login with username="..." and password="..."')
+    return found["username"], found["password"]
+
+
 def client_auth(value: Any) -> str:
     lowered = _text(value).lower()
     if lowered not in CLIENT_AUTH:
@@ -130,6 +163,15 @@ SECURITY_SETTINGS: list[tuple[str, Any, Any, str, str | None]] = [
     ("connections_max_reauth_ms", integer, 0, "connections.max.reauth.ms: a client that can re-authenticate (KIP-368) "
      "is told this session lifetime and must log in again within it, or its connection is closed at its next request; "
      "0 (Kafka's default): sessions never expire", None),
+    ("inter_broker_listener_name", listener_name, None, "inter.broker.listener.name: the listener other brokers are "
+     "reached on, with its TLS and SASL, for transaction markers and verification (default: the listener named by "
+     "--security-inter-broker-protocol, else the first)", "NAME"),
+    ("security_inter_broker_protocol", protocol, None, "security.inter.broker.protocol: the inter-broker listener named "
+     "by its protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); not with --inter-broker-listener-name", "PROTOCOL"),
+    ("sasl_mechanism_inter_broker_protocol", mechanism, "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol: how this "
+     "broker logs in to the others on a SASL inter-broker listener", "MECHANISM"),
+    ("sasl_jaas_config", jaas_login, None, "sasl.jaas.config: this broker's own login for the inter-broker listener, "
+     'Kafka\'s JAAS line (... required username="broker" password="...";); the user must be a super user', "JAAS"),
     ("authorizer", authorizer, "none", "authorizer.class.name: acl to check Kafka ACLs on every request, none to allow all", None),
     ("super_users", super_users, None, "super.users: principals allowed everything, separated by ';' (User:admin;User:ops)", "PRINCIPALS"),
     ("allow_everyone_if_no_acl_found", boolean, True, "allow.everyone.if.no.acl.found: with the authorizer on, a resource "
@@ -201,6 +243,7 @@ def security_config(values: Mapping[str, Any], sources: Mapping[str, str], secur
         raise ValueError(f"{sources['connections_max_reauth_ms']}: expected 0 (off) or more, got {reauth_ms}")
     return SecurityConfig(
         tls=tls,
+        inter_broker=_inter_broker(values, sources, securities, values.get("sasl_enabled_mechanisms") or SASL_MECHANISMS),
         sasl_enabled_mechanisms=values.get("sasl_enabled_mechanisms") or SASL_MECHANISMS,
         failed_authentication_delay_ms=delay,
         connections_max_reauth_ms=reauth_ms,
@@ -209,3 +252,30 @@ def security_config(values: Mapping[str, Any], sources: Mapping[str, str], secur
         allow_everyone_if_no_acl_found=values.get("allow_everyone_if_no_acl_found", True),
         http_basic_auth=any(s.uses_sasl for s in securities),
     )
+
+
+def _inter_broker(
+    values: Mapping[str, Any], sources: Mapping[str, str], securities: Sequence[ListenerSecurity], enabled: Sequence[str]
+) -> InterBrokerSecurity:
+    """The listener other brokers are reached on and this broker's login there, checked as
+    Kafka checks them at start-up."""
+    name, by_protocol = values.get("inter_broker_listener_name"), values.get("security_inter_broker_protocol")
+    if name is not None and by_protocol is not None:
+        raise ValueError(f"{sources['security_inter_broker_protocol']}: give --inter-broker-listener-name or "
+                         "--security-inter-broker-protocol, not both")  # fmt: skip
+    wanted = name or by_protocol
+    listener = next((s for s in securities if s.name == wanted), None) if wanted else securities[0]
+    if listener is None:
+        source = sources["inter_broker_listener_name" if name else "security_inter_broker_protocol"]
+        raise ValueError(f"{source}: no listener named {wanted} (listeners: {', '.join(s.name for s in securities)})")
+    mechanism, login = values.get("sasl_mechanism_inter_broker_protocol") or "SCRAM-SHA-512", values.get("sasl_jaas_config")
+    # Named explicitly, a SASL inter-broker listener needs this broker's login at start-up, as
+    # Kafka checks; the default (the first listener) is only used once there are other brokers,
+    # and without a login a request to one fails then, saying so (txn/inter_broker.py).
+    if listener.uses_sasl and wanted:
+        if mechanism not in enabled:
+            raise ValueError(f"{sources['sasl_mechanism_inter_broker_protocol']}: {mechanism} is not in --sasl-enabled-mechanisms")
+        if login is None:
+            raise ValueError(f"the inter-broker listener {listener.name} uses SASL: give this broker's login with --sasl-jaas-config")
+    username, password = login or (None, None)
+    return InterBrokerSecurity(listener, mechanism, username, password)

@@ -6,6 +6,7 @@ in Kafka's client names, as a `--command-config` properties file gives them:
     sasl.username=alice / sasl.password=... (or sasl.jaas.config=... username="alice" password="...";)
     ssl.truststore.location=ca.pem          PEM CA file (ssl.ca.location also works)
     ssl.keystore.location=client.pem        PEM certificate (and key, unless ssl.key.location)
+    ssl.key.password=...                    the key's password, if it is encrypted
     ssl.endpoint.identification.algorithm=  empty: do not check the broker's host name
 
 or built directly with the same names in snake case:
@@ -30,7 +31,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from diskless.wire import request_type
-from diskless.wire.scram import MECHANISMS, ScramClient, ScramError
+from diskless.wire.sasl import client_exchange
+from diskless.wire.scram import MECHANISMS, ScramError
 
 from .errors import KafkaError, check
 
@@ -56,6 +58,7 @@ class ClientSecurity:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     ssl_check_hostname: bool = True
+    ssl_key_password: str | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -87,6 +90,7 @@ class ClientSecurity:
             p.get("ssl.keystore.location") or p.get("ssl.certificate.location"),
             p.get("ssl.key.location"),
             p.get("ssl.endpoint.identification.algorithm", "https").lower() == "https",
+            p.get("ssl.key.password"),
         )  # fmt: skip
 
     @classmethod
@@ -111,7 +115,7 @@ class ClientSecurity:
         if not self.ssl_check_hostname and self.ssl_cafile is None:
             context.verify_mode = ssl.CERT_NONE
         if self.ssl_certfile:
-            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_key_password)
         return context
 
 
@@ -145,15 +149,14 @@ async def authenticate(connection: _Requester, security: ClientSecurity, host: s
         lifetime_ms = 0 if lifetime is None else int(lifetime.total_seconds() * 1000)
         return answer.auth_bytes
 
-    user, password = security.sasl_username or "", security.sasl_password or ""
-    if mechanism == "PLAIN":
-        await step(b"\0" + user.encode() + b"\0" + password.encode())
-        return lifetime_ms
-    client = ScramClient(mechanism, user, password)
+    exchange = client_exchange(mechanism, security.sasl_username or "", security.sasl_password or "")
     try:
-        server_first = await step(client.first())
-        server_final = await step(client.final(server_first))
-        client.verify(server_final)
+        token = next(exchange)
+        while True:
+            answer = await step(token)
+            try:
+                token = exchange.send(answer)
+            except StopIteration:
+                return lifetime_ms
     except ScramError as exc:
         raise AuthenticationError(f"SCRAM with {host}:{port} failed: {exc.reason}") from None
-    return lifetime_ms

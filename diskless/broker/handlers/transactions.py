@@ -37,7 +37,7 @@ from ..errors import error_code_for
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import CLUSTER_ACTION, DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..cluster.slots import holder
-from ..txn import markers_client
+from ..txn import inter_broker
 from ..txn.coordinator import verification_error
 from .groups import coordinator_error, is_coordinator
 
@@ -185,7 +185,7 @@ async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
             error = ErrorCode.none  # every partition already answered
         elif await _coordinating(broker, body.transactional_id):
             error = await broker.transactions.txn_offset_commit(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, offsets)
-        elif is_coordinator(broker, body.group_id) and request.header.client_id != markers_client.CLIENT_ID:  # handed on once, never back
+        elif is_coordinator(broker, body.group_id) and request.header.client_id != inter_broker.CLIENT_ID:  # handed on once, never back
             readable = dataclasses.replace(body, topics=tuple(t for t in body.topics if t.name not in unreadable))
             error, forwarded = await _forward_txn_offset_commit(broker, readable)
             errors = {**forwarded, **errors}
@@ -218,11 +218,12 @@ async def _forward_txn_offset_commit(broker: BrokerApi, body: Any) -> tuple[Erro
     are the client's; unreachable, it is COORDINATOR_NOT_AVAILABLE, which clients retry."""
     node = holder(broker.cluster.slots, body.transactional_id)
     registration = broker.cluster.brokers.get(node) if node is not None else None
-    if registration is None or node == broker.settings.node_id:
+    address = None if registration is None or node == broker.settings.node_id else broker.inter_broker.address(registration)
+    if address is None:
         return ErrorCode.coordinator_not_available, {}
     try:
-        answers = await markers_client.txn_offset_commit(registration.host, registration.port, body, FORWARD_TIMEOUT_S)
-    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+        answers = await broker.inter_broker.txn_offset_commit(address, body, FORWARD_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
         log.warning("TxnOffsetCommit of group %r for transactional id %r: broker %d unreachable (%s)", body.group_id, body.transactional_id, node, exc)
         return ErrorCode.coordinator_not_available, {}
     return ErrorCode.unknown_server_error, answers  # a partition the answer lacks: unknown
@@ -398,18 +399,18 @@ async def verify_elsewhere(broker: BrokerApi, transactional_id: str | None, batc
     open their producer's transaction in a partition this broker leads. One DescribeTransactions
     to the coordinator answers for all of them (as Kafka's AddPartitionsToTxn v4 verifyOnly
     does). Unreachable, it is NOT_ENOUGH_REPLICAS, which producers retry (Kafka maps the
-    coordinator's unavailability so too); an answer this broker may not read (the coordinator
-    authorizes, and inter-broker requests carry no credentials yet) accepts, as Kafka before
-    3.6 did. With the coordinator here, `broker.transactions.verify` answers in process."""
+    coordinator's unavailability so too); TRANSACTIONAL_ID_AUTHORIZATION_FAILED (the
+    inter-broker principal is no super user) accepts, as Kafka before 3.6 did. With the coordinator here, `broker.transactions.verify` answers in process."""
     if not batches or not transactional_id or is_coordinator(broker, transactional_id):
         return {}
     node = holder(broker.cluster.slots, transactional_id)
     registration = broker.cluster.brokers.get(node) if node is not None else None
-    if registration is None:
+    address = None if registration is None else broker.inter_broker.address(registration)
+    if address is None:
         return {(t, p): ErrorCode.not_enough_replicas for t, p, _, _ in batches}
     try:
-        state = await markers_client.describe_transaction(registration.host, registration.port, transactional_id, VERIFY_TIMEOUT_S)
-    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+        state = await broker.inter_broker.describe_transaction(address, transactional_id, VERIFY_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
         log.warning("verifying transactional id %r with its coordinator, broker %d: unreachable (%s)", transactional_id, node, exc)
         return {(t, p): ErrorCode.not_enough_replicas for t, p, _, _ in batches}
     if state.error_code in (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available):

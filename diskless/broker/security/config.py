@@ -37,8 +37,23 @@ class TlsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class InterBrokerSecurity:
+    """How this broker reaches the others (transaction markers, KIP-890 verification, the
+    TxnOffsetCommit hand-on): their listener of this name, logging in as `username` with
+    `sasl_mechanism` when it uses SASL, trusting the truststore's CAs when it uses TLS. Kafka's
+    inter.broker.listener.name (or security.inter.broker.protocol),
+    sasl.mechanism.inter.broker.protocol and the username/password of sasl.jaas.config."""
+
+    listener: ListenerSecurity = ListenerSecurity()
+    sasl_mechanism: str = "SCRAM-SHA-512"
+    username: str | None = None
+    password: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SecurityConfig:
     tls: TlsSettings | None = None
+    inter_broker: InterBrokerSecurity = InterBrokerSecurity()
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS  # sasl.enabled.mechanisms
     # connection.failed.authentication.delay.ms: a failed login is answered (and its connection
     # closed) only after this long, against password guessing. Kafka's default is 100.

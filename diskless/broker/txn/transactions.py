@@ -15,7 +15,7 @@ store (CoordinatorFenced once the slot moved on, so a stale holder cannot write)
 carry it.
 
 Markers go through the leader of each partition: in process for the partitions this broker
-leads, with WriteTxnMarkers (markers_client.py) to the broker leading the others; a partition
+leads, with WriteTxnMarkers (inter_broker.py) to the broker leading the others; a partition
 whose leader cannot be reached or refuses is retried until one writes the marker.
 
 Only the event-loop task calls it. Operations on one transactional id are serialised by a lock.
@@ -39,7 +39,7 @@ from metadata.transactions import PREPARE_COMMIT, TransactionRecord
 
 from ..errors import NotTransactionCoordinator
 from .coordinator import DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS, InitProducerIdDecision, NeedProducerId, TransactionCoordinator, is_preparing
-from .markers_client import write_txn_markers
+from .inter_broker import InterBrokerClient
 
 if TYPE_CHECKING:
     from ..partition import PartitionLeader
@@ -73,6 +73,7 @@ class Transactions:
         held: Callable[[], frozenset[int]],
         transaction_max_timeout_ms: int,
         remote_leader: Callable[[str, int], tuple[str, int] | None] = lambda topic, index: None,
+        inter_broker: InterBrokerClient | None = None,
         transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
     ) -> None:
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
@@ -81,6 +82,7 @@ class Transactions:
         self.stats = CoordinatorStats()
         self._leader = leader
         self._remote_leader = remote_leader  # (host, port) of another broker leading the partition
+        self._inter_broker = inter_broker  # how markers reach it
         self._allocate_producer_id = allocate_producer_id
         self._clock = clock
         self._coordinator_of = coordinator_of  # (slot, epoch) of a transactional id held here, else None
@@ -286,14 +288,15 @@ class Transactions:
         left = []
         for key in partitions:
             address = self._remote_leader(*key)
-            if address is None:
+            if address is None or self._inter_broker is None:
                 left.append(key)
             else:
                 by_broker.setdefault(address, []).append(key)
         for (host, port), keys in by_broker.items():
+            assert self._inter_broker is not None
             try:
-                answers = await write_txn_markers(
-                    host, port, record.producer_id, record.producer_epoch, commit, epoch, keys, END_TXN_WAIT_S
+                answers = await self._inter_broker.write_txn_markers(
+                    (host, port), record.producer_id, record.producer_epoch, commit, epoch, keys, END_TXN_WAIT_S
                 )
             except Exception as exc:
                 log.warning("transaction %r: WriteTxnMarkers to %s:%d failed (%s); will retry", record.transactional_id, host, port, exc)
