@@ -156,6 +156,7 @@ class Log:
         *,
         log_append_time: bool = False,
         leader_epoch: int | None = None,
+        keep_offsets: bool = False,
     ) -> AppendInfo:
         """Append the whole batches in `records`, as a producer sent them.
 
@@ -164,6 +165,10 @@ class Log:
         `log_append_time`, the LogAppendTime timestamp and CRC; with `leader_epoch`, the
         partition leader epoch, outside the CRC) are written into `records` in place, the
         active segment is rolled if it must be, and the bytes go to it in one write.
+
+        `keep_offsets`: the batches keep the offsets they carry (a log rebuilt from durable
+        copies, which a compacted log's gaps may precede); each must start at or after the end
+        of the one before, else CorruptBatch and nothing is written.
         """
         if self._closed:
             raise LogClosed(self._dir)
@@ -190,6 +195,12 @@ class Log:
         max_timestamp = NO_TIMESTAMP
         batches: list[AppendedBatch] = []
         for header in headers:
+            if keep_offsets:
+                if header.base_offset < offset:
+                    raise CorruptBatch(header.position, f"batch at offset {header.base_offset} is below the log end {offset}")
+                if header.position == 0:
+                    first_offset = header.base_offset
+                offset = header.base_offset
             set_base_offset(buf, header.position, offset)
             if leader_epoch is not None:
                 set_partition_leader_epoch(buf, header.position, leader_epoch)

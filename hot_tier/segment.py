@@ -261,9 +261,10 @@ class LogSegment:
         entries. If the write fails the file is cut back so no partial batch stays behind.
         """
         first, last = batches[0], batches[-1]
-        if first.base_offset != self._next_offset or last.last_offset - self.base_offset > INT32_MAX:
+        # Gaps are a compacted log's (batches rebuilt keeping their offsets); going back never is.
+        if first.base_offset < self._next_offset or last.last_offset - self.base_offset > INT32_MAX:
             raise ValueError(
-                f"batches [{first.base_offset}, {last.last_offset}] do not continue segment"
+                f"batches [{first.base_offset}, {last.last_offset}] do not follow segment"
                 f" {self.base_offset} at {self._next_offset}"
             )
         fd = self.file.fileno()

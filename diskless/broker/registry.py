@@ -85,7 +85,6 @@ class Registry:
         # opening, nor re-add a topic a DeleteTopics is removing.
         self._changing = asyncio.Lock()
         self._offline: dict[tuple[str, int], Exception] = {}  # led here, but could not be opened
-        self._warned_local: set[str] = set()  # compacted topics whose staying on local disk was logged
         self._gate = OpeningGate()  # requests for partitions being opened wait for them
         # Dynamic broker configs (dynamic_broker_configs.py) of the cluster ("") and of this
         # broker (its node id), by broker config name; the topic defaults they make.
@@ -191,15 +190,6 @@ class Registry:
             self._gate.end([(topic_name, index)])
 
         await asyncio.gather(*(open_one(topic_name, index) for topic_name, index in opening))
-
-    def _warn_if_kept_local(self, name: str, rules: PartitionRules) -> None:
-        """Say once per topic what the configs alone do not: a compacted topic is not tiered
-        yet (partition/rules.py), whatever remote.storage.enable says."""
-        if rules.compaction is None or name in self._warned_local:
-            return
-        self._warned_local.add(name)
-        log.warning("topic %s is compacted: its segments stay on this broker's local disk (compaction in the bucket is not "
-                    "built yet), acks=all is answered at the local append, and a lost disk loses what it holds", name)  # fmt: skip
 
     async def until_open(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> None:
         """Hold a request while any of its partitions is being opened here (opening_gate.py)."""
@@ -504,7 +494,6 @@ class Registry:
         effective = self.topic_configs(topic)
         rules = PartitionRules.from_configs(effective)
         log_config = rules.log_config(effective)
-        self._warn_if_kept_local(topic.name, rules)
         for index in range(topic.num_partitions):
             leader = self._leaders.get((topic.name, index))
             if leader is not None:
@@ -533,7 +522,6 @@ class Registry:
         path = self.settings.logs_dir / _dir_name(topic.name, index)
         marked = _claim_dir(path, topic.topic_id, mark=False)
         partition_rules, log_config = rules or _rules_of(configs)
-        self._warn_if_kept_local(topic.name, partition_rules)
         log_ = Log.open(path, log_config, self.clock(), log_start_offset=log_start_offset)
         self._seen_at[(topic.name, index)] = time.monotonic()
         self._leaders[(topic.name, index)] = await PartitionLeader.open(

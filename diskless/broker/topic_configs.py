@@ -161,7 +161,7 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
     d.name: d
     for d in (
-        ConfigDef("cleanup.policy", "delete", ConfigType.LIST, "delete: segments go by retention.ms / retention.bytes; compact: the log keeps the last record of each key (compacted topics stay on local disk for now); or both.", _cleanup_policy, "log.cleanup.policy"),
+        ConfigDef("cleanup.policy", "delete", ConfigType.LIST, "delete: segments go by retention.ms / retention.bytes; compact: the log keeps the last record of each key (its local copies are compacted, the bucket keeps them as written); or both.", _cleanup_policy, "log.cleanup.policy"),
         ConfigDef("compression.gzip.level", "-1", ConfigType.INT, "gzip level when compression.type is gzip (accepted; recompression uses zlib's default).", _gzip_level, "compression.gzip.level"),
         ConfigDef("compression.lz4.level", "9", ConfigType.INT, "lz4 level when compression.type is lz4 (accepted; recompression uses lz4's default).", _int_at_least(1, 17), "compression.lz4.level"),
         ConfigDef("compression.type", "producer", ConfigType.STRING, "Codec of the stored batches: producer keeps the producer's; uncompressed, gzip, snappy, lz4 or zstd recompresses batches that differ.", _one_of(*COMPRESSION_TYPES), "compression.type"),

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from diskless.client import Consumer as AsyncConsumer
 from diskless.client import TopicPartition as AsyncTopicPartition
+from hot_tier.records import iter_headers
 
 from .broker_process import BrokerProcess
 
@@ -125,8 +126,8 @@ def compacted_read(bootstrap: str, topic: str, expected: dict[bytes, tuple[int, 
 
 @pytest.mark.parametrize("remote_storage", ["default", "true"])
 def test_cleaning_keeps_each_live_key_once_at_its_last_offset_then_drops_tombstones(cleaner_broker, remote_storage) -> None:
-    """Also with remote.storage.enable=true set: compacted topics stay on local disk for now
-    (nothing is uploaded, retention does not touch them), and are cleaned there."""
+    """Tiered (remote.storage.enable is true by default): the segments go to the bucket as
+    written, and their local copies, kept, are what the cleaner compacts."""
     tiering = {} if remote_storage == "default" else {"remote.storage.enable": "true"}
     topic = compacted_topic(cleaner_broker.bootstrap, **{"delete.retention.ms": "10000"}, **tiering)
     last = produce_rounds(cleaner_broker.bootstrap, topic)
@@ -144,8 +145,9 @@ def test_cleaning_keeps_each_live_key_once_at_its_last_offset_then_drops_tombsto
     records = wait_until(lambda: compacted_read(cleaner_broker.bootstrap, topic, live), "tombstones gone after delete.retention.ms")
     assert len(records) == KEYS - len(TOMBSTONED)
     assert asyncio.run(read_all_ours(cleaner_broker.bootstrap, topic, records[-1][0])) == records
-    bucket = cleaner_broker.data_dir / "bucket"
-    assert not [p for p in bucket.rglob("*") if topic in str(p)], "a compacted topic's segments stay local"
+    # The bucket holds the log as written: every record produced, in its uploaded segments.
+    uploaded = sorted((cleaner_broker.data_dir / "bucket").glob(f"{topic}/0/*.log"))
+    assert uploaded and sum(h.records_count for path in uploaded for h in iter_headers(path.read_bytes())) == produced
     # More writes to a cleaned log continue at the log end offset.
     again = produce_rounds(cleaner_broker.bootstrap, topic, rounds=1)
     assert min(offset for offset, _ in again.values()) > max(offset for offset, _, _ in records)

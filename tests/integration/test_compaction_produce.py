@@ -8,7 +8,6 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9 import request as produce_v9
 
@@ -61,23 +60,6 @@ def test_records_without_key_refused_with_record_errors_other_partitions_appende
     )  # fmt: skip
     (retry,) = wire(shared_broker.bootstrap).request(again).responses[0].partition_responses
     assert (retry.error_code, retry.base_offset) == (ErrorCode.none, 0)
-
-
-def test_a_compacted_topic_says_once_that_it_stays_on_local_disk(shared_broker, create_topic) -> None:
-    """Compacted topics are not tiered yet, whatever remote.storage.enable says (true by
-    default): the broker logs it once per topic, made compacted or switched to compact."""
-    made = create_topic(shared_broker.bootstrap, partitions=2, configs={"cleanup.policy": "compact"})
-    switched = create_topic(shared_broker.bootstrap, partitions=1)
-    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
-    change = ConfigResource(ResourceType.TOPIC, switched, incremental_configs=[
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
-    admin.incremental_alter_configs([change])[change].result(timeout=DEADLINE_S)
-    for name in (made, switched):
-        line = f"topic {name} is compacted: its segments stay on this broker's local disk"
-        deadline = time.monotonic() + DEADLINE_S
-        while line not in shared_broker.log_text() and time.monotonic() < deadline:
-            time.sleep(0.05)  # the broker logs in its own time: its log polled with a deadline
-        assert shared_broker.log_text().count(line) == 1, name
 
 
 def test_a_topic_that_is_not_compacted_takes_records_without_key(shared_broker, create_topic, wire) -> None:

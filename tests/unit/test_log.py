@@ -27,7 +27,9 @@ from hot_tier.records import (
     TruncatedBatch,
     decode_batch,
     encode_batch,
+    iter_headers,
     read_header,
+    set_base_offset,
 )
 from hot_tier.recovery import CLEAN_SHUTDOWN_FILE
 
@@ -74,6 +76,26 @@ def test_append_several_batches_in_one_call(tmp_path: Path) -> None:
     assert (info.first_offset, info.last_offset, info.max_timestamp) == (1, 6, 6)
     headers = [read_header(buf, 0), read_header(buf, 139), read_header(buf, 239)]
     assert [(h.base_offset, h.last_offset) for h in headers] == [(1, 2), (3, 3), (4, 6)]
+
+
+def test_append_keeping_offsets_leaves_the_gaps_of_a_compacted_log(tmp_path: Path) -> None:
+    """A log rebuilt from durable copies: each batch keeps the offsets it carries."""
+    log = open_log(tmp_path)
+    log.append(batch(1), now_ms=0)  # offset 0
+    rebuilt = batch(2, 3)
+    set_base_offset(rebuilt, 0, 5)
+    later = batch(4)
+    set_base_offset(later, 0, 9)
+    info = log.append(rebuilt + later, now_ms=0, keep_offsets=True)
+    assert (info.first_offset, info.last_offset, log.log_end_offset) == (5, 9, 10)
+    piece = log.read(3, 10_000)
+    assert piece is not None
+    assert [(h.base_offset, h.last_offset) for h in iter_headers(piece.read_bytes())] == [(5, 6), (9, 9)]
+    behind = batch(5)
+    set_base_offset(behind, 0, 8)
+    with pytest.raises(CorruptBatch, match="below the log end 10"):
+        log.append(behind, now_ms=0, keep_offsets=True)
+    assert log.log_end_offset == 10
 
 
 def test_log_append_time_stamps_each_batch(tmp_path: Path) -> None:

@@ -153,10 +153,13 @@ def test_truncate_to_cuts_at_the_batch_boundary_and_fixes_indexes(segment: LogSe
     assert segment.roll_base_ms is None
 
 
-def test_append_must_continue_the_offsets(segment: LogSegment) -> None:
-    with pytest.raises(ValueError):
-        append(segment, batch(BASE + 20, (1, 1)))
-    assert segment.size_bytes == 8 * BATCH_BYTES
+def test_append_never_goes_back_but_may_leave_a_gap(segment: LogSegment) -> None:
+    """Offsets only grow; a gap (a compacted log's, rebuilt keeping its offsets) is allowed."""
+    with pytest.raises(ValueError, match="do not follow segment"):
+        append(segment, batch(BASE + 15, (1, 1)))
+    assert (segment.size_bytes, segment.next_offset) == (8 * BATCH_BYTES, BASE + 16)
+    append(segment, batch(BASE + 20, (1, 1)))
+    assert (segment.size_bytes, segment.next_offset) == (9 * BATCH_BYTES, BASE + 22)
 
 
 def test_recover_rebuilds_missing_indexes_identically(segment: LogSegment, tmp_path: Path) -> None:

@@ -373,6 +373,14 @@ class PartitionLeader:
         """The first offset a read_committed consumer may not read yet (<= the high watermark)."""
         return self.txns.last_stable_offset(self.high_watermark)
 
+    @property
+    def cleanable_end_offset(self) -> int:
+        """Where the log cleaner stops: the last stable offset, and on a tiered partition the
+        bucket's end too, so a segment is compacted only once uploaded, never while the
+        uploader reads it (its bucket copy stays as written: history for a new leader)."""
+        last_stable = self.last_stable_offset
+        return min(last_stable, self.remote.end_offset) if self.tiered else last_stable
+
     def maybe_snapshot_producers(self) -> bool:
         """Write a producer-state snapshot if the log rolled since the last one: before tiering
         can drop a rolled segment's local copy, the snapshot covers its batches."""

@@ -19,19 +19,23 @@ class PartitionRules:
     retention: tuple[int, int]  # retention.ms, retention.bytes
     local_retention: tuple[int, int]  # local.retention.ms, local.retention.bytes (-2 resolved)
     compression_type: str = "producer"  # compression.type: a codec name, or keep the producer's
-    # cleanup.policy has compact: records need keys, the cleaner runs, and the topic stays on
-    # local disk (tiered is false whatever remote.storage.enable says; compaction/__init__.py).
+    # cleanup.policy has compact: records need keys and the cleaner runs (compaction/). Tiered,
+    # its segments are uploaded as written and their local copies kept, where the cleaner
+    # compacts them once they are in the bucket; `compact` alone retains everything.
     compaction: CompactionRules | None = None
 
     @classmethod
     def from_configs(cls, configs: dict[str, str]) -> PartitionRules:
-        retention = (int(configs["retention.ms"]), int(configs["retention.bytes"]))
-        local_ms, local_bytes = int(configs["local.retention.ms"]), int(configs["local.retention.bytes"])
         compaction = CompactionRules.from_configs(configs)
+        compact_only = compaction is not None and not compaction.delete  # Kafka: no retention then
+        retention = (-1, -1) if compact_only else (int(configs["retention.ms"]), int(configs["retention.bytes"]))
+        local_ms, local_bytes = int(configs["local.retention.ms"]), int(configs["local.retention.bytes"])
+        if compaction is not None:
+            local_ms = local_bytes = -1  # the cleaner works on the local copies
         return cls(
             max_message_bytes=int(configs["max.message.bytes"]),
             log_append_time=configs["message.timestamp.type"] == "LogAppendTime",
-            tiered=configs["remote.storage.enable"] == "true" and compaction is None,
+            tiered=configs["remote.storage.enable"] == "true",
             retention=retention,
             local_retention=(retention[0] if local_ms == -2 else local_ms, retention[1] if local_bytes == -2 else local_bytes),
             compression_type=configs.get("compression.type", "producer"),

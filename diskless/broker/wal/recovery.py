@@ -115,7 +115,7 @@ def _append(log_: Log, batch: WalBatch, data: bytes, now_ms: int) -> None:
     if len(data) != batch.size_bytes:
         raise CorruptWalBatch(batch.topic, batch.partition, batch.base_offset, batch.object_key, f"holds {len(data)} of {batch.size_bytes} bytes")
     try:
-        info = log_.append(bytearray(data), now_ms, leader_epoch=batch.leader_epoch)
+        info = log_.append(bytearray(data), now_ms, leader_epoch=batch.leader_epoch, keep_offsets=True)
     except Exception as exc:  # CorruptBatch and friends: the bytes are not the batch recorded
         raise CorruptWalBatch(batch.topic, batch.partition, batch.base_offset, batch.object_key, str(exc)) from exc
     if (info.first_offset, info.last_offset) != (batch.base_offset, batch.last_offset):
