@@ -20,6 +20,7 @@ and the write-ahead objects above them (every acknowledged record, no broker nee
     bucket          synchronous bucket clients (local directory, minio)
     hot_tail        the not-yet-tiered tail, from a broker, over diskless.wire
     schema          the Kafka schema in Spark DDL and Arrow
+    compacted       latest_per_key: a compacted topic read as its table (last value per key)
     errors          every error this package raises
 
 Imports only `hot_tier.records` and the pure parts of `cold_tier` at import time; never

@@ -295,3 +295,46 @@ def test_read_committed_skips_aborted_transactions_from_the_bucket_alone(spark, 
     committed = consume_isolated(broker.process, topic, PARTITIONS, "read_committed")
     assert len([r for r in committed if r[6].startswith((b"open-", b"after-"))]) == 130
     assert spark_rows(load(spark, broker, topic, **{"kafka.isolation.level": "read_committed"})) == committed
+
+
+def test_a_compacted_topic_is_read_as_the_latest_value_per_key(spark, s3_broker) -> None:
+    """A compacted topic's bucket holds every acknowledged version (segments as written,
+    write-ahead objects above them); latest_per_key makes the table of it: each live key once,
+    with its last acknowledged value at the offset it was acknowledged at."""
+    from confluent_kafka import Producer
+
+    from spark_reader.compacted import latest_per_key
+
+    topic = f"compacted-{uuid.uuid4().hex[:8]}"
+    create_topic(s3_broker.process, topic, PARTITIONS, **{"cleanup.policy": "compact", "segment.bytes": "8192"})
+    producer = Producer({"bootstrap.servers": s3_broker.process.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    acked: list[tuple[int, int, bytes, bytes | None]] = []  # (partition, offset, key, value)
+
+    def delivered(err, msg) -> None:
+        assert err is None, err
+        acked.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+
+    for round_ in range(5):
+        for k in range(60):
+            producer.produce(topic, key=b"key-%02d" % k, value=b"v%d-%02d-" % (round_, k) + b"x" * 50, partition=k % PARTITIONS, on_delivery=delivered)
+        assert producer.flush(30) == 0
+    for k in range(0, 60, 4):
+        producer.produce(topic, key=b"key-%02d" % k, value=None, partition=k % PARTITIONS, on_delivery=delivered)
+    assert producer.flush(30) == 0
+    deadline = time.monotonic() + 60
+    while not all(catalogue(s3_broker, topic).values()):
+        assert time.monotonic() < deadline, "no segment of the compacted topic reached the bucket"
+        time.sleep(0.1)  # polling the bucket with a deadline: nothing to wait on instead
+
+    last: dict[tuple[int, bytes], tuple[int, bytes | None]] = {}
+    for partition, offset, key, value in sorted(acked):
+        last[(partition, key)] = (offset, value)
+    every = load(spark, s3_broker, topic)
+    assert every.count() == len(acked) == 5 * 60 + 15
+    table = latest_per_key(every).select("partition", "offset", "key", "value").collect()
+    assert sorted((r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in table) == sorted(
+        (p, offset, key, value) for (p, key), (offset, value) in last.items() if value is not None
+    )
+    assert len(table) == 45
+    tombstoned = latest_per_key(every, keep_tombstones=True).where("value IS NULL").count()
+    assert tombstoned == 15
