@@ -2,7 +2,7 @@
 idempotent non-transactional produce, commit latency, and a read_committed consumer's
 throughput against read_uncommitted.
 
-    python bench/transactions.py [--quick] [--records N] [--value-bytes 100] [--partitions 3]
+    python bench/transactions.py [--quick] [--records N] [--value-bytes 100] [--partitions 3] [--producers 1]
 
 One `diskless serve` on 127.0.0.1 on its defaults (SQLite metadata, the bucket a local
 directory, write-ahead objects every `wal.commit.interval.ms` = 5 ms). librdkafka
@@ -17,6 +17,10 @@ directory, write-ahead objects every `wal.commit.interval.ms` = 5 ms). librdkafk
   read_committed_rec_s / read_uncommitted_rec_s   one consumer reading the transactions-of-100
                        topic from the start to its end
 
+With `--producers N`, N producers run at once on both sides (each transactional one with its
+own transactional id), sharing the records: the broker's throughput for N applications, where
+the default measures one producer waiting out each commit in turn.
+
 Targets (issue P): txn100 >= 0.6 and txn10000 >= 0.9 of idempotent; commit p99 <= 2 x the
 write-ahead commit interval + 25 ms; read_committed >= 0.9 of read_uncommitted. Broker and
 client share this machine's two cores. The last line is one JSON object with every figure.
@@ -29,8 +33,10 @@ import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,33 +70,70 @@ def produce(producer: Producer, topic: str, count: int, partitions: int, value: 
             producer.poll(0)
 
 
-def idempotent(bootstrap: str, records: int, partitions: int, value: bytes) -> float:
-    topic = create_topic(bootstrap, partitions)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5})
-    producer.produce(topic, value, partition=0)  # warm up: metadata, producer id, connections
-    assert producer.flush(DEADLINE_S) == 0
+def in_parallel(producers: int, work: Callable[[int, threading.Barrier, threading.Event], list[float]]) -> tuple[float, list[float]]:
+    """Run work(i) for each producer in its own thread (librdkafka releases the GIL while it
+    waits), once each is warmed up; the seconds from the common start to the last one's end,
+    and every figure they returned."""
+    ready, start = threading.Barrier(producers + 1), threading.Event()
+    results: list[list[float]] = [[] for _ in range(producers)]
+    ends = [0.0] * producers
+
+    def run(i: int) -> None:
+        results[i] = work(i, ready, start)
+        ends[i] = time.perf_counter()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(producers)]
+    for thread in threads:
+        thread.start()
+    ready.wait()
     started = time.perf_counter()
-    produce(producer, topic, records, partitions, value, 0)
-    assert producer.flush(DEADLINE_S) == 0
-    return records / (time.perf_counter() - started)
+    start.set()
+    for thread in threads:
+        thread.join()
+    return max(ends) - started, [figure for figures in results for figure in figures]
 
 
-def transactional(bootstrap: str, records: int, size: int, partitions: int, value: bytes) -> tuple[float, list[float], str]:
+def idempotent(bootstrap: str, records: int, partitions: int, value: bytes, producers: int) -> float:
     topic = create_topic(bootstrap, partitions)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}", "linger.ms": 5})
-    producer.init_transactions(30)
-    producer.begin_transaction()  # warm up: metadata, connections (not counted)
-    producer.produce(topic, value, partition=0)
-    producer.commit_transaction(DEADLINE_S)
-    commits_ms = []
-    started = time.perf_counter()
-    for first in range(0, records, size):
-        producer.begin_transaction()
-        produce(producer, topic, min(size, records - first), partitions, value, first)
-        before = time.perf_counter()
+    share = records // producers
+
+    def work(i: int, ready: threading.Barrier, start: threading.Event) -> list[float]:
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5})
+        producer.produce(topic, value, partition=0)  # warm up: metadata, producer id, connections
+        assert producer.flush(DEADLINE_S) == 0
+        ready.wait()
+        start.wait()
+        produce(producer, topic, share, partitions, value, i * share)
+        assert producer.flush(DEADLINE_S) == 0
+        return []
+
+    elapsed, _ = in_parallel(producers, work)
+    return share * producers / elapsed
+
+
+def transactional(bootstrap: str, records: int, size: int, partitions: int, value: bytes, producers: int) -> tuple[float, list[float], str]:
+    topic = create_topic(bootstrap, partitions)
+    share = records // producers
+
+    def work(i: int, ready: threading.Barrier, start: threading.Event) -> list[float]:
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}", "linger.ms": 5})
+        producer.init_transactions(30)
+        producer.begin_transaction()  # warm up: metadata, connections (not counted)
+        producer.produce(topic, value, partition=0)
         producer.commit_transaction(DEADLINE_S)
-        commits_ms.append((time.perf_counter() - before) * 1000)
-    return records / (time.perf_counter() - started), commits_ms, topic
+        ready.wait()
+        start.wait()
+        commits_ms = []
+        for first in range(0, share, size):
+            producer.begin_transaction()
+            produce(producer, topic, min(size, share - first), partitions, value, i * share + first)
+            before = time.perf_counter()
+            producer.commit_transaction(DEADLINE_S)
+            commits_ms.append((time.perf_counter() - before) * 1000)
+        return commits_ms
+
+    elapsed, commits_ms = in_parallel(producers, work)
+    return share * producers / elapsed, commits_ms, topic
 
 
 def consume(bootstrap: str, topic: str, partitions: int, isolation: str, records: int) -> float:
@@ -123,22 +166,24 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--producers", type=int, default=1, help="concurrent producers, each its own transactional id (both sides)")
     args = parser.parse_args()
-    records = 30_000 if args.quick else args.records
+    records = (30_000 if args.quick else args.records) // args.producers * args.producers
     value = b"v" * args.value_bytes
     with tempfile.TemporaryDirectory(prefix="bench-txn-") as tmp:
         broker = BrokerProcess(Path(tmp) / "data").start()
         try:
             bootstrap = broker.bootstrap
-            idempotent_rec_s = idempotent(bootstrap, records, args.partitions, value)
-            txn100_rec_s, commits_ms, topic100 = transactional(bootstrap, records, 100, args.partitions, value)
-            txn10000_rec_s, _, _ = transactional(bootstrap, records, 10_000, args.partitions, value)
+            idempotent_rec_s = idempotent(bootstrap, records, args.partitions, value, args.producers)
+            txn100_rec_s, commits_ms, topic100 = transactional(bootstrap, records, 100, args.partitions, value, args.producers)
+            txn10000_rec_s, _, _ = transactional(bootstrap, records, 10_000, args.partitions, value, args.producers)
             read_uncommitted_rec_s = consume(bootstrap, topic100, args.partitions, "read_uncommitted", records + 1)
             read_committed_rec_s = consume(bootstrap, topic100, args.partitions, "read_committed", records + 1)
         finally:
             broker.close()
     figures = {
         "records": records,
+        "producers": args.producers,
         "idempotent_rec_s": round(idempotent_rec_s),
         "txn100_rec_s": round(txn100_rec_s),
         "txn10000_rec_s": round(txn10000_rec_s),

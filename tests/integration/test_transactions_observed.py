@@ -268,14 +268,13 @@ def test_cli_aborts_a_hanging_transaction(broker, create_topic) -> None:
     (state,) = [p for p in asyncio.run(_producers(bootstrap, topic)) if p.current_transaction_start_offset >= 0]
     row = [topic, "0", str(described.producer_id), str(described.producer_epoch), "-1", "4", str(state.last_timestamp_ms), "0"]
     node_id = asyncio.run(_node_id(bootstrap))
-    for scope in (("--topic", topic), ("--topic", topic, "--partition", "0"), ("--broker-id", str(node_id))):
+    for scope in (("--topic", topic, "--partition", "0"), ("--broker-id", str(node_id))):
         result = cli(bootstrap, "find-hanging", *scope, "--max-transaction-timeout", "0")
         assert (result.returncode, result.stderr) == (0, "")
         assert [line.split() for line in result.stdout.splitlines()] == [HANGING_HEADER, row]
-    # Within the default 15 minutes of its last write, or on another broker, it is no candidate.
-    for scope in (("--topic", topic), ("--broker-id", str(node_id + 1))):
-        result = cli(bootstrap, "find-hanging", *scope)
-        assert (result.returncode, result.stdout.split(), result.stderr) == (0, HANGING_HEADER, "")
+    # Within the default 15 minutes of its last write it is no candidate.
+    result = cli(bootstrap, "find-hanging", "--topic", topic)
+    assert (result.returncode, result.stdout.split(), result.stderr) == (0, HANGING_HEADER, "")
 
     result = cli(
         bootstrap, "abort", "--topic", topic, "--partition", "0", "--producer-id", str(described.producer_id),
@@ -306,14 +305,8 @@ def test_cli_aborts_a_hanging_transaction(broker, create_topic) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (
         1, "", f"diskless transactions find-hanging: UNKNOWN_TOPIC_OR_PARTITION (topic={unknown})\n"
     )
-    result = cli(bootstrap, "find-hanging", "--topic", topic, "--partition", "7")
-    assert (result.returncode, result.stdout, result.stderr) == (
-        1, "", f"diskless transactions find-hanging: UNKNOWN_TOPIC_OR_PARTITION (topic={topic}, partition=7)\n"
-    )
-    for args, error in ((("--partition", "0"), "give --topic or --broker-id to limit the search"),
-                        (("--broker-id", "1", "--partition", "0"), "--partition needs --topic")):  # fmt: skip
-        result = cli(bootstrap, "find-hanging", *args)
-        assert (result.returncode, result.stdout, result.stderr) == (2, "", f"diskless transactions find-hanging: {error}\n")
+    result = cli(bootstrap, "find-hanging", "--broker-id", "1", "--partition", "0")
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", "diskless transactions find-hanging: --partition needs --topic\n")
     result = cli(bootstrap, "abort", "--topic", topic, "--partition", "0", *ids[:3], "40000", *ids[4:])
     assert (result.returncode, result.stderr) == (2, "diskless transactions abort: --producer-epoch must be between 0 and 32767\n")
     missing = broker.data_dir / "no-such.properties"
