@@ -177,8 +177,8 @@ def main() -> None:
             idempotent_rec_s = idempotent(bootstrap, records, args.partitions, value, args.producers)
             txn100_rec_s, commits_ms, topic100 = transactional(bootstrap, records, 100, args.partitions, value, args.producers)
             txn10000_rec_s, _, _ = transactional(bootstrap, records, 10_000, args.partitions, value, args.producers)
-            read_uncommitted_rec_s = consume(bootstrap, topic100, args.partitions, "read_uncommitted", records + 1)
-            read_committed_rec_s = consume(bootstrap, topic100, args.partitions, "read_committed", records + 1)
+            read_uncommitted_rec_s = consume(bootstrap, topic100, args.partitions, "read_uncommitted", records + args.producers)  # and each producer's warm-up record
+            read_committed_rec_s = consume(bootstrap, topic100, args.partitions, "read_committed", records + args.producers)  # and each producer's warm-up record
         finally:
             broker.close()
     figures = {

@@ -92,6 +92,9 @@ class SqliteMetadataStore:
         self._executor = executor
         self._conn = conn  # used on the worker thread only; sqlite3's check_same_thread enforces it
         self._closing: asyncio.Future[None] | None = None
+        # Transaction states waiting for the next group commit, and the task writing them.
+        self._transaction_writes: list[tuple[TransactionRecord, tuple[int, int] | None, asyncio.Future[None]]] = []
+        self._transaction_flush: asyncio.Task[None] | None = None
         # Producer id block state, touched on the worker thread only.
         self._producer_id_block: ProducerIdBlock | None = None
         self._next_producer_id = 0
@@ -355,7 +358,34 @@ class SqliteMetadataStore:
     # --- transactions ----------------------------------------------------------------------------
 
     async def put_transaction(self, record: TransactionRecord, coordinator: tuple[int, int] | None = None) -> None:
-        await self._call(txn_ops.put_transaction, record, coordinator)
+        """Group commit: the states put while one SQLite transaction is being written go in the
+        next one together (one fsync for many transactional ids), each checked against its own
+        coordinator epoch; each call returns once its state is durable, or raises its error."""
+        if self._closing is not None:
+            raise MetadataStoreClosed(self._path)
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._transaction_writes.append((record, coordinator, written))
+        if self._transaction_flush is None:
+            self._transaction_flush = asyncio.create_task(self._flush_transactions(), name="metadata-sqlite-transactions")
+        await written
+
+    async def _flush_transactions(self) -> None:
+        try:
+            while self._transaction_writes:
+                batch, self._transaction_writes = self._transaction_writes, []
+                try:
+                    errors = await self._call(txn_ops.put_transactions, [(record, coordinator) for record, coordinator, _ in batch])
+                except Exception as exc:  # the whole batch failed: each caller gets the error
+                    errors = [exc] * len(batch)
+                for (_, _, written), error in zip(batch, errors):
+                    if written.done():
+                        continue
+                    if error is None:
+                        written.set_result(None)
+                    else:
+                        written.set_exception(error)
+        finally:
+            self._transaction_flush = None
 
     async def list_transactions(self) -> list[TransactionRecord]:
         return await self._call(txn_ops.list_transactions)

@@ -20,10 +20,22 @@ def _check_coordinator(conn: sqlite3.Connection, coordinator: tuple[int, int] | 
             raise CoordinatorFenced(slot, epoch, None if row is None else row[0])
 
 
-def put_transaction(conn: sqlite3.Connection, record: TransactionRecord, coordinator: tuple[int, int] | None = None) -> None:
+def put_transactions(
+    conn: sqlite3.Connection, items: list[tuple[TransactionRecord, tuple[int, int] | None]]
+) -> list[CoordinatorFenced | None]:
+    """Many put_transaction in one SQLite transaction, in order; each one's CoordinatorFenced
+    (its state not written) or None."""
+    errors: list[CoordinatorFenced | None] = []
     with _write(conn):
-        _check_coordinator(conn, coordinator)
-        conn.execute(f"INSERT OR REPLACE INTO transactions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", record.row())
+        for record, coordinator in items:
+            try:
+                _check_coordinator(conn, coordinator)
+            except CoordinatorFenced as exc:
+                errors.append(exc)
+                continue
+            conn.execute(f"INSERT OR REPLACE INTO transactions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", record.row())
+            errors.append(None)
+    return errors
 
 
 def list_transactions(conn: sqlite3.Connection) -> list[TransactionRecord]:

@@ -64,6 +64,31 @@ async def test_a_coordinator_writes_only_at_its_slots_epoch(store: MetadataStore
         await store.put_transaction(late, (9, 0))  # no such slot
 
 
+async def test_states_put_at_once_are_each_written_or_each_fenced(store: MetadataStore) -> None:
+    """Many coordinators' writes at once (SQLite commits them together): each lands, except
+    the one whose slot moved on, which alone is refused; the same id twice keeps the later."""
+    import asyncio
+
+    from metadata import CoordinatorFenced
+
+    await store.create_coordinator_slots(4)
+    assert await store.set_coordinator_slots([(0, 1, 0), (1, 1, 0)]) == [1, 1]
+    assert await store.set_coordinator_slots([(1, 2, 1)]) == [2]  # slot 1 moved to broker 2
+    records = [
+        TransactionRecord(f"tx-{i:02d}", 6000 + i, 0, 60_000, ONGOING, partitions=(("orders", i),), txn_start_ms=1, last_update_ms=1)
+        for i in range(20)
+    ]
+    stale = TransactionRecord("tx-stale", 7000, 0, 60_000, ONGOING, txn_start_ms=1, last_update_ms=1)
+    again = TransactionRecord("tx-00", 6000, 0, 60_000, PREPARE_COMMIT, (("orders", 0),), txn_start_ms=1, last_update_ms=2)
+    results = await asyncio.gather(
+        *(store.put_transaction(r, (0, 1)) for r in records), store.put_transaction(stale, (1, 1)), return_exceptions=True
+    )
+    assert results[:20] == [None] * 20
+    assert isinstance(results[20], CoordinatorFenced) and (results[20].slot, results[20].found_epoch) == (1, 2)
+    await store.put_transaction(again, (0, 1))
+    assert await store.list_transactions() == [again, *records[1:]]
+
+
 async def test_aborted_transactions_per_partition(store: MetadataStore) -> None:
     from metadata import FencedLeaderEpoch
 
