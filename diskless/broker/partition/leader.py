@@ -519,20 +519,25 @@ class PartitionLeader:
         return self._log.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=limit)
 
     async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(timestamp, offset) of the first record with a timestamp >= `timestamp`, or None."""
+        """(timestamp, offset) of the first record with a timestamp >= `timestamp`, or None.
+        The bucket answers only below the local log, whose copies are what fetches read (a
+        compacted partition's local copies are cleaned, its bucket copies as written)."""
         if self.remote.may_hold_timestamp(timestamp):
             found = await self.remote.offset_for_timestamp(timestamp, self.log_start_offset)
-            if found is not None:
+            if found is not None and found[1] < self._log.log_start_offset:
                 return found
         local = self._log.offset_for_timestamp(timestamp)
         return None if local is None else (local.timestamp, local.offset)
 
     async def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(timestamp, offset) of the record with the largest timestamp, or None."""
+        """(timestamp, offset) of the record with the largest timestamp, or None (the bucket
+        answers only below the local log, as for offset_for_timestamp)."""
         local = self._log.max_timestamp_offset()
         remote_max = self.remote.max_timestamp()
         if remote_max is not None and (local is None or remote_max > local.timestamp):
-            return await self.remote.offset_for_timestamp(remote_max, self.log_start_offset)
+            found = await self.remote.offset_for_timestamp(remote_max, self.log_start_offset)
+            if found is not None and found[1] < self._log.log_start_offset:
+                return found
         return None if local is None else (local.timestamp, local.offset)
 
     def notify(self) -> None:
