@@ -687,7 +687,11 @@ async def _drop_a_stale_tail(
     durable end goes too, even when nothing newer became durable: it was never acknowledged
     to acks=all producers, and they sent it again to that leader, which may have appended it
     (under a bumped producer epoch, where sequences cannot tell it is the same records);
-    sending it to the bucket now would duplicate it once that leader's copy lands."""
+    sending it to the bucket now would duplicate it once that leader's copy lands. Unless the
+    store holds nothing of the partition at all: then the local log is its only copy, written
+    while the topic was not tiered (remote.storage.enable=false, or a compacted topic before
+    those were tiered) and acknowledged at the local append; it is kept and sent to the
+    bucket."""
     local_epoch = _last_batch_epoch(log)
     if local_epoch is None:
         return
@@ -697,9 +701,12 @@ async def _drop_a_stale_tail(
         diverges_at = max(newer.base_offset, remote.end_offset)
     elif max((s.leader_epoch for s in remote.segments[-1:]), default=-1) > local_epoch:
         diverges_at = remote.end_offset
-    elif led_since:
+    elif led_since and (durable or remote.segments):
         diverges_at = max(remote.end_offset, durable[-1].next_offset if durable else 0)
     else:
+        if led_since:
+            logger.info("%s-%d: the store holds none of it; the local log (offsets %d-%d) is its only copy, kept and sent to the bucket",
+                        topic, index, log.log_start_offset, log.log_end_offset - 1)  # fmt: skip
         return
     if diverges_at >= log.log_end_offset:
         return
