@@ -19,7 +19,7 @@ ValueError, which settings.resolve reports with the setting's source.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,18 +95,14 @@ def listener_name(value: Any) -> str:
     return name
 
 
-def protocol(value: Any) -> str:
-    name = _text(value).upper()
-    if name not in PROTOCOLS:
-        raise ValueError(f"expected one of {', '.join(PROTOCOLS)}, got {value!r}")
-    return name
+def _one_of(names: Sequence[str]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        name = _text(value).upper()
+        if name not in names:
+            raise ValueError(f"expected one of {', '.join(names)}, got {value!r}")
+        return name
 
-
-def mechanism(value: Any) -> str:
-    name = _text(value).upper()
-    if name not in SASL_MECHANISMS:
-        raise ValueError(f"expected one of {', '.join(SASL_MECHANISMS)}, got {value!r}")
-    return name
+    return parse
 
 
 def jaas_login(value: Any) -> tuple[str, str]:
@@ -166,9 +162,9 @@ SECURITY_SETTINGS: list[tuple[str, Any, Any, str, str | None]] = [
     ("inter_broker_listener_name", listener_name, None, "inter.broker.listener.name: the listener other brokers are "
      "reached on, with its TLS and SASL, for transaction markers and verification (default: the listener named by "
      "--security-inter-broker-protocol, else the first)", "NAME"),
-    ("security_inter_broker_protocol", protocol, None, "security.inter.broker.protocol: the inter-broker listener named "
+    ("security_inter_broker_protocol", _one_of(PROTOCOLS), None, "security.inter.broker.protocol: the inter-broker listener named "
      "by its protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); not with --inter-broker-listener-name", "PROTOCOL"),
-    ("sasl_mechanism_inter_broker_protocol", mechanism, "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol: how this "
+    ("sasl_mechanism_inter_broker_protocol", _one_of(SASL_MECHANISMS), "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol: how this "
      "broker logs in to the others on a SASL inter-broker listener", "MECHANISM"),
     ("sasl_jaas_config", jaas_login, None, "sasl.jaas.config: this broker's own login for the inter-broker listener, "
      'Kafka\'s JAAS line (... required username="broker" password="...";); the user must be a super user', "JAAS"),

@@ -172,10 +172,12 @@ async def _find_hanging(args: argparse.Namespace, bootstrap: str, security: Clie
             raise error_for(UnknownTopicOrPartitionError.errno, None, topic=args.topic, partition=args.partition)
         now_ms = int(time.time() * 1000)
         oldest_ms = now_ms - args.max_transaction_timeout * 60_000
+        names = [name for name, partitions in searched.items() if partitions]
+        described = await asyncio.gather(*(admin.describe_topic_producers(name, searched[name]) for name in names))
         candidates = [
             (name, partition, producer)
-            for name, partitions in searched.items() if partitions
-            for partition, producers in sorted((await admin.describe_topic_producers(name, partitions)).items())
+            for name, by_partition in zip(names, described)
+            for partition, producers in sorted(by_partition.items())
             for producer in producers
             if producer.current_transaction_start_offset >= 0 and producer.last_timestamp_ms < oldest_ms
         ]  # fmt: skip

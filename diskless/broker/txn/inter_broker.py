@@ -75,7 +75,6 @@ class InterBrokerClient:
         answered = {(t.name, p.partition_index): p.error_code for m in response.markers for t in m.topics for p in t.partitions}
         return {key: answered.get(key, ErrorCode.unknown_server_error) for key in partitions}
 
-
     async def describe_transaction(self, address: tuple[str, int], transactional_id: str, timeout_s: float) -> Any:
         """The coordinator's DescribeTransactions answer for one transactional id (its
         TransactionState: error_code, transaction_state, producer_id, producer_epoch, topics).
@@ -93,6 +92,10 @@ class InterBrokerClient:
 
     async def _exchange(self, address: tuple[str, int], body: Any, timeout_s: float) -> Any:
         host, port = address
+        settings = self._settings
+        if settings.listener.uses_sasl and (settings.username is None or settings.password is None):
+            raise ConnectionError(f"broker {host}:{port}: the inter-broker listener {self.listener} uses SASL and this broker has "
+                                  "no login for it (--sasl-jaas-config)")  # fmt: skip
         async with asyncio.timeout(timeout_s):
             try:
                 reader, writer = await asyncio.open_connection(host, port, ssl=self._tls, server_hostname=host if self._tls else None)
@@ -108,9 +111,7 @@ class InterBrokerClient:
     async def _login(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
         """SaslHandshake v1, then SaslAuthenticate v2 until the login is complete (KIP-152)."""
         settings = self._settings
-        if settings.username is None or settings.password is None:
-            raise ConnectionError(f"broker {peer}: the inter-broker listener {self.listener} uses SASL and this broker has no "
-                                  "login for it (--sasl-jaas-config)")  # fmt: skip
+        assert settings.username is not None and settings.password is not None  # checked by _exchange
         handshake = await _call(reader, writer, sasl_handshake_v1.SaslHandshakeRequest(mechanism=settings.sasl_mechanism))
         _refused(handshake.error_code, None, peer, f"SASL mechanism {settings.sasl_mechanism}")
         exchange = client_exchange(settings.sasl_mechanism, settings.username, settings.password)
