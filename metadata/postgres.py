@@ -438,6 +438,14 @@ class PostgresMetadataStore:
             idempotent=False, key=("partition", topic, partition),
         )  # fmt: skip
 
+    async def replace_remote_segments(
+        self, topic: str, partition: int, base_offset: int, object_key: str, replaced: Sequence[tuple[int, str]], *, leader_epoch: int
+    ) -> RemoteSegment:
+        return await self._call(
+            ops.replace_remote_segments, topic, partition, base_offset, object_key, list(replaced), leader_epoch,
+            idempotent=False, key=("partition", topic, partition),
+        )  # fmt: skip
+
     async def list_remote_segments(
         self,
         topic: str,

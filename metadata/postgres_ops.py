@@ -492,6 +492,14 @@ async def commit_remote_segment(
     return committed
 
 
+async def replace_remote_segments(
+    conn: Conn, topic: str, partition: int, base_offset: int, object_key: str, replaced: Sequence[tuple[int, str]], leader_epoch: int
+) -> RemoteSegment:
+    for old_base, old_key in replaced:
+        await mark_remote_segment_deleting(conn, topic, partition, old_base, old_key, leader_epoch)
+    return await commit_remote_segment(conn, topic, partition, base_offset, object_key, leader_epoch)
+
+
 async def list_remote_segments(
     conn: Conn, topic: str, partition: int, states: Iterable[RemoteSegmentState | str]
 ) -> list[RemoteSegment]:

@@ -428,20 +428,34 @@ def commit_remote_segment(
     conn: sqlite3.Connection, topic: str, partition: int, base_offset: int, object_key: str, leader_epoch: int
 ) -> RemoteSegment:
     with _write(conn):
-        topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
-        segment = _load_segment(conn, topic, topic_id, partition, base_offset, object_key)
-        check_remote_segment_transition(segment, RemoteSegmentState.COMMITTED)
-        # Readers trust that committed segments never cover the same offset twice.
-        overlap = conn.execute(
-            "SELECT base_offset, last_offset FROM remote_segments WHERE topic_id = ? AND partition = ?"
-            " AND state = 'committed' AND base_offset <= ? AND last_offset >= ? ORDER BY base_offset LIMIT 1",
-            (topic_id, partition, segment.last_offset, segment.base_offset),
-        ).fetchone()
-        if overlap is not None:
-            raise RemoteSegmentOverlap(topic, partition, segment.base_offset, segment.last_offset, *overlap)
-        committed = replace(segment, state=RemoteSegmentState.COMMITTED)
-        _set_segment_state(conn, topic_id, committed)
+        return _commit_segment(conn, topic, partition, base_offset, object_key, leader_epoch)
+
+
+def _commit_segment(conn: sqlite3.Connection, topic: str, partition: int, base_offset: int, object_key: str, leader_epoch: int) -> RemoteSegment:
+    topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
+    segment = _load_segment(conn, topic, topic_id, partition, base_offset, object_key)
+    check_remote_segment_transition(segment, RemoteSegmentState.COMMITTED)
+    # Readers trust that committed segments never cover the same offset twice.
+    overlap = conn.execute(
+        "SELECT base_offset, last_offset FROM remote_segments WHERE topic_id = ? AND partition = ?"
+        " AND state = 'committed' AND base_offset <= ? AND last_offset >= ? ORDER BY base_offset LIMIT 1",
+        (topic_id, partition, segment.last_offset, segment.base_offset),
+    ).fetchone()
+    if overlap is not None:
+        raise RemoteSegmentOverlap(topic, partition, segment.base_offset, segment.last_offset, *overlap)
+    committed = replace(segment, state=RemoteSegmentState.COMMITTED)
+    _set_segment_state(conn, topic_id, committed)
     return committed
+
+
+def replace_remote_segments(
+    conn: sqlite3.Connection, topic: str, partition: int, base_offset: int, object_key: str,
+    replaced: Sequence[tuple[int, str]], leader_epoch: int,
+) -> RemoteSegment:
+    with _write(conn):
+        for old_base, old_key in replaced:
+            _mark_deleting(conn, topic, partition, old_base, old_key, leader_epoch)
+        return _commit_segment(conn, topic, partition, base_offset, object_key, leader_epoch)
 
 
 def list_remote_segments(
@@ -462,11 +476,15 @@ def mark_remote_segment_deleting(
     conn: sqlite3.Connection, topic: str, partition: int, base_offset: int, object_key: str, leader_epoch: int
 ) -> RemoteSegment:
     with _write(conn):
-        topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
-        segment = _load_segment(conn, topic, topic_id, partition, base_offset, object_key)
-        check_remote_segment_transition(segment, RemoteSegmentState.DELETING)
-        deleting = replace(segment, state=RemoteSegmentState.DELETING)
-        _set_segment_state(conn, topic_id, deleting)
+        return _mark_deleting(conn, topic, partition, base_offset, object_key, leader_epoch)
+
+
+def _mark_deleting(conn: sqlite3.Connection, topic: str, partition: int, base_offset: int, object_key: str, leader_epoch: int) -> RemoteSegment:
+    topic_id = _fenced_partition(conn, topic, partition, leader_epoch)
+    segment = _load_segment(conn, topic, topic_id, partition, base_offset, object_key)
+    check_remote_segment_transition(segment, RemoteSegmentState.DELETING)
+    deleting = replace(segment, state=RemoteSegmentState.DELETING)
+    _set_segment_state(conn, topic_id, deleting)
     return deleting
 
 

@@ -539,6 +539,33 @@ async def test_committed_segments_never_overlap(store: MetadataStore) -> None:
     assert await store.list_remote_segments(topic, 0) == [before, replacement, adjacent]
 
 
+async def test_a_rewritten_copy_replaces_committed_segments_in_one_fenced_write(store: MetadataStore) -> None:
+    topic = name()
+    await store.create_topic(topic, 1, {})
+    a, b, c = [await add_committed(store, seg(topic, 0, base, base + 99)) for base in (0, 100, 200)]
+    merged = seg(topic, 0, 0, 199)
+    await store.add_remote_segment(merged)
+    # A fenced leader changes nothing, and neither does a swap naming a segment already going.
+    assert await store.bump_leader_epoch(topic, 0) == 1
+    with pytest.raises(FencedLeaderEpoch):
+        await store.replace_remote_segments(topic, 0, 0, merged.object_key, [(0, a.object_key), (100, b.object_key)], leader_epoch=0)
+    await store.mark_remote_segment_deleting(topic, 0, 200, c.object_key, leader_epoch=1)
+    with pytest.raises(InvalidRemoteSegmentTransition):
+        await store.replace_remote_segments(topic, 0, 0, merged.object_key, [(200, c.object_key)], leader_epoch=1)
+    assert await store.list_remote_segments(topic, 0) == [a, b]
+    # Replacing only part of what it covers would overlap: refused whole.
+    with pytest.raises(RemoteSegmentOverlap):
+        await store.replace_remote_segments(topic, 0, 0, merged.object_key, [(0, a.object_key)], leader_epoch=1)
+    assert await store.list_remote_segments(topic, 0) == [a, b]
+    swapped = await store.replace_remote_segments(
+        topic, 0, 0, merged.object_key, [(0, a.object_key), (100, b.object_key)], leader_epoch=1
+    )
+    assert swapped == dataclasses.replace(merged, state=COMMITTED)
+    assert await store.list_remote_segments(topic, 0) == [swapped]
+    deleting = await store.list_remote_segments(topic, 0, [DELETING])
+    assert [(s.base_offset, s.object_key) for s in deleting] == [(0, a.object_key), (100, b.object_key), (200, c.object_key)]
+
+
 async def test_catalogue_writes_are_fenced_by_leader_epoch(store: MetadataStore) -> None:
     topic = name()
     await store.create_topic(topic, 1, {})

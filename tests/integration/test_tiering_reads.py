@@ -61,6 +61,9 @@ class BucketView:
 
         return self.run(keys())
 
+    def get(self, key: str) -> bytes:
+        return self.run(self._store.get(key))
+
     def orphans(self, topic: str, partition: int) -> list[str]:
         async def orphans() -> list[str]:
             return await find_orphans(self._store, topic, partition, await list_catalogue(self._store, topic, partition))

@@ -52,6 +52,7 @@ from hot_tier.records import HEADER_BYTES, BatchHeader, CorruptBatch, iter_recor
 from hot_tier.swap import cleaned_path
 
 from . import metrics
+from .bucket import clean_bucket
 from .config import CleanerConfig, CompactionRules
 from .policy import ENTRY_BYTES, CleaningPlan, OffsetMap, SegmentView, plan
 from .rewrite import CleanStats, clean_batch
@@ -370,6 +371,7 @@ class LogCleaner:
         self._stop = threading.Event()
         self._horizons: dict[tuple[str, int], int | None] = {}
         self.passes = 0  # completed passes that swapped something in, for tests and metrics
+        self.bucket_rewrites = 0  # bucket rewrites swapped in (bucket.py)
         self.last_cleaned_ms: dict[tuple[str, int], int] = {}
         # What the metrics read (see the module header); only the event-loop task writes them.
         self.dirty_ratios: dict[tuple[str, int], float] = {}  # every compacted partition, as of the last round
@@ -436,6 +438,7 @@ class LogCleaner:
         self.last_run_ms = now_ms = self._clock()
         chosen = self.plans(now_ms)[: max(1, self.config.threads)]
         if not chosen:
+            await self.clean_buckets()
             return 0
         results = await asyncio.gather(*(self._clean(*item) for item in chosen), return_exceptions=True)
         summaries = []
@@ -448,7 +451,24 @@ class LogCleaner:
                 log.error("%s-%d: cleaning failed, the partition is uncleanable until it moves: %r", leader.topic, leader.index, outcome)
         if summaries:
             self.last_passes = summaries
+        await self.clean_buckets()
         return len(summaries)
+
+    async def clean_buckets(self) -> int:
+        """Bring the bucket copies of the tiered compacted partitions led here up to their
+        cleaned local copies (bucket.py); return how many rewrites were swapped in."""
+        swapped = 0
+        for leader in self._leaders():
+            if leader.closed or not getattr(leader, "tiered", False) or getattr(leader.rules, "compaction", None) is None:
+                continue
+            if (leader.topic, leader.index) in self.uncleanable:
+                continue
+            try:
+                swapped += await clean_bucket(leader, self._clock())
+            except Exception as exc:  # the bucket keeps the segments as they are; the next round tries again
+                log.warning("%s-%d: compacting the bucket failed: %r", leader.topic, leader.index, exc)
+        self.bucket_rewrites += swapped
+        return swapped
 
     async def _clean(
         self, leader: CleanablePartition, cleaning: CleaningPlan, segments: list[SegmentInfo], views: list[SegmentView]

@@ -90,6 +90,7 @@ class CompactionRules:
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
     max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms
     delete_retention_ms: int = 86400000  # delete.retention.ms
+    file_delete_delay_ms: int = 60000  # file.delete.delay.ms: replaced bucket segments' objects wait this long
 
     @classmethod
     def from_configs(cls, configs: Mapping[str, str]) -> CompactionRules | None:
@@ -103,4 +104,5 @@ class CompactionRules:
             min_compaction_lag_ms=int(configs.get("min.compaction.lag.ms", "0")),
             max_compaction_lag_ms=int(configs.get("max.compaction.lag.ms", str(LONG_MAX))),
             delete_retention_ms=int(configs.get("delete.retention.ms", "86400000")),
+            file_delete_delay_ms=int(configs.get("file.delete.delay.ms", "60000")),
         )

@@ -38,6 +38,20 @@ CLEANER_DROPPED_TOMBSTONES = Counter(
     ["topic"], registry=EVENTS,
 )  # fmt: skip
 
+BUCKET_REWRITES = Counter(
+    "diskless_log_cleaner_bucket_replaced_segments", "Bucket segments replaced by their cleaned copies (compaction/bucket.py), per topic.",
+    ["topic"], registry=EVENTS,
+)  # fmt: skip
+BUCKET_RECLAIMED_BYTES = Counter(
+    "diskless_log_cleaner_bucket_reclaimed_bytes", "Bytes the bucket holds less once replaced segments' objects are gone, per topic.",
+    ["topic"], registry=EVENTS,
+)  # fmt: skip
+
+
+def observe_bucket_rewrite(topic: str, replaced: int, reclaimed_bytes: int) -> None:
+    BUCKET_REWRITES.labels(topic).inc(replaced)
+    BUCKET_RECLAIMED_BYTES.labels(topic).inc(max(0, reclaimed_bytes))
+
 
 def observe_cleaning(topic: str, stats: Any) -> None:
     """One finished pass of the cleaner over a partition of `topic` (compaction/rewrite.CleanStats)."""

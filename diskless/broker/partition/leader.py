@@ -220,6 +220,10 @@ class PartitionLeader:
     def local_segments(self) -> tuple[SegmentInfo, ...]:
         return self._log.segments
 
+    @property
+    def log_config(self) -> LogConfig:
+        return self._log.config
+
     def segments_to_upload(self) -> list[SegmentInfo]:
         if self._log.active_base_offset <= self.remote.end_offset:
             return []  # nothing rolled above the bucket: no SegmentInfo built (uploader passes run over every partition)
@@ -602,6 +606,7 @@ class PartitionLeader:
 
     async def enforce_remote_retention(self, now_ms: int) -> None:
         """retention.ms / retention.bytes over the whole log, and DeleteRecords, in the bucket."""
+        await self.remote.collect_replaced(now_ms, self.leader_epoch)
         retention_ms, retention_bytes = self._rules.retention
         count = policy.remote_segments_to_delete(
             self.remote.segments, self._log.segments,

@@ -49,6 +49,9 @@ class RemoteLog:
         # The upload catalogued as `uploading` and not yet committed: a retry continues it
         # (same upload id, same row) instead of leaving a row and partial objects per try.
         self._upload: CommittedSegment | None = None
+        # Segments a rewrite replaced (compaction/bucket.py), with when their data objects go:
+        # readers that found them before the swap finish on them until then.
+        self._replaced: list[tuple[int, CommittedSegment]] = []
 
     @property
     def storage(self) -> RemoteStorage:
@@ -78,13 +81,19 @@ class RemoteLog:
         store, bucket = self._storage.store, self._storage.bucket
         rows = await store.list_remote_segments(self.topic, self.index, states=tuple(RemoteSegmentState))
         settled = True
+        committed_ranges = [(r.base_offset, r.last_offset) for r in rows if r.state == RemoteSegmentState.COMMITTED]
         for row in rows:
             if row.state == RemoteSegmentState.COMMITTED:
                 continue
             settled = False
             if row.state == RemoteSegmentState.UPLOADING:
                 segment = parse_commit_key(row.object_key)
-                if await bucket.head(segment.commit_key) is not None:
+                if any(base <= row.last_offset and row.base_offset <= last for base, last in committed_ranges):
+                    # A rewrite whose swap never happened (uploads start at the bucket's end):
+                    # the segments it was to replace are still the catalogue.
+                    await self._forget(row, segment, leader_epoch)
+                    log.info("%s-%d: removed the unfinished rewrite of segment %d", self.topic, self.index, row.base_offset)
+                elif await bucket.head(segment.commit_key) is not None:
                     await store.commit_remote_segment(self.topic, self.index, row.base_offset, row.object_key, leader_epoch=leader_epoch)
                     log.info("%s-%d: upload of segment %d was committed before a crash; kept", self.topic, self.index, row.base_offset)
                 else:
@@ -130,6 +139,58 @@ class RemoteLog:
     def abandon_upload(self) -> None:
         """The topic is going away: forget the unfinished upload (its row goes with the topic)."""
         self._upload = None
+
+    # --- rewrites (compaction/bucket.py) ---------------------------------------------------
+
+    async def begin_rewrite(
+        self, *, base_offset: int, last_offset: int, base_timestamp: int, max_timestamp: int, size_bytes: int, leader_epoch: int
+    ) -> CommittedSegment:
+        """The descriptor of a copy that is to replace committed segments, catalogued as
+        `uploading` before any object is written (a crash leaves a row `load` removes)."""
+        segment = CommittedSegment(
+            topic=self.topic, partition=self.index, base_offset=base_offset, last_offset=last_offset,
+            base_timestamp=base_timestamp, max_timestamp=max_timestamp, size_bytes=size_bytes,
+            leader_epoch=leader_epoch, upload_id=new_upload_id(),
+        )  # fmt: skip
+        await self._storage.store.add_remote_segment(_row(segment))
+        return segment
+
+    async def replace(self, segment: CommittedSegment, replaced: list[CommittedSegment], leader_epoch: int, *, delete_at_ms: int) -> None:
+        """The copy's commit object is in the bucket: it takes the place of `replaced` in one
+        fenced store write. Their commit objects go at once (a bucket reader's LIST finds the
+        copy alone), their data objects at `delete_at_ms` (`collect_replaced`)."""
+        await self._storage.store.replace_remote_segments(
+            self.topic, self.index, segment.base_offset, segment.commit_key,
+            [(s.base_offset, s.commit_key) for s in replaced], leader_epoch=leader_epoch,
+        )  # fmt: skip
+        gone = {s.commit_key for s in replaced}
+        self._segments = sorted([s for s in self._segments if s.commit_key not in gone] + [segment], key=lambda s: s.base_offset)
+        for old in replaced:
+            self._storage.reader.forget(old)
+            self._replaced.append((delete_at_ms, old))
+        try:
+            await self._storage.bucket.delete_many([s.commit_key for s in replaced])
+        except Exception as exc:  # collect_replaced deletes them again with the data
+            log.warning("%s-%d: deleting replaced commit objects failed (%s); retried later", self.topic, self.index, exc)
+
+    async def abandon_rewrite(self, segment: CommittedSegment, leader_epoch: int) -> None:
+        """A rewrite that will not be swapped in: its objects and its row go."""
+        await self._forget(_row(segment), segment, leader_epoch)
+
+    async def collect_replaced(self, now_ms: int, leader_epoch: int) -> int:
+        """Delete the objects and rows of replaced segments whose grace period is over."""
+        due = [(at, s) for at, s in self._replaced if at <= now_ms]
+        for entry in due:
+            segment = entry[1]
+            await delete_segment(self._storage.bucket, segment)
+            await self._storage.store.remove_remote_segment(self.topic, self.index, segment.base_offset, segment.commit_key, leader_epoch=leader_epoch)
+            self._replaced.remove(entry)
+        return len(due)
+
+    @property
+    def replaced_pending(self) -> int:
+        """Replaced segments whose data objects wait out their grace period."""
+        return len(self._replaced)
 
     # --- retention -----------------------------------------------------------------------
 

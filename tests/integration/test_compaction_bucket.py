@@ -1,0 +1,179 @@
+"""Compaction in the bucket (moto's S3 server): a tiered compacted topic's segments, uploaded as
+written, are replaced by their cleaned copies, merged up to segment.bytes. Read from the
+bucket alone (one LIST of commit objects, then the .log objects), the partition holds each
+live key once, at the offset its last value was acknowledged at; tombstones go after
+delete.retention.ms; the replaced objects are gone after file.delete.delay.ms. SIGKILL at
+random moments while the bucket is rewritten loses nothing acknowledged and live, shows no key
+older than before, and leaves no orphaned object."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+from hot_tier.records import decode_batches
+
+from .moto_s3 import MotoS3
+from .test_compaction_cleaner import CLEANER_FLAGS, read_all_librdkafka, read_all_ours, wait_until
+from .test_compaction_durable import last_per_key, produce
+from .test_tiering_reads import BucketView, open_bucket, start_broker
+
+KEYS = 200
+ROUNDS = 5
+TOMBSTONED = range(0, KEYS, 11)
+KILLS = 4
+TOPIC_CONFIGS = {
+    "cleanup.policy": "compact", "segment.bytes": "16384", "segment.ms": "300", "min.cleanable.dirty.ratio": "0.01",
+    "file.delete.delay.ms": "1500", "remote.storage.enable": "true",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoS3]:
+    server = MotoS3()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def bucket_records(bucket: BucketView, topic: str) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every data record partition 0's committed segments hold, read
+    from the bucket alone, in offset order."""
+    records = []
+    for segment in bucket.catalogue(topic, 0):
+        data = bucket.get(segment.log_key)
+        assert len(data) == segment.size_bytes
+        for batch in decode_batches(data):
+            if not batch.header.is_control:
+                records.extend((r.offset, r.key, r.value) for r in batch.records)
+    return records
+
+
+def bucket_is_compacted(bucket: BucketView, topic: str, acked: dict[int, tuple[bytes, bytes | None]], *, past: int, tombstones: bool) -> bool:
+    """The bucket holds offsets up to `past` at least, and exactly the last record of each key
+    below its end (the cleaner cleans what is in the bucket, against what is in the bucket);
+    with `tombstones`, the tombstones among them too."""
+    catalogue = bucket.catalogue(topic, 0)
+    end = catalogue[-1].next_offset if catalogue else 0
+    expected = expected_records({o: kv for o, kv in acked.items() if o < end}, tombstones=tombstones)
+    return end > past and bucket_records(bucket, topic) == expected
+
+
+def expected_records(acked: dict[int, tuple[bytes, bytes | None]], *, tombstones: bool) -> list[tuple[int, bytes, bytes | None]]:
+    return sorted((offset, key, value) for key, (offset, value) in last_per_key(acked).items() if tombstones or value is not None)
+
+
+def create(bootstrap: str, topic: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={**TOPIC_CONFIGS, **configs})])[topic].result(timeout=20)
+
+
+def roll_everything_into_the_bucket(bootstrap: str, topic: str, acked: dict) -> int:
+    """Write one filler record once segment.ms has passed: the segment before it rolls and is
+    uploaded; the filler stays in the active segment. Returns its offset."""
+    time.sleep(0.4)  # segment.ms=300 must pass before the filler's append rolls the segment
+    filler = produce(bootstrap, topic, [(b"filler-%d" % len(acked), b"f")])  # a key of its own: it supersedes nothing
+    acked |= filler
+    return max(filler)
+
+
+def test_the_bucket_holds_each_live_key_once_after_cleaning(moto, tmp_path) -> None:
+    bucket = open_bucket("s3", moto, tmp_path / "bucket")
+    metadata = f"sqlite:///{(tmp_path / 'metadata.db').resolve()}"  # outlives the data directory
+    broker = start_broker(tmp_path / "data", bucket, "--metadata", metadata, *CLEANER_FLAGS)
+    try:
+        topic = "bucket-compacted"
+        create(broker.bootstrap, topic)
+        acked: dict[int, tuple[bytes, bytes | None]] = {}
+        for r in range(ROUNDS):  # a batch per round, a segment per batch
+            acked |= produce(broker.bootstrap, topic, [(b"key-%03d" % k, b"value-%03d-%d-" % (k, r) + b"x" * 60) for k in range(KEYS)])
+        acked |= produce(broker.bootstrap, topic, [(b"key-%03d" % k, None) for k in TOMBSTONED])
+        assert sorted(acked) == list(range(ROUNDS * KEYS + len(TOMBSTONED)))
+        filler = roll_everything_into_the_bucket(broker.bootstrap, topic, acked)
+
+        # Compacted in the bucket, tombstones kept (delete.retention.ms is a day).
+        wait_until(lambda: bucket_is_compacted(bucket, topic, acked, past=filler - 1, tombstones=True), "the bucket compacted, tombstones kept")
+        catalogue = bucket.catalogue(topic, 0)
+        assert catalogue[0].base_offset == 0
+        assert all(a.next_offset == b.base_offset for a, b in zip(catalogue, catalogue[1:]))  # contiguous
+        # Each local segment was uploaded as it rolled; their cleaned copies were merged.
+        rolled = sorted((tmp_path / "data").rglob(f"{topic}-0/*.log"))[:-1]
+        assert len(rolled) > ROUNDS and len(catalogue) < len(rolled) and all(s.size_bytes <= 16384 for s in catalogue)
+
+        # Tombstones go once delete.retention.ms is short and something new is cleaned; the
+        # replaced objects after file.delete.delay.ms: the bucket then holds the catalogue's
+        # objects and nothing else.
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        altered = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            ConfigEntry("delete.retention.ms", "100", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+        admin.incremental_alter_configs([altered])[altered].result(timeout=20)
+        time.sleep(0.2)  # delete.retention.ms (100) must pass over the tombstones' segment
+        acked |= produce(broker.bootstrap, topic, [(b"key-%03d" % (KEYS - 1), b"last")])
+        filler = roll_everything_into_the_bucket(broker.bootstrap, topic, acked)
+        wait_until(lambda: bucket_is_compacted(bucket, topic, acked, past=filler - 1, tombstones=False), "tombstones dropped in the bucket")
+        wait_until(lambda: bucket.orphans(topic, 0) == [] and stray_commits(bucket, topic) == [], "replaced objects deleted")
+
+        # Consumers read the same from the broker, librdkafka and ours.
+        everything = expected_records(acked, tombstones=False)
+        assert read_all_librdkafka(broker.bootstrap, topic, filler) == everything
+        assert asyncio.run(read_all_ours(broker.bootstrap, topic, filler)) == everything
+
+        # A restarted broker (its local copies deleted) serves the compacted bucket.
+        broker.kill()
+        shutil.rmtree(tmp_path / "data")
+        broker.start()
+        assert read_all_librdkafka(broker.bootstrap, topic, filler) == everything
+    finally:
+        broker.close()
+        bucket.close()
+
+
+def stray_commits(bucket: BucketView, topic: str) -> list[str]:
+    """Commit objects in the bucket that the catalogue does not resolve to."""
+    named = {s.commit_key for s in bucket.catalogue(topic, 0)}
+    return [key for key in bucket.keys(topic, 0) if key.endswith(".commit") and key not in named]
+
+
+@pytest.mark.slow
+def test_sigkill_while_the_bucket_is_compacted_loses_nothing_live(moto, tmp_path) -> None:
+    bucket = open_bucket("s3", moto, tmp_path / "bucket")
+    broker = start_broker(tmp_path / "data", bucket, *CLEANER_FLAGS)
+    rng = random.Random(11)
+    try:
+        topic = "bucket-compacted-kills"
+        create(broker.bootstrap, topic)
+        acked: dict[int, tuple[bytes, bytes | None]] = {}
+        seen_before: dict[bytes, int] = {}  # key -> the offset of its value a reader saw last
+        for round_ in range(KILLS):
+            writes = [(b"key-%03d" % k, b"value-%03d-%d-" % (k, round_) + b"y" * 80) for k in range(KEYS)]
+            acked |= produce(broker.bootstrap, topic, writes)
+            roll_everything_into_the_bucket(broker.bootstrap, topic, acked)
+            time.sleep(rng.uniform(0.1, 1.2))  # a random moment of cleaning, uploading, rewriting
+            broker.kill()
+            broker.start()
+            last = max(acked)
+            records = read_all_librdkafka(broker.bootstrap, topic, last)
+            # Nothing but acknowledged records at their offsets; every live key's last value.
+            assert [(o, k, v) for o, k, v in records if acked.get(o) != (k, v)] == []
+            assert last_per_key({o: (k, v) for o, k, v in records}) == last_per_key(acked)
+            newest = {k: o for o, k, _ in records}
+            assert [k for k, o in newest.items() if o < seen_before.get(k, -1)] == []  # no key older than before
+            seen_before = newest
+            catalogue = bucket.catalogue(topic, 0)
+            assert all(a.next_offset == b.base_offset for a, b in zip(catalogue, catalogue[1:]))
+        # Left alone after one more round, the bucket ends compacted, with no orphaned object.
+        acked |= produce(broker.bootstrap, topic, [(b"key-%03d" % k, b"final-%03d" % k) for k in range(KEYS)])
+        filler = roll_everything_into_the_bucket(broker.bootstrap, topic, acked)
+        wait_until(lambda: bucket_is_compacted(bucket, topic, acked, past=filler - 1, tombstones=True), "the bucket compacted after the kills")
+        wait_until(lambda: bucket.orphans(topic, 0) == [] and stray_commits(bucket, topic) == [], "no orphaned object")
+    finally:
+        broker.close()
+        bucket.close()
