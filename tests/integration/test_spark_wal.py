@@ -297,44 +297,76 @@ def test_read_committed_skips_aborted_transactions_from_the_bucket_alone(spark, 
     assert spark_rows(load(spark, broker, topic, **{"kafka.isolation.level": "read_committed"})) == committed
 
 
-def test_a_compacted_topic_is_read_as_the_latest_value_per_key(spark, s3_broker) -> None:
-    """A compacted topic's bucket holds every acknowledged version (segments as written,
-    write-ahead objects above them); latest_per_key makes the table of it: each live key once,
-    with its last acknowledged value at the offset it was acknowledged at."""
+def test_a_compacted_topic_is_read_as_the_latest_value_per_key_while_its_bucket_is_compacted(spark, s3, tmp_path) -> None:
+    """A compacted topic's bucket holds the segments as far as the leader cleaned them and
+    write-ahead objects above them; latest_per_key makes the table of it: each live key once,
+    with its last acknowledged value at the offset it was acknowledged at. Spark queries and a
+    consumer run while a producer writes on and the broker replaces bucket segments by their
+    cleaned copies (compaction/bucket.py): each finishes on a consistent log."""
+    import threading
+
     from confluent_kafka import Producer
 
     from spark_reader.compacted import latest_per_key
 
-    topic = f"compacted-{uuid.uuid4().hex[:8]}"
-    create_topic(s3_broker.process, topic, PARTITIONS, **{"cleanup.policy": "compact", "segment.bytes": "8192"})
-    producer = Producer({"bootstrap.servers": s3_broker.process.bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    acked: list[tuple[int, int, bytes, bytes | None]] = []  # (partition, offset, key, value)
+    url = s3.url(s3.create_bucket(), prefix="compacting")
+    env = {k: v for k, v in s3.env().items() if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    process = BrokerProcess(tmp_path / "data", "--object-store", url, "--log-cleaner-backoff-ms", "100", env=env).start()
+    broker = WalBroker(process, url, env)
+    try:
+        topic = f"compacted-{uuid.uuid4().hex[:8]}"
+        create_topic(process, topic, PARTITIONS, **{"cleanup.policy": "compact", "segment.bytes": "8192", "min.cleanable.dirty.ratio": "0.01"})
+        producer = Producer({"bootstrap.servers": process.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        acked: dict[tuple[int, int], tuple[bytes, bytes | None]] = {}  # (partition, offset) -> (key, value)
+        lock = threading.Lock()
 
-    def delivered(err, msg) -> None:
-        assert err is None, err
-        acked.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+        def delivered(err, msg) -> None:
+            assert err is None, err
+            with lock:
+                acked[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
 
-    for round_ in range(5):
-        for k in range(60):
-            producer.produce(topic, key=b"key-%02d" % k, value=b"v%d-%02d-" % (round_, k) + b"x" * 50, partition=k % PARTITIONS, on_delivery=delivered)
-        assert producer.flush(30) == 0
-    for k in range(0, 60, 4):
-        producer.produce(topic, key=b"key-%02d" % k, value=None, partition=k % PARTITIONS, on_delivery=delivered)
-    assert producer.flush(30) == 0
-    deadline = time.monotonic() + 60
-    while not all(catalogue(s3_broker, topic).values()):
-        assert time.monotonic() < deadline, "no segment of the compacted topic reached the bucket"
-        time.sleep(0.1)  # polling the bucket with a deadline: nothing to wait on instead
+        def write(rounds: range) -> None:
+            for round_ in rounds:
+                for k in range(60):
+                    value = None if round_ % 3 == 2 and k % 4 == 0 else b"v%d-%02d-" % (round_, k) + b"x" * 50  # some tombstones
+                    producer.produce(topic, key=b"key-%02d" % k, value=value, partition=k % PARTITIONS, on_delivery=delivered)
+                assert producer.flush(30) == 0
 
-    last: dict[tuple[int, bytes], tuple[int, bytes | None]] = {}
-    for partition, offset, key, value in sorted(acked):
-        last[(partition, key)] = (offset, value)
-    every = load(spark, s3_broker, topic)
-    assert every.count() == len(acked) == 5 * 60 + 15
-    table = latest_per_key(every).select("partition", "offset", "key", "value").collect()
-    assert sorted((r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in table) == sorted(
-        (p, offset, key, value) for (p, key), (offset, value) in last.items() if value is not None
-    )
-    assert len(table) == 45
-    tombstoned = latest_per_key(every, keep_tombstones=True).where("value IS NULL").count()
-    assert tombstoned == 15
+        write(range(5))
+        deadline = time.monotonic() + 60
+        while not all(catalogue(broker, topic).values()):
+            assert time.monotonic() < deadline, "no segment of the compacted topic reached the bucket"
+            time.sleep(0.1)  # polling the bucket with a deadline: nothing to wait on instead
+        rewrites_before = process.log_text().count("compacted: ")
+        writer = threading.Thread(target=write, args=(range(5, 24),))
+        writer.start()
+        reads = []
+        try:
+            for _ in range(3):
+                reads.append(spark_rows(load(spark, broker, topic)))
+                reads.append(consume(process, topic, PARTITIONS))
+        finally:
+            writer.join()
+        assert process.log_text().count("compacted: ") > rewrites_before  # the bucket was rewritten meanwhile
+        for rows in reads:
+            # Nothing but acknowledged records at their offsets, in order; each key's last value
+            # up to where the read ended, with nothing after it.
+            assert [r[1:3] for r in rows if acked.get((r[1], r[2])) != (r[5], r[6])] == []
+            ends = {p: max(r[2] for r in rows if r[1] == p) for p in range(PARTITIONS)}
+            assert last_values([(r[1], r[2], r[5], r[6]) for r in rows]) == last_values(
+                [(p, o, k, v) for (p, o), (k, v) in acked.items() if o <= ends[p]]
+            )
+        every = load(spark, broker, topic)
+        table = latest_per_key(every).select("partition", "offset", "key", "value").collect()
+        assert sorted((r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in table) == sorted(
+            (p, o, k, v) for (p, k), (o, v) in last_values([(p, o, k, v) for (p, o), (k, v) in acked.items()]).items() if v is not None
+        )
+        assert len(table) == 45  # keys 0, 4, 8, ... end in the tombstones of round 23
+        assert latest_per_key(every, keep_tombstones=True).where("value IS NULL").count() == 15
+    finally:
+        process.close()
+
+
+def last_values(records) -> dict[tuple[int, bytes], tuple[int, bytes | None]]:
+    """(partition, key) -> (offset, value) of its last record among (partition, offset, key, value)."""
+    return {(p, k): (o, v) for p, o, k, v in sorted(records, key=lambda r: (r[0], r[1]))}
