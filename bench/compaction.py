@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from diskless.broker.compaction.cleaner import Throttler, clean_partition, segment_views  # noqa: E402
+from diskless.broker.compaction.cleaning import Throttler, clean_partition, segment_views  # noqa: E402
 from diskless.broker.compaction.config import CleanerConfig, CompactionRules  # noqa: E402
 from diskless.broker.compaction.policy import ENTRY_BYTES, plan  # noqa: E402
 from hot_tier import Log, LogConfig  # noqa: E402

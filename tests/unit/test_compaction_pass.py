@@ -10,7 +10,7 @@ from pathlib import Path
 from hot_tier import Log, LogConfig
 from hot_tier.records import Record, decode_batches, encode_batch
 
-from diskless.broker.compaction.cleaner import Throttler, clean_partition, segment_views
+from diskless.broker.compaction.cleaning import Throttler, clean_partition, segment_views
 from diskless.broker.compaction.config import CompactionRules
 from diskless.broker.compaction.policy import plan
 from hot_tier.records.transactions import encode_marker
