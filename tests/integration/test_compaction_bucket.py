@@ -177,3 +177,38 @@ def test_sigkill_while_the_bucket_is_compacted_loses_nothing_live(moto, tmp_path
     finally:
         broker.close()
         bucket.close()
+
+
+def test_history_the_leader_did_not_write_is_compacted_from_the_bucket(moto, tmp_path) -> None:
+    """A broker that lost its disk (as one taking a partition over) has no local copy of the
+    bucket's segments: it cleans them from the bucket (compaction/history.py)."""
+    bucket = open_bucket("s3", moto, tmp_path / "bucket")
+    metadata = f"sqlite:///{(tmp_path / 'metadata.db').resolve()}"
+    writer = start_broker(tmp_path / "data", bucket, "--metadata", metadata, "--log-cleaner-enable", "false", *CLEANER_FLAGS)
+    try:
+        topic = "bucket-history"
+        create(writer.bootstrap, topic)
+        acked: dict[int, tuple[bytes, bytes | None]] = {}
+        for r in range(ROUNDS):
+            acked |= produce(writer.bootstrap, topic, [(b"key-%03d" % k, b"value-%03d-%d-" % (k, r) + b"x" * 60) for k in range(KEYS)])
+        acked |= produce(writer.bootstrap, topic, [(b"key-%03d" % k, None) for k in TOMBSTONED])
+        filler = roll_everything_into_the_bucket(writer.bootstrap, topic, acked)
+        as_written = sorted((o, k, v) for o, (k, v) in acked.items() if o < filler)
+        wait_until(lambda: bucket.catalogue(topic, 0) and bucket.catalogue(topic, 0)[-1].next_offset >= filler, "everything in the bucket")
+        assert [r for r in bucket_records(bucket, topic) if r[0] < filler] == as_written  # not cleaned: the cleaner is off
+    finally:
+        writer.kill()
+    shutil.rmtree(tmp_path / "data")
+    successor = start_broker(tmp_path / "data", bucket, "--metadata", metadata, *CLEANER_FLAGS)
+    try:
+        wait_until(lambda: bucket_is_compacted(bucket, topic, acked, past=filler - 1, tombstones=True), "the history compacted")
+        wait_until(lambda: bucket.orphans(topic, 0) == [] and stray_commits(bucket, topic) == [], "replaced objects deleted")
+        # The five rounds' segments merged into one: after cleaning, only the last round's
+        # 16 KB remain, within segment.bytes; the tombstones' segment no longer fits with it.
+        first = bucket.catalogue(topic, 0)[0]
+        assert (first.base_offset, first.last_offset) == (0, ROUNDS * KEYS - 1)
+        assert read_all_librdkafka(successor.bootstrap, topic, filler) == expected_records(acked, tombstones=True)
+        assert "compacted: " in successor.log_text()
+    finally:
+        successor.close()
+        bucket.close()

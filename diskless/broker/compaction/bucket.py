@@ -120,28 +120,29 @@ async def clean_bucket(leader: Any, now_ms: int) -> int:
     config = leader.log_config
     rewrites = plan_rewrites(remote.segments, leader.local_segments, config.segment_bytes)
     swapped = 0
-    for rewrite in rewrites:
+    for planned in rewrites:
         if leader.closed:
             break
-        if await _rewrite(leader, rewrite, now_ms):
-            swapped += 1
+        swapped += await rewrite(leader, planned, now_ms)
     return swapped
 
 
-async def _rewrite(leader: Any, rewrite: BucketRewrite, now_ms: int) -> bool:
+async def rewrite(leader: Any, planned: BucketRewrite, now_ms: int) -> bool:
+    """Upload the concatenation of `planned.local` in place of `planned.replaced` (steps 2 to 4
+    of the module header); False when a source file went meanwhile."""
     remote, epoch = leader.remote, leader.leader_epoch
     bucket = remote.storage.bucket
     scratch = leader.dir / SCRATCH_DIRECTORY
     config = leader.log_config
     try:
-        copy = await asyncio.to_thread(_build_copy, scratch, rewrite, config.index_interval_bytes, config.segment_index_bytes)
+        copy = await asyncio.to_thread(_build_copy, scratch, planned, config.index_interval_bytes, config.segment_index_bytes)
     except FileNotFoundError:  # a local segment went meanwhile (retention, DeleteRecords)
         await asyncio.to_thread(shutil.rmtree, scratch, True)
         return False
     try:
-        txn_index, snapshot = await _carried_objects(bucket, rewrite.replaced)
+        txn_index, snapshot = await _carried_objects(bucket, planned.replaced)
         segment = await remote.begin_rewrite(
-            base_offset=rewrite.base_offset, last_offset=rewrite.last_offset, base_timestamp=copy.base_timestamp,
+            base_offset=planned.base_offset, last_offset=planned.last_offset, base_timestamp=copy.base_timestamp,
             max_timestamp=copy.info.max_timestamp, size_bytes=copy.info.size_bytes, leader_epoch=epoch,
         )  # fmt: skip
         try:
@@ -150,7 +151,7 @@ async def _rewrite(leader: Any, rewrite: BucketRewrite, now_ms: int) -> bool:
                 timeindex_path=copy.info.timeindex_path, txn_index=txn_index, producer_snapshot=snapshot,
             )  # fmt: skip
             rules = leader.rules.compaction
-            await remote.replace(segment, list(rewrite.replaced), epoch, delete_at_ms=now_ms + rules.file_delete_delay_ms)
+            await remote.replace(segment, list(planned.replaced), epoch, delete_at_ms=now_ms + rules.file_delete_delay_ms)
         except BaseException:
             try:
                 await remote.abandon_rewrite(segment, epoch)
@@ -159,10 +160,10 @@ async def _rewrite(leader: Any, rewrite: BucketRewrite, now_ms: int) -> bool:
             raise
     finally:
         await asyncio.to_thread(shutil.rmtree, scratch, True)
-    metrics.observe_bucket_rewrite(leader.topic, len(rewrite.replaced), rewrite.old_bytes - copy.info.size_bytes)
+    metrics.observe_bucket_rewrite(leader.topic, len(planned.replaced), planned.old_bytes - copy.info.size_bytes)
     log.info(
         "%s-%d: bucket segments %d-%d compacted: %d segment(s) of %d bytes replaced by one of %d bytes",
-        leader.topic, leader.index, rewrite.base_offset, rewrite.last_offset, len(rewrite.replaced), rewrite.old_bytes,
+        leader.topic, leader.index, planned.base_offset, planned.last_offset, len(planned.replaced), planned.old_bytes,
         copy.info.size_bytes,
     )  # fmt: skip
     return True

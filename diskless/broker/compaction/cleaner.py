@@ -54,6 +54,7 @@ from . import metrics
 from .bucket import clean_bucket
 from .cleaning import CleaningStopped, Throttler, clean_partition, segment_views
 from .config import CleanerConfig, CompactionRules
+from .history import HistoryMemo, clean_history
 from .policy import ENTRY_BYTES, CleaningPlan, SegmentView, plan
 from .rewrite import CleanStats
 
@@ -162,7 +163,8 @@ class LogCleaner:
         self._stop = threading.Event()
         self._horizons: dict[tuple[str, int], int | None] = {}
         self.passes = 0  # completed passes that swapped something in, for tests and metrics
-        self.bucket_rewrites = 0  # bucket rewrites swapped in (bucket.py)
+        self.bucket_rewrites = 0  # bucket rewrites swapped in (bucket.py, history.py)
+        self._history: dict[tuple[str, int], HistoryMemo | None] = {}  # history.py's, per partition led
         self.last_cleaned_ms: dict[tuple[str, int], int] = {}
         # What the metrics read (see the module header); only the event-loop task writes them.
         self.dirty_ratios: dict[tuple[str, int], float] = {}  # every compacted partition, as of the last round
@@ -173,6 +175,10 @@ class LogCleaner:
 
     def now_ms(self) -> int:
         return self._clock()
+
+    def _map_capacity(self) -> int:
+        """Keys one pass's offset map may hold: the dedupe buffer shared by the threads."""
+        return self.config.dedupe_buffer_size // max(1, self.config.threads) // ENTRY_BYTES
 
     def reconfigure(self, config: CleanerConfig) -> None:
         """New log.cleaner.* values (dynamic broker configs): threads and the dedupe buffer apply
@@ -249,13 +255,22 @@ class LogCleaner:
         """Bring the bucket copies of the tiered compacted partitions led here up to their
         cleaned local copies (bucket.py); return how many rewrites were swapped in."""
         swapped = 0
+        led = {(leader.topic, leader.index) for leader in self._leaders()}
+        self._history = {key: memo for key, memo in self._history.items() if key in led}
         for leader in self._leaders():
             if leader.closed or not getattr(leader, "tiered", False) or getattr(leader.rules, "compaction", None) is None:
                 continue
             if (leader.topic, leader.index) in self.uncleanable:
                 continue
+            key = (leader.topic, leader.index)
             try:
                 swapped += await clean_bucket(leader, self._clock())
+                done, self._history[key] = await clean_history(
+                    leader, self._clock(), self._history.get(key), map_capacity=self._map_capacity(), throttle=self._throttle, stop=self._stop
+                )  # fmt: skip
+                swapped += done
+            except CleaningStopped:
+                raise
             except Exception as exc:  # the bucket keeps the segments as they are; the next round tries again
                 log.warning("%s-%d: compacting the bucket failed: %r", leader.topic, leader.index, exc)
         self.bucket_rewrites += swapped
@@ -268,7 +283,7 @@ class LogCleaner:
         rules: CompactionRules = leader.rules.compaction  # type: ignore[attr-defined]
         now_ms = self._clock()
         started = time.monotonic()
-        map_capacity = self.config.dedupe_buffer_size // max(1, self.config.threads) // ENTRY_BYTES
+        map_capacity = self._map_capacity()
         result = await asyncio.to_thread(
             clean_partition, segments, views, cleaning, rules, map_capacity=map_capacity,
             producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms, throttle=self._throttle, stop=self._stop,

@@ -146,10 +146,13 @@ def clean_partition(
     segments: Sequence[SegmentInfo], views: Sequence[SegmentView], cleaning: CleaningPlan, rules: CompactionRules, *,
     map_capacity: int, producer_last_offsets: dict[int, int], now_ms: int, throttle: Throttler, stop: threading.Event,
     aborted: Sequence[tuple[int, int, int]] = (),
+    rewrite_below: int | None = None,
 ) -> PassResult:
     """Steps 1 and 2 of a pass (see the module header); runs in a worker thread, touches no
     state but the .cleaned files it writes. `cleaning` stops at the last stable offset: open
-    transactions are not cleaned; records of aborted ones supersede nothing."""
+    transactions are not cleaned; records of aborted ones supersede nothing. With
+    `rewrite_below`, only segments starting below it get cleaned copies (the map is built
+    over the whole dirty section all the same): history.py cleans the bucket's part alone."""
     aborted_batches = AbortedBatches(aborted)
     first_dirty, uncleanable = cleaning.first_dirty_offset, cleaning.first_uncleanable_offset
     offset_map = OffsetMap(map_capacity, first_dirty)
@@ -174,6 +177,8 @@ def clean_partition(
     horizon: int | None = None
     for segment, view in zip(segments, views):
         if view.active or view.base_offset >= end_offset:  # policy.segments_to_clean
+            continue
+        if rewrite_below is not None and view.base_offset >= rewrite_below:
             continue
         drop_tombstones = view.max_timestamp >= 0 and view.max_timestamp + rules.delete_retention_ms <= now_ms
         kept_before = result.stats.tombstones_kept
