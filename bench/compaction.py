@@ -11,6 +11,12 @@ the pass, wall clock; then the same pass over a fresh copy under tracemalloc giv
 Python memory it allocated (the map is bounded by log.cleaner.dedupe.buffer.size, 128 MiB by
 default, `--dedupe-buffer-mib`; with more keys than it holds a pass cleans as far as its map
 covers, `cleaned_to` below the log end). Best of the rounds; the last line is one JSON object.
+
+With `--bucket`, the same log's segments are also uploaded to moto's S3 server (127.0.0.1,
+over HTTP) and catalogued in a SQLite store, as a broker that took the partition over finds
+them: no local copy. One pass of compaction/history.py cleans them from the bucket: download,
+offset map and cleaned copies, upload of the merged copies, catalogue swap. `bucket_clean_mb_s`
+is MB/s of bucket bytes it went through, wall clock, the figure "cleaning from moto's S3".
 """
 
 from __future__ import annotations
@@ -73,6 +79,87 @@ def one_pass(dir: Path, cleaner: CleanerConfig) -> tuple[float, int, int, int]:
         log.close()
 
 
+def bucket_pass(source: Path, root: Path, cleaner: CleanerConfig) -> tuple[float, int, int, int]:
+    """(seconds, bucket bytes before, after, segments after) of one history pass over moto."""
+    import asyncio
+
+    from cold_tier.remote_log import RemoteLogReader
+    from cold_tier.segments import upload_committed
+    from cold_tier.url import open_object_store
+    from diskless.broker.compaction.history import clean_history
+    from diskless.broker.tiering.remote_log import RemoteLog, RemoteStorage
+    from metadata import open_metadata_store
+    from tests.integration.moto_s3 import moto_s3_server
+
+    with moto_s3_server() as s3:
+        url = s3.url(s3.create_bucket(), prefix="bench")
+
+        async def run() -> tuple[float, int, int, int]:
+            store = await open_metadata_store(f"sqlite:///{root / 'metadata.db'}")
+            bucket = open_object_store(url, env=s3.env())
+            reader = RemoteLogReader(bucket)
+            try:
+                await store.create_topic("bench", 1, {})
+                remote = RemoteLog(RemoteStorage(bucket, store, reader), "bench", 0)
+                await remote.load(0)
+                log = Log.open(source, CONFIG, 0)
+                try:
+                    for segment in log.segments[:-1]:
+                        with open(segment.log_path, "rb") as f:
+                            f.seek(27)
+                            base_timestamp = int.from_bytes(f.read(8), "big", signed=True)
+                        committed = await remote.begin_upload(
+                            base_offset=segment.base_offset, last_offset=segment.next_offset - 1, base_timestamp=base_timestamp,
+                            max_timestamp=segment.max_timestamp, size_bytes=segment.size_bytes, leader_epoch=0,
+                        )  # fmt: skip
+                        await upload_committed(bucket, committed, log_path=segment.log_path, index_path=segment.index_path,
+                                               timeindex_path=segment.timeindex_path)  # fmt: skip
+                        await remote.commit(committed, 0)
+                    end = log.log_end_offset
+                finally:
+                    log.close()
+                before = remote.size_bytes
+                leader = _TakenOver(remote, root / "partition", end)
+                started = time.perf_counter()
+                swapped, _ = await clean_history(
+                    leader, int(time.time() * 1000), None, map_capacity=cleaner.dedupe_buffer_size // ENTRY_BYTES,
+                    throttle=Throttler(cleaner.io_max_bytes_per_second), stop=threading.Event(),
+                )  # fmt: skip
+                seconds = time.perf_counter() - started
+                assert swapped, "the history pass replaced nothing"
+                return seconds, before, remote.size_bytes, len(remote.segments)
+            finally:
+                await reader.close()
+                await bucket.close()
+                await store.close()
+
+        return asyncio.run(run())
+
+
+class _TakenOver:
+    """What history.py asks of a partition's leader, for a leader with nothing local: its log
+    is an empty active segment at the bucket's end."""
+
+    def __init__(self, remote, dir: Path, end: int) -> None:
+        from diskless.broker.partition.rules import PartitionRules
+        from hot_tier import SegmentInfo
+
+        dir.mkdir(parents=True)
+        self.topic, self.index, self.remote, self.dir, self.leader_epoch, self.closed = "bench", 0, remote, dir, 0, False
+        self.log_config = CONFIG
+        self.cleanable_end_offset = end
+        self.rules = PartitionRules(1048588, False, True, (-1, -1), (-1, -1), compaction=RULES)
+        active = dir / f"{end:020d}"
+        self.local_segments = (SegmentInfo(end, end, 0, -1, active.with_suffix(".log"), active.with_suffix(".index"),
+                                           active.with_suffix(".timeindex"), True),)  # fmt: skip
+
+    def producer_last_offsets(self) -> dict[int, int]:
+        return {}
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int, int]]:
+        return []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller volumes, fewer rounds (under a minute)")
@@ -81,6 +168,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--dedupe-buffer-mib", type=int, default=128)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--bucket", action="store_true", help="also clean the log from moto's S3 (compaction/history.py)")
     args = parser.parse_args()
     records = args.records or (200_000 if args.quick else 1_000_000)
     rounds = args.rounds or (1 if args.quick else 3)
@@ -115,6 +203,12 @@ def main() -> None:
             "dedupe_buffer_mib": args.dedupe_buffer_mib,
         }
         print(f"memory: peak {peak / 2**20:.1f} MiB of Python allocations (dedupe buffer {cleaner.dedupe_buffer_size / 2**20:.0f} MiB)")
+        if args.bucket:
+            seconds, before, after, segments = bucket_pass(source, root / "bucket", cleaner)
+            figures |= {"bucket_clean_mb_s": round(before / seconds / 1e6, 1), "bucket_mb_before": round(before / 1e6, 1),
+                        "bucket_mb_after": round(after / 1e6, 2), "bucket_segments_after": segments}  # fmt: skip
+            print(f"bucket: {seconds:.2f} s, {before / seconds / 1e6:.1f} MB/s, {before / 1e6:.1f} MB -> {after / 1e6:.2f} MB"
+                  f" in {segments} segment(s)")  # fmt: skip
         print(json.dumps(figures))
     finally:
         shutil.rmtree(root, ignore_errors=True)

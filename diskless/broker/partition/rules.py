@@ -21,7 +21,8 @@ class PartitionRules:
     compression_type: str = "producer"  # compression.type: a codec name, or keep the producer's
     # cleanup.policy has compact: records need keys and the cleaner runs (compaction/). Tiered,
     # its segments are uploaded as written and their local copies kept, where the cleaner
-    # compacts them once they are in the bucket; `compact` alone retains everything.
+    # compacts them once they are in the bucket, whose copies the cleaned ones then replace
+    # (compaction/bucket.py); `compact` alone retains everything.
     compaction: CompactionRules | None = None
 
     @classmethod
