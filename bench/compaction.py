@@ -148,6 +148,7 @@ class _TakenOver:
         self.topic, self.index, self.remote, self.dir, self.leader_epoch, self.closed = "bench", 0, remote, dir, 0, False
         self.log_config = CONFIG
         self.cleanable_end_offset = end
+        self.log_start_offset = 0
         self.rules = PartitionRules(1048588, False, True, (-1, -1), (-1, -1), compaction=RULES)
         active = dir / f"{end:020d}"
         self.local_segments = (SegmentInfo(end, end, 0, -1, active.with_suffix(".log"), active.with_suffix(".index"),

@@ -1,6 +1,7 @@
 """One cleaning pass of the shell over a real local log (compaction/cleaner.py clean_partition,
 then Log.replace_segment): a full map cleans the whole dirty section, a small one stops where
-it is full, and transactions are respected (aborted data supersedes nothing, markers stay)."""
+it is full, and transactions are cleaned as Kafka cleans them (aborted data supersedes nothing
+and goes; commit markers go once their transaction's data is gone, abort markers stay)."""
 
 from __future__ import annotations
 
@@ -23,17 +24,19 @@ def records_of(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
     out = []
     for segment in log.segments:
         for batch in decode_batches(segment.log_path.read_bytes()):
-            out += [(r.offset, r.key, r.value) for r in batch.records]
+            if not batch.header.is_control:
+                out += [(r.offset, r.key, r.value) for r in batch.records]
     return out
 
 
-def run_pass(log: Log, map_capacity: int, aborted=(), checkpoint: int | None = None) -> int:
+def run_pass(log: Log, map_capacity: int, aborted=(), checkpoint: int | None = None, rules: CompactionRules = RULES,
+             log_start_offset: int | None = 0, producer_last_offsets: dict[int, int] | None = None) -> int:  # fmt: skip
     segments = list(log.segments)
     views = segment_views(segments)
-    cleaning = plan(views, checkpoint=checkpoint, log_start_offset=0, high_watermark=log.log_end_offset, rules=RULES, now_ms=NOW)
+    cleaning = plan(views, checkpoint=checkpoint, log_start_offset=0, high_watermark=log.log_end_offset, rules=rules, now_ms=NOW)
     result = clean_partition(
-        segments, views, cleaning, RULES, map_capacity=map_capacity, producer_last_offsets={}, now_ms=NOW,
-        throttle=Throttler(1e308), stop=threading.Event(), aborted=aborted,
+        segments, views, cleaning, rules, map_capacity=map_capacity, producer_last_offsets=producer_last_offsets or {}, now_ms=NOW,
+        throttle=Throttler(1e308), stop=threading.Event(), aborted=aborted, log_start_offset=log_start_offset,
     )  # fmt: skip
     for base_offset, size_bytes in result.cleaned:
         assert log.replace_segment(base_offset, size_bytes) is not None
@@ -73,8 +76,8 @@ def test_a_small_map_cleans_as_far_as_it_covers_and_the_next_pass_goes_on(tmp_pa
     assert records_of(log) == [(o, b"k%d" % (o % 10), b"v%d" % o) for o in range(20, 30)]
 
 
-def test_aborted_transactions_supersede_nothing_and_markers_stay(tmp_path: Path) -> None:
-    log = Log.open(tmp_path, LogConfig(segment_bytes=100_000), 0)
+def transactions_log(dir: Path) -> Log:
+    log = Log.open(dir, LogConfig(segment_bytes=100_000), 0)
     log.append(bytearray(encode_batch([Record(0, NOW, b"a", b"committed-1")])), 0)  # 0
     aborted = encode_batch([Record(0, NOW, b"a", b"aborted")], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)
     log.append(bytearray(aborted), 0)  # 1
@@ -83,8 +86,45 @@ def test_aborted_transactions_supersede_nothing_and_markers_stay(tmp_path: Path)
     log.append(bytearray(committed), 0)  # 3
     log.append(bytearray(encode_marker(6, 0, True, 0, NOW)), 0)  # 4: commit
     log.append(bytearray(encode_batch([Record(0, NOW, b"b", b"plain-2")])), 0)  # 5
+    kept = encode_batch([Record(0, NOW, b"c", b"txn-2")], producer_id=6, producer_epoch=0, base_sequence=1, is_transactional=True)
+    log.append(bytearray(kept), 0)  # 6
+    log.append(bytearray(encode_marker(6, 0, True, 0, NOW)), 0)  # 7: commit
     log.roll(0)
+    return log
+
+
+def batch_offsets(log: Log) -> list[tuple[int, bool]]:
+    """(last offset, is a control batch) of every batch left."""
+    return [(b.header.last_offset, b.header.is_control) for s in log.segments for b in decode_batches(s.log_path.read_bytes())]
+
+
+def test_aborted_data_goes_and_supersedes_nothing_markers_stay_within_delete_retention(tmp_path: Path) -> None:
+    log = transactions_log(tmp_path)
     run_pass(log, map_capacity=10, aborted=[(5, 1, 2)])
     kept = records_of(log)
-    assert [(o, k, v) for o, k, v in kept if k in (b"a", b"b")] == [(0, b"a", b"committed-1"), (1, b"a", b"aborted"), (5, b"b", b"plain-2")]
-    assert [o for o, _, _ in kept] == [0, 1, 2, 4, 5]  # both markers kept, the superseded committed record gone
+    assert [(o, k, v) for o, k, v in kept] == [(0, b"a", b"committed-1"), (5, b"b", b"plain-2"), (6, b"c", b"txn-2")]
+    assert [o for o, control in batch_offsets(log) if control] == [2, 4, 7]
+
+
+def test_past_delete_retention_a_commit_marker_whose_data_is_gone_goes_too(tmp_path: Path) -> None:
+    log = transactions_log(tmp_path)
+    run_pass(log, map_capacity=10, aborted=[(5, 1, 2)], rules=CompactionRules(delete=False, delete_retention_ms=0))
+    # The abort marker stays (fetches' aborted lists name it); the first commit marker goes (its
+    # one record, offset 3, was superseded); the second stays with its transaction's record.
+    assert [o for o, control in batch_offsets(log) if control] == [2, 7]
+    assert [o for o, _, _ in records_of(log)] == [0, 5, 6]
+
+
+def test_a_commit_marker_of_a_transaction_begun_below_the_pass_stays(tmp_path: Path) -> None:
+    log = transactions_log(tmp_path)
+    # The partition's log starts below these segments (history in the bucket): producer 6's
+    # first transaction may have data there, so its marker stays; the second is known whole.
+    run_pass(log, map_capacity=10, aborted=[(5, 1, 2)], rules=CompactionRules(delete=False, delete_retention_ms=0), log_start_offset=None)
+    assert [o for o, control in batch_offsets(log) if control] == [2, 4, 7]
+
+
+def test_the_last_batch_of_an_active_producer_stays_emptied_when_aborted(tmp_path: Path) -> None:
+    log = transactions_log(tmp_path)
+    run_pass(log, map_capacity=10, aborted=[(5, 1, 2)], producer_last_offsets={5: 1})
+    assert (1, False) in batch_offsets(log)
+    assert [o for o, _, _ in records_of(log)] == [0, 5, 6]

@@ -80,6 +80,8 @@ class CleanablePartition(Protocol):
     @property
     def local_log_start_offset(self) -> int: ...
     @property
+    def log_start_offset(self) -> int: ...
+    @property
     def high_watermark(self) -> int: ...
     @property
     def cleanable_end_offset(self) -> int: ...
@@ -287,7 +289,7 @@ class LogCleaner:
         result = await asyncio.to_thread(
             clean_partition, segments, views, cleaning, rules, map_capacity=map_capacity,
             producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms, throttle=self._throttle, stop=self._stop,
-            aborted=leader.aborted_transactions(0, cleaning.first_uncleanable_offset),
+            aborted=leader.aborted_transactions(0, cleaning.first_uncleanable_offset), log_start_offset=leader.log_start_offset,
         )  # fmt: skip
         swapped = 0
         for base_offset, size_bytes in result.cleaned:  # in offset order: see the module header

@@ -21,7 +21,7 @@ from hot_tier.swap import cleaned_path
 
 from .config import CompactionRules
 from .policy import CleaningPlan, OffsetMap, SegmentView
-from .rewrite import CleanStats, clean_batch
+from .rewrite import CleanStats, TransactionMarkers, clean_batch, copy_with
 
 READ_CHUNK_BYTES = 4 * 2**20
 
@@ -136,9 +136,8 @@ class AbortedBatches:
 
 
 def passes_through(header: BatchHeader, aborted: AbortedBatches) -> bool:
-    """Batches the cleaner neither uses nor changes: transaction markers, and data of aborted
-    transactions (read_committed consumers skip them by the aborted list rebuilt from the log;
-    Kafka removes both once their transaction is cleaned, which is not done here yet)."""
+    """Batches the offset map does not take: transaction markers, and data of aborted
+    transactions (they supersede nothing; rewrite.TransactionMarkers says what becomes of them)."""
     return header.is_control or (header.is_transactional and header in aborted)
 
 
@@ -147,12 +146,15 @@ def clean_partition(
     map_capacity: int, producer_last_offsets: dict[int, int], now_ms: int, throttle: Throttler, stop: threading.Event,
     aborted: Sequence[tuple[int, int, int]] = (),
     rewrite_below: int | None = None,
+    log_start_offset: int | None = None,
 ) -> PassResult:
     """Steps 1 and 2 of a pass (see the module header); runs in a worker thread, touches no
     state but the .cleaned files it writes. `cleaning` stops at the last stable offset: open
     transactions are not cleaned; records of aborted ones supersede nothing. With
     `rewrite_below`, only segments starting below it get cleaned copies (the map is built
-    over the whole dirty section all the same): history.py cleans the bucket's part alone."""
+    over the whole dirty section all the same): history.py cleans the bucket's part alone.
+    `log_start_offset` is the partition's (bucket included): a pass whose first segment starts
+    there sees every transaction whole (rewrite.TransactionMarkers)."""
     aborted_batches = AbortedBatches(aborted)
     first_dirty, uncleanable = cleaning.first_dirty_offset, cleaning.first_uncleanable_offset
     offset_map = OffsetMap(map_capacity, first_dirty)
@@ -175,6 +177,8 @@ def clean_partition(
     offset_map.end_offset = end_offset
     result = PassResult(end_offset, map_keys=len(offset_map))
     horizon: int | None = None
+    from_log_start = log_start_offset is not None and bool(segments) and segments[0].base_offset <= log_start_offset
+    markers = TransactionMarkers(from_log_start=from_log_start)
     for segment, view in zip(segments, views):
         if view.active or view.base_offset >= end_offset:  # policy.segments_to_clean
             continue
@@ -182,7 +186,7 @@ def clean_partition(
             continue
         drop_tombstones = view.max_timestamp >= 0 and view.max_timestamp + rules.delete_retention_ms <= now_ms
         kept_before = result.stats.tombstones_kept
-        if _write_cleaned(segment, offset_map, producer_last_offsets, drop_tombstones, result.stats, throttle, stop, aborted_batches):
+        if _write_cleaned(segment, offset_map, producer_last_offsets, drop_tombstones, result.stats, throttle, stop, aborted_batches, markers):
             result.cleaned.append((segment.base_offset, segment.size_bytes))
         if result.stats.tombstones_kept > kept_before and view.max_timestamp >= 0:
             candidate = view.max_timestamp + rules.delete_retention_ms
@@ -193,7 +197,7 @@ def clean_partition(
 
 def _write_cleaned(
     segment: SegmentInfo, offset_map: OffsetMap, producer_last_offsets: dict[int, int], drop_tombstones: bool,
-    stats: CleanStats, throttle: Throttler, stop: threading.Event, aborted: AbortedBatches,
+    stats: CleanStats, throttle: Throttler, stop: threading.Event, aborted: AbortedBatches, markers: TransactionMarkers,
 ) -> bool:
     """Write segment's cleaned copy; True if it differs from the segment (else no copy is left)."""
     path = cleaned_path(segment.log_path.parent, segment.base_offset)
@@ -203,11 +207,17 @@ def _write_cleaned(
         pending: list[bytes] = []
         pending_bytes = 0
         for header, data in iter_batches(segment.log_path, segment.size_bytes, throttle, stop):
-            if passes_through(header, aborted):
-                cleaned: bytes | None = data
+            retain_empty = header.has_producer_id and producer_last_offsets.get(header.producer_id) == header.last_offset
+            if header.is_control:
+                cleaned: bytes | None = markers.marker(data, header, past_horizon=drop_tombstones)
+                stats.count_passed(data, cleaned, header)
+            elif header.is_transactional and header in aborted:
+                cleaned = copy_with([], header) if retain_empty else None
+                stats.count_passed(data, cleaned, header)
             else:
-                retain_empty = header.has_producer_id and producer_last_offsets.get(header.producer_id) == header.last_offset
                 cleaned = clean_batch(data, header, offset_map, drop_tombstones=drop_tombstones, retain_empty=retain_empty, stats=stats)
+            if header.is_transactional and not header.is_control and cleaned is not None:
+                markers.kept_data(header)
             if cleaned is not data:
                 changed = True
             if cleaned is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hot_tier.records import BatchHeader, Record, encode_batch, iter_record_tuples
+from hot_tier.records.transactions import COMMIT, marker_type
 
 from .policy import OffsetMap, key_digest
 
@@ -37,6 +38,17 @@ class CleanStats:
     bytes_read: int = 0
     bytes_written: int = 0
 
+    def count_passed(self, data: bytes, cleaned: bytes | None, header: BatchHeader) -> None:
+        """A batch decided without decoding it (a marker, aborted data): kept whole, emptied or gone."""
+        self.batches_read += 1
+        self.bytes_read += len(data)
+        self.records_read += header.records_count
+        if cleaned is None:
+            self.batches_dropped += 1
+        else:
+            self.bytes_written += len(cleaned)
+            self.records_kept += header.records_count if cleaned is data else 0
+
 
 def clean_batch(
     data: bytes, header: BatchHeader, offset_map: OffsetMap, *, drop_tombstones: bool, retain_empty: bool, stats: CleanStats
@@ -47,7 +59,7 @@ def clean_batch(
     older value below)."""
     stats.batches_read += 1
     stats.bytes_read += len(data)
-    if header.is_control:  # transaction markers: no transactions yet, kept as they are (P)
+    if header.is_control:  # markers are TransactionMarkers' to decide (cleaning.py does not pass them here)
         stats.bytes_written += len(data)
         return data
     kept: list[Record] = []
@@ -78,11 +90,54 @@ def clean_batch(
     if not kept and not retain_empty:
         stats.batches_dropped += 1
         return None
-    cleaned = encode_batch(
-        kept, base_offset=header.base_offset, compression=header.codec, timestamp_type=header.timestamp_type,
+    cleaned = copy_with(kept, header)
+    stats.bytes_written += len(cleaned)
+    return cleaned
+
+
+class TransactionMarkers:
+    """What one pass does with transactions, as Kafka's cleaner does (CleanedTransactionMetadata),
+    batch by batch in offset order over every segment the pass rewrites:
+
+    - data of aborted transactions goes: read_committed consumers skip it anyway, read_uncommitted
+      ones no longer see it (the last batch of an active producer stays, emptied);
+    - a COMMIT marker goes once none of its transaction's data is left and its segment is past
+      delete.retention.ms (as a tombstone), so a reload never finds data without its marker. Only
+      a transaction begun inside the pass is known whole: the pass must start at the log start,
+      or have seen the producer's previous marker;
+    - ABORT markers stay: the aborted-transaction lists fetches answer with (and the bucket's
+      .txnindex) still name them, and a read_committed consumer skips a producer's batches from
+      an aborted transaction's first offset until its marker.
+    """
+
+    __slots__ = ("_begun", "_with_data", "_whole_from_start")
+
+    def __init__(self, *, from_log_start: bool) -> None:
+        self._whole_from_start = from_log_start
+        self._begun: set[int] = set()  # producers whose previous marker the pass went over
+        self._with_data: set[int] = set()  # producers whose open transaction kept a batch
+
+    def kept_data(self, header: BatchHeader) -> None:
+        """A transactional data batch of header.producer_id was kept (perhaps emptied)."""
+        self._with_data.add(header.producer_id)
+
+    def marker(self, data: bytes, header: BatchHeader, *, past_horizon: bool) -> bytes | None:
+        """The marker batch `data` as the pass leaves it: itself, or None when it goes."""
+        producer = header.producer_id
+        whole = self._whole_from_start or producer in self._begun
+        removable = past_horizon and whole and producer not in self._with_data and marker_type(data, header) == COMMIT
+        self._begun.add(producer)
+        self._with_data.discard(producer)
+        return None if removable else data
+
+
+def copy_with(records: list[Record], header: BatchHeader) -> bytes:
+    """The batch `header` describes holding `records` only; with none, Kafka's
+    BatchRetention.RETAIN_EMPTY: its offsets and producer fields stay, so the producer's state
+    survives a reload of the log."""
+    return encode_batch(
+        records, base_offset=header.base_offset, compression=header.codec, timestamp_type=header.timestamp_type,
         producer_id=header.producer_id, producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
         partition_leader_epoch=header.partition_leader_epoch, is_transactional=header.is_transactional,
         is_control=header.is_control, last_offset=header.last_offset, empty_timestamp=header.max_timestamp,
     )  # fmt: skip
-    stats.bytes_written += len(cleaned)
-    return cleaned
