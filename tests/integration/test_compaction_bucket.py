@@ -212,3 +212,61 @@ def test_history_the_leader_did_not_write_is_compacted_from_the_bucket(moto, tmp
     finally:
         successor.close()
         bucket.close()
+
+
+def test_transactions_are_cleaned_as_kafka_cleans_them(moto, tmp_path) -> None:
+    """Aborted records go; a commit marker goes once its transaction's records are superseded
+    (past delete.retention.ms); abort markers stay. On the leader's log and in the bucket."""
+    from confluent_kafka import Producer
+
+    bucket = open_bucket("s3", moto, tmp_path / "bucket")
+    broker = start_broker(tmp_path / "data", bucket, *CLEANER_FLAGS)
+    try:
+        topic = "bucket-transactions"
+        create(broker.bootstrap, topic, **{"delete.retention.ms": "100"})
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cleaned-txn", "linger.ms": 5})
+        producer.init_transactions(30)
+        for value, commit in ((b"c1", True), (b"a2", False), (b"c3", True)):
+            producer.begin_transaction()
+            for k in range(10):
+                producer.produce(topic, key=b"k%d" % k, value=value, partition=0)
+            assert producer.flush(30) == 0  # written before the end: an abort does not drop them unsent
+            producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+        acked: dict[int, tuple[bytes, bytes | None]] = {}
+        time.sleep(0.2)  # delete.retention.ms (100) must pass over the markers' segment
+        filler = roll_everything_into_the_bucket(broker.bootstrap, topic, acked)
+        # Offsets: c1 at 0-9, its commit marker 10; a2 at 11-20, abort marker 21; c3 at 22-31, commit 32.
+        expected = [(22 + k, b"k%d" % k, b"c3") for k in range(10)] + [(filler, b"filler-0", b"f")]
+
+        def cleaned() -> bool:
+            catalogue = bucket.catalogue(topic, 0)
+            if not catalogue or catalogue[-1].next_offset < filler:
+                return False
+            markers = [b.header.last_offset for s in catalogue for b in decode_batches(bucket.get(s.log_key)) if b.header.is_control]
+            return bucket_records(bucket, topic) == expected[:-1] and markers == [21, 32]
+
+        wait_until(cleaned, "the bucket cleaned: c3 alone, the abort marker and the last commit marker")
+        for isolation in ("read_uncommitted", "read_committed"):
+            assert read_isolated(broker.bootstrap, topic, filler, isolation) == expected
+    finally:
+        broker.close()
+        bucket.close()
+
+
+def read_isolated(bootstrap: str, topic: str, last_offset: int, isolation: str) -> list[tuple[int, bytes, bytes | None]]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{isolation}", "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        records: list[tuple[int, bytes, bytes | None]] = []
+        deadline = time.monotonic() + 60
+        while not records or records[-1][0] < last_offset:
+            assert time.monotonic() < deadline, records
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                records.append((message.offset(), message.key(), message.value()))
+        return records
+    finally:
+        consumer.close()
