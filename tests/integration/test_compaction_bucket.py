@@ -13,17 +13,15 @@ import asyncio
 import random
 import shutil
 import time
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from hot_tier.records import decode_batches
 
-from .moto_s3 import MotoS3
 from .test_compaction_cleaner import CLEANER_FLAGS, read_all_librdkafka, read_all_ours, wait_until
 from .test_compaction_durable import last_per_key, produce
-from .test_tiering_reads import BucketView, open_bucket, start_broker
+from .test_tiering_reads import BucketView, moto, open_bucket, start_broker  # noqa: F401 (fixture)
 
 KEYS = 200
 ROUNDS = 5
@@ -33,16 +31,6 @@ TOPIC_CONFIGS = {
     "cleanup.policy": "compact", "segment.bytes": "16384", "segment.ms": "300", "min.cleanable.dirty.ratio": "0.01",
     "file.delete.delay.ms": "1500", "remote.storage.enable": "true",
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoS3]:
-    server = MotoS3()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def bucket_records(bucket: BucketView, topic: str) -> list[tuple[int, bytes, bytes | None]]:

@@ -121,11 +121,7 @@ class RemoteLog:
         attempt = self._upload
         if attempt is not None and (attempt.base_offset, attempt.size_bytes) == (base_offset, size_bytes):
             return attempt
-        attempt = CommittedSegment(
-            topic=self.topic, partition=self.index, base_offset=base_offset, last_offset=last_offset,
-            base_timestamp=base_timestamp, max_timestamp=max_timestamp, size_bytes=size_bytes,
-            leader_epoch=leader_epoch, upload_id=new_upload_id(),
-        )  # fmt: skip
+        attempt = self._descriptor(base_offset, last_offset, base_timestamp, max_timestamp, size_bytes, leader_epoch)
         await self._storage.store.add_remote_segment(_row(attempt))
         self._upload = attempt
         return attempt
@@ -147,13 +143,19 @@ class RemoteLog:
     ) -> CommittedSegment:
         """The descriptor of a copy that is to replace committed segments, catalogued as
         `uploading` before any object is written (a crash leaves a row `load` removes)."""
-        segment = CommittedSegment(
+        segment = self._descriptor(base_offset, last_offset, base_timestamp, max_timestamp, size_bytes, leader_epoch)
+        await self._storage.store.add_remote_segment(_row(segment))
+        return segment
+
+    def _descriptor(
+        self, base_offset: int, last_offset: int, base_timestamp: int, max_timestamp: int, size_bytes: int, leader_epoch: int
+    ) -> CommittedSegment:
+        """A new upload of this partition's range: a fresh upload id names its objects."""
+        return CommittedSegment(
             topic=self.topic, partition=self.index, base_offset=base_offset, last_offset=last_offset,
             base_timestamp=base_timestamp, max_timestamp=max_timestamp, size_bytes=size_bytes,
             leader_epoch=leader_epoch, upload_id=new_upload_id(),
         )  # fmt: skip
-        await self._storage.store.add_remote_segment(_row(segment))
-        return segment
 
     async def replace(self, segment: CommittedSegment, replaced: list[CommittedSegment], leader_epoch: int, *, delete_at_ms: int) -> None:
         """The copy's commit object is in the bucket: it takes the place of `replaced` in one
