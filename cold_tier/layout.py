@@ -49,6 +49,12 @@ Protocol (what makes the bucket self-describing):
   listed before the delete may find the data gone: it treats `ObjectNotFound` as "the
   segment was deleted by retention".
 - Objects are never modified once committed; a re-upload gets a new upload id.
+- Rewrite (compaction of a compacted topic): a cleaned copy of consecutive committed segments
+  is uploaded as a new upload whose base offset is the first one's and whose last offset is
+  the last one's, its commit object last; then the replaced commit objects are deleted, and
+  their data objects only after a grace period (readers that listed before finish on them).
+  Until the replaced commits are gone a LIST finds both; they share their base offset, so the
+  overlap resolution below picks either the copy or the replaced set, each whole.
 
 Overlapping commits (a retried upload of the same range, or a fenced leader racing the new
 one) are resolved by `parse_catalogue` deterministically, independent of listing order: the
