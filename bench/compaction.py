@@ -17,6 +17,12 @@ over HTTP) and catalogued in a SQLite store, as a broker that took the partition
 them: no local copy. One pass of compaction/history.py cleans them from the bucket: download,
 offset map and cleaned copies, upload of the merged copies, catalogue swap. `bucket_clean_mb_s`
 is MB/s of bucket bytes it went through, wall clock, the figure "cleaning from moto's S3".
+
+With `--produce`, a broker (`diskless serve`, embedded defaults) holds a compacted topic of the
+same records, kept from cleaning by min.compaction.lag.ms; acks=all produce throughput into a
+plain topic (bench/broker.py's producer: lz4, 1 MB batches) is measured alone, then again right
+after the lag is set to 0, while the cleaner compacts the topic. `produce_during_cleaning_ratio`
+is the second over the first; the pass must end after the second window began (checked).
 """
 
 from __future__ import annotations
@@ -161,6 +167,53 @@ class _TakenOver:
         return []
 
 
+def produce_during_cleaning(root: Path, records: int, keys: int) -> dict[str, float]:
+    """Produce throughput alone and while the cleaner runs (see the module header)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    import broker as broker_bench  # bench/broker.py: the broker subprocess and its producer
+
+    root.mkdir()
+    server = broker_bench.start_diskless(root, ["--log-cleaner-backoff-ms", "200"])
+    try:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        held = {"cleanup.policy": "compact", "segment.bytes": str(8 * 2**20), "min.compaction.lag.ms": str(10**12)}
+        admin.create_topics([NewTopic("dirty", 1, 1, config=held)])["dirty"].result(timeout=30)
+        producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
+                             "queue.buffering.max.messages": 1_000_000})  # fmt: skip
+        value = b"v" * 100
+        for i in range(records + 1):  # the last one, a key of its own, stays in the active segment
+            while True:
+                try:
+                    producer.produce("dirty", key=b"key-%06d" % (i % keys) if i < records else b"last", value=value, partition=0)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        assert producer.flush(120) == 0
+        plain = broker_bench.create_topic(server, 3)
+        count = max(300_000, records)  # a window as long as the pass, about
+        alone = count / broker_bench.produce(server, plain, broker_bench.make_value(100), count, "all")
+        checkpoint = next((root / "diskless").rglob("dirty-0")) / "cleaner-offset-checkpoint"
+        release = ConfigResource(ConfigResource.Type.TOPIC, "dirty", incremental_configs=[
+            ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+        admin.incremental_alter_configs([release])[release].result(timeout=30)
+        window_start = time.time()
+        during = count / broker_bench.produce(server, plain, broker_bench.make_value(100), count, "all")
+        deadline = time.monotonic() + 300
+        while not checkpoint.exists():
+            assert time.monotonic() < deadline, "the cleaner did not finish its pass"
+            time.sleep(0.2)  # polling a file the broker writes once, with a deadline
+        pass_end = checkpoint.stat().st_mtime
+        if pass_end < window_start:
+            raise RuntimeError("the cleaning pass ended before the second window began: more --records")
+        return {"produce_alone_rec_s": round(alone), "produce_during_cleaning_rec_s": round(during),
+                "produce_during_cleaning_ratio": round(during / alone, 2),
+                "cleaning_pass_ended_s_into_window": round(pass_end - window_start, 1)}  # fmt: skip
+    finally:
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller volumes, fewer rounds (under a minute)")
@@ -170,6 +223,7 @@ def main() -> None:
     parser.add_argument("--dedupe-buffer-mib", type=int, default=128)
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--bucket", action="store_true", help="also clean the log from moto's S3 (compaction/history.py)")
+    parser.add_argument("--produce", action="store_true", help="also measure a broker's produce throughput while it cleans")
     args = parser.parse_args()
     records = args.records or (200_000 if args.quick else 1_000_000)
     rounds = args.rounds or (1 if args.quick else 3)
@@ -210,6 +264,12 @@ def main() -> None:
                         "bucket_mb_after": round(after / 1e6, 2), "bucket_segments_after": segments}  # fmt: skip
             print(f"bucket: {seconds:.2f} s, {before / seconds / 1e6:.1f} MB/s, {before / 1e6:.1f} MB -> {after / 1e6:.2f} MB"
                   f" in {segments} segment(s)")  # fmt: skip
+        if args.produce:
+            produced = produce_during_cleaning(root / "produce", records, args.keys)
+            figures |= produced
+            print(f"produce: {produced['produce_alone_rec_s']} records/s alone, {produced['produce_during_cleaning_rec_s']}"
+                  f" while cleaning ({produced['produce_during_cleaning_ratio']}); the pass ended"
+                  f" {produced['cleaning_pass_ended_s_into_window']} s into the second window")  # fmt: skip
         print(json.dumps(figures))
     finally:
         shutil.rmtree(root, ignore_errors=True)
