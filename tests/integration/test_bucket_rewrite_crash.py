@@ -122,3 +122,19 @@ async def test_a_deposed_leader_cannot_swap_its_rewrite_in(parts) -> None:
     await successor.load(1)
     assert list(successor.segments) == old
     assert await list_catalogue(storage.bucket, TOPIC, 0) == old
+
+
+async def test_a_failed_rewrite_is_abandoned_unless_its_swap_took_place_after_all(parts) -> None:
+    storage, tmp_path = parts
+    remote, old = await two_segments(storage, tmp_path)
+    before = await keys(storage)
+    failed = await rewrite(remote, storage, tmp_path)
+    await remote.abandon_rewrite(failed, 0)  # still `uploading`: it goes
+    assert list(remote.segments) == old and await keys(storage) == before
+    assert await rows(storage, RemoteSegmentState.UPLOADING) == []
+    # The store made the swap but its answer was lost: the catalogue is read again, the copy kept.
+    lost = await rewrite(remote, storage, tmp_path)
+    await storage.store.replace_remote_segments(TOPIC, 0, 0, lost.commit_key, [(s.base_offset, s.commit_key) for s in old], leader_epoch=0)
+    await remote.abandon_rewrite(lost, 0)
+    assert list(remote.segments) == [lost]
+    assert await keys(storage) == {lost.log_key, lost.index_key, lost.time_index_key, lost.txn_index_key, lost.commit_key}

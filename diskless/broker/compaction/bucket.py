@@ -152,12 +152,14 @@ async def rewrite(leader: Any, planned: BucketRewrite, now_ms: int) -> bool:
             )  # fmt: skip
             rules = leader.rules.compaction
             await remote.replace(segment, list(planned.replaced), epoch, delete_at_ms=now_ms + rules.file_delete_delay_ms)
-        except BaseException:
+        except Exception:
             try:
                 await remote.abandon_rewrite(segment, epoch)
             except Exception as exc:  # the row stays `uploading`: the next load removes it
                 log.warning("%s-%d: could not remove an unfinished bucket rewrite: %s", leader.topic, leader.index, exc)
             raise
+        # Cancelled (the broker stops): the store says whether the swap happened; the next
+        # load keeps the copy or removes it.
     finally:
         await asyncio.to_thread(shutil.rmtree, scratch, True)
     metrics.observe_bucket_rewrite(leader.topic, len(planned.replaced), planned.old_bytes - copy.info.size_bytes)
@@ -179,21 +181,20 @@ def _build_copy(scratch: Path, rewrite: BucketRewrite, index_interval_bytes: int
     """The local copies, concatenated into one segment under `scratch`, indexes rebuilt."""
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
-    sources = [(os.open(s.log_path, os.O_RDONLY | os.O_CLOEXEC), s.size_bytes) for s in rewrite.local]  # FileNotFoundError: see caller
+    sources: list[tuple[int, int]] = []
     base = rewrite.base_offset
     try:
-        out = os.open(scratch / f"{base:020d}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
+        for s in rewrite.local:  # all opened first: FileNotFoundError (see the caller) before a byte is copied
+            sources.append((os.open(s.log_path, os.O_RDONLY | os.O_CLOEXEC), s.size_bytes))
+        with open(scratch / f"{base:020d}.log", "wb") as out:
             for fd, size in sources:
                 position = 0
                 while position < size:
                     chunk = os.pread(fd, min(_COPY_CHUNK_BYTES, size - position), position)
                     if not chunk:
                         raise OSError(f"a local segment of offset {base} ends before its {size} bytes")
-                    os.write(out, chunk)
+                    out.write(chunk)
                     position += len(chunk)
-        finally:
-            os.close(out)
     finally:
         for fd, _ in sources:
             os.close(fd)

@@ -267,14 +267,18 @@ class LogCleaner:
             key = (leader.topic, leader.index)
             try:
                 swapped += await clean_bucket(leader, self._clock())
+            except Exception as exc:  # the bucket keeps the segments as they are; the next round tries again
+                log.warning("%s-%d: compacting the bucket failed: %r", leader.topic, leader.index, exc)
+            try:
                 done, self._history[key] = await clean_history(
                     leader, self._clock(), self._history.get(key), map_capacity=self._map_capacity(), throttle=self._throttle, stop=self._stop
                 )  # fmt: skip
                 swapped += done
             except CleaningStopped:
                 raise
-            except Exception as exc:  # the bucket keeps the segments as they are; the next round tries again
-                log.warning("%s-%d: compacting the bucket failed: %r", leader.topic, leader.index, exc)
+            except Exception as exc:  # tried again once as much is written again, not every round
+                self._history[key] = HistoryMemo.failed(leader)
+                log.warning("%s-%d: compacting the bucket's history failed: %r", leader.topic, leader.index, exc)
         self.bucket_rewrites += swapped
         return swapped
 

@@ -52,6 +52,12 @@ class HistoryMemo:
     history_bytes: int
     tombstone_horizon_ms: int | None  # when a tombstone it kept may go
 
+    @classmethod
+    def failed(cls, leader: Any) -> HistoryMemo:
+        """After a failed pass: the next one waits for new data, as after a pass that did it all."""
+        history = history_segments(leader.remote.segments, leader.local_segments)
+        return cls(leader.leader_epoch, leader.cleanable_end_offset, sum(s.size_bytes for s in history), None)
+
     def due(self, leader_epoch: int, local: Sequence[SegmentInfo], cleanable_end: int, rules: CompactionRules, now_ms: int) -> bool:
         if leader_epoch != self.leader_epoch:
             return True

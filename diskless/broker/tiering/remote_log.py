@@ -103,6 +103,7 @@ class RemoteLog:
                 await self._forget(row, parse_commit_key(row.object_key), leader_epoch)
         committed = [r for r in rows if r.state == RemoteSegmentState.COMMITTED] if settled else await store.list_remote_segments(self.topic, self.index)
         self._segments = [parse_commit_key(row.object_key) for row in committed]
+        self._replaced = []  # settled above with every other `deleting` row
 
     async def _forget(self, row: RemoteSegment, segment: CommittedSegment, leader_epoch: int) -> None:
         store = self._storage.store
@@ -176,8 +177,15 @@ class RemoteLog:
             log.warning("%s-%d: deleting replaced commit objects failed (%s); retried later", self.topic, self.index, exc)
 
     async def abandon_rewrite(self, segment: CommittedSegment, leader_epoch: int) -> None:
-        """A rewrite that will not be swapped in: its objects and its row go."""
-        await self._forget(_row(segment), segment, leader_epoch)
+        """A rewrite that failed: its objects and its row go if the store still has it
+        `uploading`. If the swap took place after all (its answer was lost), the catalogue is
+        read again from the store instead, which is the truth."""
+        rows = await self._storage.store.list_remote_segments(self.topic, self.index, states=tuple(RemoteSegmentState))
+        state = next((row.state for row in rows if row.object_key == segment.commit_key), None)
+        if state == RemoteSegmentState.UPLOADING:
+            await self._forget(_row(segment), segment, leader_epoch)
+        elif state == RemoteSegmentState.COMMITTED:
+            await self.load(leader_epoch)
 
     async def collect_replaced(self, now_ms: int, leader_epoch: int) -> int:
         """Delete the objects and rows of replaced segments whose grace period is over."""
