@@ -18,9 +18,9 @@ buildOffsetMap, as pure functions of a partition's segments, its cleaner checkpo
 
 The offset map holds, for each key of the dirty section, the offset of its last record. Its
 memory is bounded by log.cleaner.dedupe.buffer.size (shared by the cleaner threads): a key is
-its 16-byte BLAKE2b digest (Kafka keeps a 16-byte MD5), and an entry of a Python dict holding
-a 16-byte digest and an offset costs about 125 bytes, counted as ENTRY_BYTES to leave room for
-the dict's growth. When the map is full the pass cleans only up to the first record it could
+its 16-byte BLAKE2b digest, or itself when shorter (Kafka keeps a 16-byte MD5), and an entry
+of a Python dict holding at most 16 bytes and an offset costs about 125 bytes, counted as
+ENTRY_BYTES to leave room for the dict's growth. When the map is full the pass cleans only up to the first record it could
 not take (`OffsetMap.end_offset`), as Kafka does, and the next pass starts there.
 """
 
@@ -36,7 +36,9 @@ ENTRY_BYTES = 160
 
 
 def key_digest(key: bytes) -> bytes:
-    return blake2b(key, digest_size=16).digest()
+    """The map's key for a record key: the key itself when shorter than a digest (no hashing,
+    and no collision: every digest is 16 bytes long), else its 16-byte BLAKE2b digest."""
+    return key if len(key) < 16 else blake2b(key, digest_size=16).digest()
 
 
 @dataclass(frozen=True, slots=True)
