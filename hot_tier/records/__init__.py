@@ -8,7 +8,7 @@ objects); `codecs` holds the compression codecs; `errors` the typed errors they 
 
 from .batch import DecodedBatch, Record, decode_batch, decode_batches, encode_batch
 from .codecs import Compression, compress, decompress
-from .decoder import RecordTuple, iter_record_tuples, records_section
+from .decoder import RecordTuple, iter_record_keys, iter_record_tuples, records_section
 from .errors import BadCrc, BadLength, BadMagic, CorruptBatch, RecordsError, TruncatedBatch, UnsupportedCompression
 from .header import (
     ATTR_CODEC_MASK,
@@ -63,6 +63,7 @@ __all__ = [
     "decompress",
     "encode_batch",
     "iter_headers",
+    "iter_record_keys",
     "iter_record_tuples",
     "peek_size",
     "read_header",

@@ -23,6 +23,8 @@ from hot_tier.records import (
     decode_batch,
     decode_batches,
     encode_batch,
+    iter_record_keys,
+    iter_record_tuples,
     read_header,
 )
 from hot_tier.records.varint import (
@@ -216,3 +218,13 @@ def test_varlong_round_trip_and_agrees_with_aiokafka(value):
     aiokafka_encode_varint(value, theirs.append)
     assert bytes(theirs) == encoded
     assert aiokafka_decode_varint(bytearray(encoded), 0) == (value, len(encoded))
+
+
+@SLOW
+@given(record_lists(), batch_fields)
+def test_the_key_walk_reads_what_the_decoder_reads(offsets_and_records, fields):
+    """iter_record_keys (the log cleaner's) agrees with iter_record_tuples on every record."""
+    base_offset, records = offsets_and_records
+    buf = encode_batch(records, base_offset=base_offset, **fields)
+    header = read_header(buf, 0)
+    assert list(iter_record_keys(buf, header)) == [(r[0], r[3], r[4] is None) for r in iter_record_tuples(buf, header)]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hot_tier import SegmentInfo
 from hot_tier.files import pread_exact
-from hot_tier.records import HEADER_BYTES, BatchHeader, CorruptBatch, iter_record_tuples, peek_size, read_header
+from hot_tier.records import HEADER_BYTES, BatchHeader, CorruptBatch, iter_record_keys, peek_size, read_header
 from hot_tier.swap import cleaned_path
 
 from .config import CompactionRules
@@ -166,7 +166,7 @@ def clean_partition(
                 continue
             if header.base_offset >= uncleanable:
                 break
-            pairs = ((record[0], record[3]) for record in iter_record_tuples(data, header) if first_dirty <= record[0] < uncleanable)
+            pairs = ((offset, key) for offset, key, _ in iter_record_keys(data, header) if first_dirty <= offset < uncleanable)
             if not offset_map.add_records(pairs):
                 break
             offset_map.cover_to(min(header.next_offset, uncleanable))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hot_tier.records import BatchHeader, Record, encode_batch, iter_record_tuples
+from hot_tier.records import BatchHeader, Record, encode_batch, iter_record_keys, iter_record_tuples
 from hot_tier.records.transactions import COMMIT, marker_type
 
 from .policy import OffsetMap, key_digest
@@ -62,26 +62,26 @@ def clean_batch(
     if header.is_control:  # markers are TransactionMarkers' to decide (cleaning.py does not pass them here)
         stats.bytes_written += len(data)
         return data
-    kept: list[Record] = []
+    kept: list[int] = []  # offsets; decided on keys alone, records decoded only for a partial copy
     count = 0
     get = offset_map.get
     map_end = offset_map.end_offset
-    for offset, timestamp, _, key, value, headers in iter_record_tuples(data, header):
+    for offset, key, null_value in iter_record_keys(data, header):
         count += 1
         if offset >= map_end:
-            kept.append(Record(offset, timestamp, key, value, headers))
+            kept.append(offset)
             continue
         if key is None:
             continue
         found = get(key_digest(key))
         if found is not None and offset < found:
             continue
-        if value is None:
+        if null_value:
             if drop_tombstones:
                 stats.tombstones_dropped += 1
                 continue
             stats.tombstones_kept += 1
-        kept.append(Record(offset, timestamp, key, value, headers))
+        kept.append(offset)
     stats.records_read += count
     stats.records_kept += len(kept)
     if len(kept) == count and (count or retain_empty):
@@ -90,7 +90,9 @@ def clean_batch(
     if not kept and not retain_empty:
         stats.batches_dropped += 1
         return None
-    cleaned = copy_with(kept, header)
+    keep = set(kept)
+    records = [Record(o, ts, k, v, h) for o, ts, _, k, v, h in iter_record_tuples(data, header) if o in keep]
+    cleaned = copy_with(records, header)
     stats.bytes_written += len(cleaned)
     return cleaned
 
