@@ -132,9 +132,14 @@ async def test_a_failed_rewrite_is_abandoned_unless_its_swap_took_place_after_al
     await remote.abandon_rewrite(failed, 0)  # still `uploading`: it goes
     assert list(remote.segments) == old and await keys(storage) == before
     assert await rows(storage, RemoteSegmentState.UPLOADING) == []
-    # The store made the swap but its answer was lost: the catalogue is read again, the copy kept.
+    # The store made the swap but its answer was lost: the catalogue is read again, the copy
+    # kept; the replaced objects wait for the next load.
     lost = await rewrite(remote, storage, tmp_path)
     await storage.store.replace_remote_segments(TOPIC, 0, 0, lost.commit_key, [(s.base_offset, s.commit_key) for s in old], leader_epoch=0)
     await remote.abandon_rewrite(lost, 0)
     assert list(remote.segments) == [lost]
-    assert await keys(storage) == {lost.log_key, lost.index_key, lost.time_index_key, lost.txn_index_key, lost.commit_key}
+    copy_keys = {lost.log_key, lost.index_key, lost.time_index_key, lost.txn_index_key, lost.commit_key}
+    assert await keys(storage) == before | copy_keys
+    restarted = RemoteLog(storage, TOPIC, 0)
+    await restarted.load(0)
+    assert list(restarted.segments) == [lost] and await keys(storage) == copy_keys

@@ -178,14 +178,15 @@ class RemoteLog:
 
     async def abandon_rewrite(self, segment: CommittedSegment, leader_epoch: int) -> None:
         """A rewrite that failed: its objects and its row go if the store still has it
-        `uploading`. If the swap took place after all (its answer was lost), the catalogue is
-        read again from the store instead, which is the truth."""
+        `uploading`. If the swap took place after all (its answer was lost), the committed
+        segments are read again from the store, which is the truth; the replaced ones, now
+        `deleting`, are left to the next load (an upload in flight must not be settled)."""
         rows = await self._storage.store.list_remote_segments(self.topic, self.index, states=tuple(RemoteSegmentState))
         state = next((row.state for row in rows if row.object_key == segment.commit_key), None)
         if state == RemoteSegmentState.UPLOADING:
             await self._forget(_row(segment), segment, leader_epoch)
         elif state == RemoteSegmentState.COMMITTED:
-            await self.load(leader_epoch)
+            self._segments = [parse_commit_key(row.object_key) for row in rows if row.state == RemoteSegmentState.COMMITTED]
 
     async def collect_replaced(self, now_ms: int, leader_epoch: int) -> int:
         """Delete the objects and rows of replaced segments whose grace period is over."""
@@ -196,11 +197,6 @@ class RemoteLog:
             await self._storage.store.remove_remote_segment(self.topic, self.index, segment.base_offset, segment.commit_key, leader_epoch=leader_epoch)
             self._replaced.remove(entry)
         return len(due)
-
-    @property
-    def replaced_pending(self) -> int:
-        """Replaced segments whose data objects wait out their grace period."""
-        return len(self._replaced)
 
     # --- retention -----------------------------------------------------------------------
 
