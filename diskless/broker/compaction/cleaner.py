@@ -1,8 +1,8 @@
 """The log cleaner's shell: rewrites a compacted partition's rolled local segments, and the
 broker's background task that runs it (Kafka's LogCleaner and its CleanerThreads).
 
-A pass over one partition (`clean_partition`, in a worker thread; the decisions are policy.py's
-and rewrite.py's):
+A pass over one partition (`clean_partition` in cleaning.py, in a worker thread; the
+decisions are policy.py's and rewrite.py's):
 
     1. build the offset map from the dirty section, in offset order, until it is full or the
        section ends: the pass covers [log start, map end)
@@ -12,6 +12,9 @@ and rewrite.py's):
     3. back on the event loop, swap each cleaned copy in, in offset order (Log.replace_segment:
        crash-safe, indexes rebuilt), then record the map end in the partition's
        `cleaner-offset-checkpoint` file (written to a temporary name, fsynced, renamed)
+    4. after the round, for each tiered compacted partition led here, the bucket is brought up
+       to the cleaned copies (bucket.py) and the history no local copy holds is cleaned from
+       the bucket (history.py)
 
 Crash safety: a crash during 1 or 2 leaves only .cleaned files, deleted at the next open. A
 crash during 3 leaves some segments cleaned and the others as they were, each whole; the
