@@ -145,15 +145,17 @@ class OffsetMap:
         if self.full:
             return False
         entries, capacity = self._map, self.capacity
-        for offset, key in records:
+        end = self.end_offset
+        for offset, key in records:  # the hot loop of a pass: key_digest inlined, end kept local
             if key is not None:
-                digest = key_digest(key)
-                if digest not in entries and len(entries) >= capacity:
+                digest = key if len(key) < 16 else blake2b(key, digest_size=16).digest()
+                if len(entries) >= capacity and digest not in entries:
                     self.full = True
                     self.end_offset = offset
                     return False
                 entries[digest] = offset
-            self.end_offset = offset + 1
+            end = offset + 1
+        self.end_offset = end
         return True
 
     def cover_to(self, offset: int) -> None:
