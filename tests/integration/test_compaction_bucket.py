@@ -27,6 +27,8 @@ KEYS = 200
 ROUNDS = 5
 TOMBSTONED = range(0, KEYS, 11)
 KILLS = 3
+# A deleted disk is a new directory: it waits for the old session to expire, kept short here.
+SHORT_SESSION = ("--broker-session-timeout-ms", "1500", "--broker-heartbeat-interval-ms", "200")
 TOPIC_CONFIGS = {
     "cleanup.policy": "compact", "segment.bytes": "16384", "segment.ms": "300", "min.cleanable.dirty.ratio": "0.01",
     "file.delete.delay.ms": "1500", "remote.storage.enable": "true",
@@ -167,7 +169,7 @@ def test_history_the_leader_did_not_write_is_compacted_from_the_bucket(moto, tmp
     bucket's segments: it cleans them from the bucket (compaction/history.py)."""
     bucket = open_bucket("s3", moto, tmp_path / "bucket")
     metadata = f"sqlite:///{(tmp_path / 'metadata.db').resolve()}"
-    writer = start_broker(tmp_path / "data", bucket, "--metadata", metadata, "--log-cleaner-enable", "false", *CLEANER_FLAGS)
+    writer = start_broker(tmp_path / "data", bucket, "--metadata", metadata, "--log-cleaner-enable", "false", *SHORT_SESSION, *CLEANER_FLAGS)
     try:
         topic = "bucket-history"
         create(writer.bootstrap, topic)
@@ -182,7 +184,7 @@ def test_history_the_leader_did_not_write_is_compacted_from_the_bucket(moto, tmp
     finally:
         writer.kill()
     shutil.rmtree(tmp_path / "data")
-    successor = start_broker(tmp_path / "data", bucket, "--metadata", metadata, *CLEANER_FLAGS)
+    successor = start_broker(tmp_path / "data", bucket, "--metadata", metadata, *SHORT_SESSION, *CLEANER_FLAGS)
     try:
         wait_until(lambda: bucket_is_compacted(bucket, topic, acked, past=filler - 1, tombstones=True), "the history compacted")
         wait_until(lambda: bucket.orphans(topic, 0) == [] and stray_commits(bucket, topic) == [], "replaced objects deleted")

@@ -45,7 +45,9 @@ def last_per_key(records: dict[int, tuple[bytes, bytes | None]]) -> dict[bytes, 
 def test_a_compacted_topic_loses_nothing_acknowledged_with_the_disk(tmp_path) -> None:
     data_dir, bucket = tmp_path / "data", tmp_path / "bucket"
     metadata = f"sqlite:///{(tmp_path / 'metadata.db').resolve()}"
-    broker = BrokerProcess(data_dir, "--object-store", f"file://{bucket}", "--metadata", metadata, *CLEANER_FLAGS).start()
+    # A deleted disk is a new directory: it waits for the old session to expire, kept short here.
+    session = ("--broker-session-timeout-ms", "1500", "--broker-heartbeat-interval-ms", "200")
+    broker = BrokerProcess(data_dir, "--object-store", f"file://{bucket}", "--metadata", metadata, *session, *CLEANER_FLAGS).start()
     try:
         topic = "compacted-durable"
         settings = {"cleanup.policy": "compact", "segment.bytes": "16384", "segment.ms": "300", "min.cleanable.dirty.ratio": "0.01"}
