@@ -132,7 +132,10 @@ def test_our_asyncio_client_reauthenticates_and_keeps_producing_across_lifetimes
         values: list[bytes] = []
         async with (
             OurProducer(bootstrap, security=security, linger_ms=0) as producer,
-            OurConsumer(topic, bootstrap_servers=bootstrap, security=security, group_id=group, auto_offset_reset="earliest") as consumer,
+            # A connection re-authenticates once its requests in flight are answered (as Java's
+            # client does): a 500 ms long poll would eat most of this short lifetime's margin.
+            OurConsumer(topic, bootstrap_servers=bootstrap, security=security, group_id=group, auto_offset_reset="earliest",
+                        fetch_max_wait_ms=100) as consumer,
         ):  # fmt: skip
             # Four lifetimes of one acknowledged record at a time, read back as they come: both
             # clients' connections re-authenticate with requests in flight and arriving.
