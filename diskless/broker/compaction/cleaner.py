@@ -1,8 +1,8 @@
 """The log cleaner's shell: rewrites a compacted partition's rolled local segments, and the
 broker's background task that runs it (Kafka's LogCleaner and its CleanerThreads).
 
-A pass over one partition (`clean_partition` in cleaning.py, in a worker thread; the
-decisions are policy.py's and rewrite.py's):
+A pass over one partition (`clean_partition` in cleaning.py, in a worker process: worker.py;
+the decisions are policy.py's and rewrite.py's):
 
     1. build the offset map from the dirty section, in offset order, until it is full or the
        section ends: the pass covers [log start, map end)
@@ -43,7 +43,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,11 +54,12 @@ from hot_tier.swap import cleaned_path
 
 from . import metrics
 from .bucket import clean_bucket
-from .cleaning import CleaningStopped, Throttler, clean_partition, segment_views
+from .cleaning import CleaningStopped, PassResult, segment_views
 from .config import CleanerConfig, CompactionRules
 from .history import HistoryMemo, clean_history
 from .policy import ENTRY_BYTES, CleaningPlan, SegmentView, plan
 from .rewrite import CleanStats
+from .worker import CleanerWorkers
 
 log = logging.getLogger(__name__)
 
@@ -156,16 +156,15 @@ def write_checkpoint(dir: Path, offset: int) -> None:
 
 class LogCleaner:
     """The broker's cleaner task: every log.cleaner.backoff.ms, the filthiest compacted partitions this broker leads, up to
-    log.cleaner.threads at a time, each in a worker thread. Runs on the event loop; the
-    partitions' logs are touched only there (the swap), the threads read rolled segments and
+    log.cleaner.threads at a time, each in a worker process. Runs on the event loop; the
+    partitions' logs are touched only there (the swap), the workers read rolled segments and
     write .cleaned files."""
 
     def __init__(self, config: CleanerConfig, leaders: Callable[[], Sequence[CleanablePartition]], clock: Callable[[], int]) -> None:
         self.config = config
         self._leaders = leaders
         self._clock = clock
-        self._throttle = Throttler(config.io_max_bytes_per_second)
-        self._stop = threading.Event()
+        self._workers = CleanerWorkers(config.threads)
         self._horizons: dict[tuple[str, int], int | None] = {}
         self.passes = 0  # completed passes that swapped something in, for tests and metrics
         self.bucket_rewrites = 0  # bucket rewrites swapped in (bucket.py, history.py)
@@ -192,8 +191,11 @@ class LogCleaner:
         if config == self.config:
             return
         self.config = config
-        self._throttle.bytes_per_second = config.io_max_bytes_per_second
+        self._workers.resize(config.threads)
         self._wake.set()
+
+    async def _run_pass(self, *args: object, **kwargs: object) -> PassResult:
+        return await self._workers.clean(*args, bytes_per_second=self.config.io_max_bytes_per_second, **kwargs)
 
     def log_dirs(self) -> set[Path]:
         """The directories holding the logs of the partitions led here (one: the data dir's logs)."""
@@ -212,7 +214,7 @@ class LogCleaner:
                     await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
         finally:
             metrics.LOG_CLEANER.detach(self)
-            self._stop.set()  # passes still in their threads stop at the next batch
+            self._workers.close()  # passes still running stop at their next batch
 
     def plans(self, now_ms: int) -> list[tuple[CleanablePartition, CleaningPlan, list[SegmentInfo], list[SegmentView]]]:
         """The partitions to clean now, filthiest first (forced ones before the others). Records
@@ -274,7 +276,7 @@ class LogCleaner:
                 log.warning("%s-%d: compacting the bucket failed: %r", leader.topic, leader.index, exc)
             try:
                 done, self._history[key] = await clean_history(
-                    leader, self._clock(), self._history.get(key), map_capacity=self._map_capacity(), throttle=self._throttle, stop=self._stop
+                    leader, self._clock(), self._history.get(key), map_capacity=self._map_capacity(), run_pass=self._run_pass
                 )  # fmt: skip
                 swapped += done
             except CleaningStopped:
@@ -293,9 +295,9 @@ class LogCleaner:
         now_ms = self._clock()
         started = time.monotonic()
         map_capacity = self._map_capacity()
-        result = await asyncio.to_thread(
-            clean_partition, segments, views, cleaning, rules, map_capacity=map_capacity,
-            producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms, throttle=self._throttle, stop=self._stop,
+        result = await self._run_pass(
+            segments, views, cleaning, rules, map_capacity=map_capacity,
+            producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms,
             aborted=leader.aborted_transactions(0, cleaning.first_uncleanable_offset), log_start_offset=leader.log_start_offset,
         )  # fmt: skip
         swapped = 0
