@@ -109,6 +109,23 @@ async def test_stopped_after_the_swap_the_next_load_deletes_the_replaced_objects
     assert await rows(storage, RemoteSegmentState.DELETING) == []
 
 
+async def test_stopped_after_the_swap_a_compacted_topic_gives_readers_the_grace_period_again(parts) -> None:
+    storage, tmp_path = parts
+    remote, old = await two_segments(storage, tmp_path)
+    copy = await rewrite(remote, storage, tmp_path)
+    await remote.replace(copy, old, 0, delete_at_ms=10**15)
+    restarted = RemoteLog(storage, TOPIC, 0)
+    await restarted.load(0, deleting_data_at_ms=7_000)  # the leader: now + file.delete.delay.ms
+    assert list(restarted.segments) == [copy]
+    assert await list_catalogue(storage.bucket, TOPIC, 0) == [copy]
+    old_data = {key for s in old for key in (s.log_key, s.index_key, s.time_index_key)}
+    assert old_data <= await keys(storage)  # a Spark job that listed before the crash reads on
+    assert await restarted.collect_replaced(6_999, 0) == 0
+    assert await restarted.collect_replaced(7_000, 0) == 2
+    assert await keys(storage) == {copy.log_key, copy.index_key, copy.time_index_key, copy.txn_index_key, copy.commit_key}
+    assert await rows(storage, RemoteSegmentState.DELETING) == []
+
+
 async def test_a_deposed_leader_cannot_swap_its_rewrite_in(parts) -> None:
     storage, tmp_path = parts
     remote, old = await two_segments(storage, tmp_path)

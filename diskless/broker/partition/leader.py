@@ -145,7 +145,8 @@ class PartitionLeader:
         40,000 reads that all answer nothing."""
         wal = wal if rules.tiered else None
         if stored:
-            await remote.load(leader_epoch)
+            compaction = rules.compaction
+            await remote.load(leader_epoch, deleting_data_at_ms=None if compaction is None else now_ms + compaction.file_delete_delay_ms)
         # Epochs are handed out one per leadership: a gap since the one this broker last took
         # means another broker may have led (and been sent this broker's unacknowledged tail).
         last_here = last_leader_epoch(log.dir)

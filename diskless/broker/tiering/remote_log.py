@@ -76,11 +76,15 @@ class RemoteLog:
 
     # --- start-up ------------------------------------------------------------------------
 
-    async def load(self, leader_epoch: int) -> None:
-        """Read the committed catalogue; settle uploads and deletions a crash left half done."""
+    async def load(self, leader_epoch: int, *, deleting_data_at_ms: int | None = None) -> None:
+        """Read the committed catalogue; settle uploads and deletions a crash left half done.
+        With `deleting_data_at_ms` (a compacted topic: the row may be a segment a rewrite
+        replaced, which readers in flight may still be reading), a `deleting` row loses its
+        commit object now and its data objects then (`collect_replaced`), as after the swap."""
         store, bucket = self._storage.store, self._storage.bucket
         rows = await store.list_remote_segments(self.topic, self.index, states=tuple(RemoteSegmentState))
         settled = True
+        replaced: list[tuple[int, CommittedSegment]] = []
         committed_ranges = [(r.base_offset, r.last_offset) for r in rows if r.state == RemoteSegmentState.COMMITTED]
         for row in rows:
             if row.state == RemoteSegmentState.COMMITTED:
@@ -99,11 +103,15 @@ class RemoteLog:
                 else:
                     await self._forget(row, segment, leader_epoch)
                     log.info("%s-%d: removed the unfinished upload of segment %d", self.topic, self.index, row.base_offset)
+            elif row.state == RemoteSegmentState.DELETING and deleting_data_at_ms is not None:
+                segment = parse_commit_key(row.object_key)
+                await bucket.delete_many([segment.commit_key])
+                replaced.append((deleting_data_at_ms, segment))
             elif row.state == RemoteSegmentState.DELETING:
                 await self._forget(row, parse_commit_key(row.object_key), leader_epoch)
         committed = [r for r in rows if r.state == RemoteSegmentState.COMMITTED] if settled else await store.list_remote_segments(self.topic, self.index)
         self._segments = [parse_commit_key(row.object_key) for row in committed]
-        self._replaced = []  # settled above with every other `deleting` row
+        self._replaced = replaced  # every other `deleting` row was settled above
 
     async def _forget(self, row: RemoteSegment, segment: CommittedSegment, leader_epoch: int) -> None:
         store = self._storage.store
