@@ -26,6 +26,8 @@ not take (`OffsetMap.end_offset`), as Kafka does, and the next pass starts there
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -120,11 +122,13 @@ class OffsetMap:
     SkimpyOffsetMap). Filled in offset order; `end_offset` is the first offset it does not
     cover. Not shared between tasks."""
 
-    __slots__ = ("_map", "capacity", "end_offset", "full")
+    __slots__ = ("_map", "_latest", "capacity", "start_offset", "end_offset", "full")
 
     def __init__(self, capacity: int, start_offset: int) -> None:
         self._map: dict[bytes, int] = {}
+        self._latest: list[int] | None = None  # the map's offsets, sorted: built at the first latest_between
         self.capacity = max(1, capacity)
+        self.start_offset = start_offset
         self.end_offset = start_offset
         self.full = False
 
@@ -138,12 +142,21 @@ class OffsetMap:
     def get(self, digest: bytes) -> int | None:
         return self._map.get(digest)
 
+    def latest_between(self, first: int, last: int) -> int:
+        """How many keys have their last record in [first, last]: within [start_offset,
+        end_offset), where every keyed record went through the map, the records a cleaning
+        keeps there (a batch with none goes without a walk of its records)."""
+        if self._latest is None:
+            self._latest = sorted(self._map.values())
+        return bisect_right(self._latest, last) - bisect_left(self._latest, first)
+
     def add_records(self, records: Iterable[tuple[int, bytes | None]]) -> bool:
         """Take (offset, key) pairs in offset order; return False (and stop) at the first new
         key that does not fit: `end_offset` is then that record's offset. Records without a
         key are passed over (the cleaner drops them, as Kafka does)."""
         if self.full:
             return False
+        self._latest = None
         entries, capacity = self._map, self.capacity
         end = self.end_offset
         for offset, key in records:  # the hot loop of a pass: key_digest inlined, end kept local
