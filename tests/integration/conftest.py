@@ -217,3 +217,47 @@ def postgres_database(postgres_server):
         yield url
     finally:
         postgres_server.drop_database(url)
+
+
+# --- Spark -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local[2] SparkSession per test process, shared by every Spark module (a JVM
+    takes 10-20 s to start); each module reads topics and buckets of its own, and bucket
+    credentials travel as reader options, not through the environment."""
+    import os
+    import sys
+
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    from spark_reader import DisklessDataSource
+
+    # The JVM and the Python workers it starts take their environment from here, once.
+    spark_env = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    saved = {name: os.environ.get(name) for name in spark_env}
+    os.environ.update(spark_env)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("diskless-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.python.authenticate.socketTimeout", "120s")  # a worker starts slowly on a busy machine
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(DisklessDataSource)
+    try:
+        yield session
+    finally:
+        session.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

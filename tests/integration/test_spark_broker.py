@@ -10,9 +10,7 @@ the bucket alone holds every acknowledged record (test_spark_wal.py).
 
 from __future__ import annotations
 
-import os
 import random
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -30,7 +28,6 @@ pytest.importorskip("pyspark")
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONS = 2
-SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
 @pytest.fixture(scope="module")
@@ -47,37 +44,6 @@ def broker(tmp_path_factory, bucket_url):
         yield process
     finally:
         process.close()
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    from spark_reader import DisklessDataSource
-
-    saved = {name: os.environ.get(name) for name in SPARK_ENV}
-    os.environ.update(SPARK_ENV)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("diskless-spark-broker")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.python.authenticate.socketTimeout", "120s")  # a worker starts slowly on a busy machine
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(DisklessDataSource)
-    try:
-        yield session
-    finally:
-        session.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def create_topic(broker: BrokerProcess, topic: str, partitions: int, **configs: str) -> None:

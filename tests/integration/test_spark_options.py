@@ -20,7 +20,6 @@ from .test_spark_read import (  # noqa: F401 (fixtures)
     read,
     s3,
     s3_backend,
-    spark,
     spark_rows,
 )
 

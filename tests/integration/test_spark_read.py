@@ -1,5 +1,5 @@
 """The `diskless` Spark data source over real buckets: a local directory and moto's S3 server
-over HTTP, read by a real local[2] SparkSession (one per module: it takes seconds to start).
+over HTTP, read by a real local[2] SparkSession (conftest's, one per test process: it takes seconds to start).
 
 The buckets hold real segments (hot_tier.Log files, uploaded with the layout's protocol by
 test_spark_bucket_writer.BucketWriter); the expected records are those segments decoded by
@@ -8,8 +8,6 @@ the reference decoder. test_spark_broker.py compares with a real Kafka consumer 
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import uuid
 from collections.abc import Iterable
@@ -19,52 +17,17 @@ import pytest
 
 from hot_tier.records import Compression, Record, encode_batch
 
-from .moto_s3 import moto_s3_server
+from .moto_s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY, moto_s3_server
 from .test_spark_bucket_writer import NOW_MS, BucketWriter, ExpectedRecord, WrittenPartition, make_batches
 
 pyspark = pytest.importorskip("pyspark")
 
-SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
 @pytest.fixture(scope="module")
 def s3():
     with moto_s3_server() as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def spark(s3):
-    from pyspark.sql import SparkSession
-
-    from spark_reader import DisklessDataSource
-
-    # The JVM and the Python workers it starts take their environment from here, once.
-    saved = {name: os.environ.get(name) for name in (*SPARK_ENV, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    os.environ.update(SPARK_ENV)
-    os.environ.update({k: v for k, v in s3.env().items() if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")})
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("diskless-spark-read")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.python.authenticate.socketTimeout", "120s")  # a worker starts slowly on a busy machine
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(DisklessDataSource)
-    try:
-        yield session
-    finally:
-        session.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 class Backend:
@@ -122,11 +85,11 @@ def backend(request) -> Backend:
 
 
 def credentials(url: str) -> dict[str, str]:
-    """Credentials as reader options: Spark's Python workers inherit the environment of a JVM
-    that an earlier test module may have started, so the environment is not enough."""
+    """Credentials as reader options: Spark's Python workers inherit the environment of the
+    session's JVM, started once for every module, so the environment is not enough."""
     if not url.startswith("s3://"):
         return {}
-    return {name: os.environ[name] for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    return {"AWS_ACCESS_KEY_ID": ACCESS_KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY}
 
 
 def read(spark, url: str, **options: str):

@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from .test_spark_bucket_writer import NOW_MS, make_batches
-from .test_spark_read import Backend, credentials, expected, read, s3, spark, spark_rows  # noqa: F401 (fixtures)
+from .test_spark_read import Backend, credentials, expected, read, s3, spark_rows  # noqa: F401 (fixtures)
 
 pyspark = pytest.importorskip("pyspark")
 

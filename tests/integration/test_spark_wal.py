@@ -18,7 +18,7 @@ from cold_tier.wal_format import WAL_PREFIX
 
 from .broker_process import BrokerProcess
 from .test_spark_broker import consume, create_topic, produce, spark_rows
-from .test_spark_read import credentials, s3, spark  # noqa: F401 (fixtures)
+from .test_spark_read import credentials, s3  # noqa: F401 (fixtures)
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("pyspark")
