@@ -46,9 +46,14 @@ run: $(RUN_STAMP)
 # Two workers, a test file each at a time (module fixtures such as a shared broker stay in one
 # process); the tests marked `alone` measure start-up times and run after, by themselves, from
 # only the files that have them (collecting every test file again takes half a minute).
+#
+# The tests start hundreds of Python processes (brokers, commands, Spark's workers): each would
+# compile every module it imports from source again where PYTHONDONTWRITEBYTECODE is set, and
+# pytest would rewrite every test module again in each worker. Bytecode is cached for this run
+# (a broker starts in 1 s instead of 2, collection takes 4 s instead of 22).
 test: $(TEST_STAMP) system-deps
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not alone" --durations=30
-	$(PY) -m pytest -q -p no:cacheprovider -m alone --durations=5 $$(grep -rl --include='test_*.py' 'mark\.alone' tests)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not alone" --durations=30
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -m alone --durations=5 $$(grep -rl --include='test_*.py' 'mark\.alone' tests)
 
 test-unit: $(TEST_STAMP)
 	$(PY) -m pytest -q tests/unit tests/property
