@@ -70,6 +70,31 @@ def test_a_pass_in_a_worker_writes_what_a_pass_in_the_broker_writes(tmp_path: Pa
         assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "there" / name).read_bytes()
 
 
+def test_where_worker_processes_cannot_start_passes_run_in_a_thread(tmp_path: Path, monkeypatch, caplog) -> None:
+    here, there = keyed_log(tmp_path / "here"), keyed_log(tmp_path / "there")
+    args, kwargs = pass_arguments(here)
+    expected = clean_partition(*args, throttle=Throttler(float("inf")), stop=threading.Event(), **kwargs)
+    args, kwargs = pass_arguments(there)
+
+    def no_processes(self):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(CleanerWorkers, "_start_pool", no_processes)
+
+    async def run():
+        workers = CleanerWorkers(1)
+        first = await workers.clean(*args, bytes_per_second=float("inf"), **kwargs)
+        workers.close()
+        with pytest.raises(CleaningStopped):
+            await workers.clean(*args, bytes_per_second=float("inf"), **kwargs)
+        return first
+
+    assert (asyncio.run(run()).cleaned, expected.cleaned != []) == (expected.cleaned, True)
+    assert [r.getMessage() for r in caplog.records if "worker processes cannot start" in r.getMessage()] == [
+        "log cleaner: worker processes cannot start here ([Errno 38] Function not implemented); passes run in a thread of the broker"
+    ]
+
+
 def _stat(pid: int | str) -> list[str]:
     """/proc/PID/stat's fields from the third (state) on."""
     return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()

@@ -20,28 +20,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import multiprocessing
 import os
 import signal
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from .cleaning import CleaningStopped, PassResult, Throttler, clean_partition
 
+log = logging.getLogger(__name__)
+
 NICENESS = 10
 _PR_SET_PDEATHSIG = 1
 
 
 class CleanerWorkers:
-    """Up to `processes` worker processes, started at the first pass; one owner: the LogCleaner."""
+    """Up to `processes` worker processes, started at the first pass; one owner: the LogCleaner.
+    Where processes cannot start (no /dev/shm for the stop event, no fork/exec), passes run in
+    a thread of the broker instead, as before worker processes: slower for produce, still right."""
 
     def __init__(self, processes: int) -> None:
         self.processes = max(1, processes)
         self._context = multiprocessing.get_context("spawn")  # forking a threaded broker is unsafe
-        self._stop = self._context.Event()
+        self._stop: Any = None  # the event shared with the workers, made with the first pool
+        self._closed = False
         self._pool: ProcessPoolExecutor | None = None
+        self._thread_stop: threading.Event | None = None  # set once passes run in threads
+        self._thread_throttle = Throttler(float("inf"))
 
     def resize(self, processes: int) -> None:
         """Another log.cleaner.threads: passes in flight finish in the old workers."""
@@ -51,26 +60,43 @@ class CleanerWorkers:
 
     async def clean(self, *args: Any, bytes_per_second: float, **kwargs: Any) -> PassResult:
         """clean_partition(*args, **kwargs) in a worker, paced at `bytes_per_second` over all workers."""
-        if self._stop.is_set():
+        if self._closed:
             raise CleaningStopped()
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                self.processes, mp_context=self._context, initializer=_start_worker, initargs=(self._stop, os.getpid())
-            )
-        pool = self._pool
-        try:
-            return await asyncio.wrap_future(pool.submit(_run_pass, args, kwargs, bytes_per_second / self.processes))
-        except BrokenProcessPool as exc:
-            if self._stop.is_set():
-                raise CleaningStopped() from exc
-            if self._pool is pool:
-                self._retire()
-            raise
+        if self._thread_stop is None:
+            try:
+                pool = self._start_pool()
+                future = pool.submit(_run_pass, args, kwargs, bytes_per_second / self.processes)
+            except (OSError, ImportError) as exc:  # ImportError: no working sem_open on this platform
+                log.warning("log cleaner: worker processes cannot start here (%s); passes run in a thread of the broker", exc)
+                self._thread_stop = threading.Event()
+            else:
+                try:
+                    return await asyncio.wrap_future(future)
+                except BrokenProcessPool as exc:
+                    if self._closed:
+                        raise CleaningStopped() from exc
+                    if self._pool is pool:
+                        self._retire()
+                    raise
+        self._thread_throttle.bytes_per_second = bytes_per_second
+        return await asyncio.to_thread(clean_partition, *args, throttle=self._thread_throttle, stop=self._thread_stop, **kwargs)
 
     def close(self) -> None:
         """Passes in flight stop at their next batch; idle workers exit."""
-        self._stop.set()
+        self._closed = True
+        for stop in (self._stop, self._thread_stop):
+            if stop is not None:
+                stop.set()
         self._retire()
+
+    def _start_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            if self._stop is None:
+                self._stop = self._context.Event()
+            self._pool = ProcessPoolExecutor(
+                self.processes, mp_context=self._context, initializer=_start_worker, initargs=(self._stop, os.getpid())
+            )
+        return self._pool
 
     def _retire(self) -> None:
         pool, self._pool = self._pool, None
