@@ -21,8 +21,10 @@ is MB/s of bucket bytes it went through, wall clock, the figure "cleaning from m
 With `--produce`, a broker (`diskless serve`, embedded defaults) holds a compacted topic of the
 same records, kept from cleaning by min.compaction.lag.ms; acks=all produce throughput into a
 plain topic (bench/broker.py's producer: lz4, 1 MB batches) is measured alone, then again right
-after the lag is set to 0, while the cleaner compacts the topic. `produce_during_cleaning_ratio`
-is the second over the first; the pass must end after the second window began (checked).
+after the lag is set to 0, while the cleaner compacts the topic, and alone again after the pass;
+one round per compacted topic (as many as the rounds). A round's ratio is the cleaning window
+over the mean of the two alone; `produce_during_cleaning_ratio` is the median of the rounds'. A
+pass must end after its cleaning window began (checked).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -168,7 +171,7 @@ class _TakenOver:
         return []
 
 
-def produce_during_cleaning(root: Path, records: int, keys: int) -> dict[str, float]:
+def produce_during_cleaning(root: Path, records: int, keys: int, rounds: int) -> dict[str, float]:
     """Produce throughput alone and while the cleaner runs (see the module header)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
@@ -180,37 +183,55 @@ def produce_during_cleaning(root: Path, records: int, keys: int) -> dict[str, fl
     try:
         admin = AdminClient({"bootstrap.servers": server.bootstrap})
         held = {"cleanup.policy": "compact", "segment.bytes": str(8 * 2**20), "min.compaction.lag.ms": str(10**12)}
-        admin.create_topics([NewTopic("dirty", 1, 1, config=held)])["dirty"].result(timeout=30)
+        dirty = [f"dirty-{r}" for r in range(rounds)]
+        for topic, future in admin.create_topics([NewTopic(t, 1, 1, config=held) for t in dirty]).items():
+            future.result(timeout=30)
         producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
                              "queue.buffering.max.messages": 1_000_000})  # fmt: skip
         value = b"v" * 100
-        for i in range(records + 1):  # the last one, a key of its own, stays in the active segment
-            while True:
-                try:
-                    producer.produce("dirty", key=b"key-%06d" % (i % keys) if i < records else b"last", value=value, partition=0)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
+        for topic in dirty:
+            for i in range(records + 1):  # the last one, a key of its own, stays in the active segment
+                while True:
+                    try:
+                        producer.produce(topic, key=b"key-%06d" % (i % keys) if i < records else b"last", value=value, partition=0)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
         assert producer.flush(120) == 0
         plain = broker_bench.create_topic(server, 3)
         count = max(300_000, records)  # a window as long as the pass, about
-        alone = count / broker_bench.produce(server, plain, broker_bench.make_value(100), count, "all")
-        checkpoint = next((root / "diskless").rglob("dirty-0")) / "cleaner-offset-checkpoint"
-        release = ConfigResource(ConfigResource.Type.TOPIC, "dirty", incremental_configs=[
-            ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
-        admin.incremental_alter_configs([release])[release].result(timeout=30)
-        window_start = time.time()
-        during = count / broker_bench.produce(server, plain, broker_bench.make_value(100), count, "all")
-        deadline = time.monotonic() + 300
-        while not checkpoint.exists():
-            assert time.monotonic() < deadline, "the cleaner did not finish its pass"
-            time.sleep(0.2)  # polling a file the broker writes once, with a deadline
-        pass_end = checkpoint.stat().st_mtime
-        if pass_end < window_start:
-            raise RuntimeError("the cleaning pass ended before the second window began: more --records")
-        return {"produce_alone_rec_s": round(alone), "produce_during_cleaning_rec_s": round(during),
-                "produce_during_cleaning_ratio": round(during / alone, 2),
-                "cleaning_pass_ended_s_into_window": round(pass_end - window_start, 1)}  # fmt: skip
+
+        def window() -> float:
+            return count / broker_bench.produce(server, plain, broker_bench.make_value(100), count, "all")
+
+        ratios, alone_rates, during_rates, ends = [], [], [], []
+        for topic in dirty:  # each round: a window alone, one while `topic` is cleaned, one alone again
+            before = window()
+            checkpoint = next((root / "diskless").rglob(f"{topic}-0")) / "cleaner-offset-checkpoint"
+            release = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+                ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+            admin.incremental_alter_configs([release])[release].result(timeout=30)
+            window_start = time.time()
+            during = window()
+            deadline = time.monotonic() + 300
+            while not checkpoint.exists():
+                assert time.monotonic() < deadline, "the cleaner did not finish its pass"
+                time.sleep(0.2)  # polling a file the broker writes once, with a deadline
+            pass_end = checkpoint.stat().st_mtime
+            if pass_end < window_start:
+                raise RuntimeError("the cleaning pass ended before the second window began: more --records")
+            after = window()
+            alone = (before + after) / 2
+            ratios.append(during / alone)
+            alone_rates.append(alone)
+            during_rates.append(during)
+            ends.append(pass_end - window_start)
+            print(f"produce round {len(ratios)}: {before:.0f} records/s alone, {during:.0f} while cleaning, {after:.0f} alone"
+                  f" ({ratios[-1]:.2f}); the pass ended {ends[-1]:.1f} s into the cleaning window")  # fmt: skip
+        return {"produce_alone_rec_s": round(statistics.median(alone_rates)), "produce_during_cleaning_rec_s": round(statistics.median(during_rates)),
+                "produce_during_cleaning_ratio": round(statistics.median(ratios), 2),
+                "produce_during_cleaning_ratios": [round(r, 2) for r in ratios],
+                "cleaning_pass_ended_s_into_window": round(max(ends), 1)}  # fmt: skip
     finally:
         server.stop()
 
@@ -266,11 +287,10 @@ def main() -> None:
             print(f"bucket: {seconds:.2f} s, {before / seconds / 1e6:.1f} MB/s, {before / 1e6:.1f} MB -> {after / 1e6:.2f} MB"
                   f" in {segments} segment(s)")  # fmt: skip
         if args.produce:
-            produced = produce_during_cleaning(root / "produce", records, args.keys)
+            produced = produce_during_cleaning(root / "produce", records, args.keys, rounds)
             figures |= produced
-            print(f"produce: {produced['produce_alone_rec_s']} records/s alone, {produced['produce_during_cleaning_rec_s']}"
-                  f" while cleaning ({produced['produce_during_cleaning_ratio']}); the pass ended"
-                  f" {produced['cleaning_pass_ended_s_into_window']} s into the second window")  # fmt: skip
+            print(f"produce (median of {rounds} rounds): {produced['produce_alone_rec_s']} records/s alone,"
+                  f" {produced['produce_during_cleaning_rec_s']} while cleaning, ratio {produced['produce_during_cleaning_ratio']}")  # fmt: skip
         print(json.dumps(figures))
     finally:
         shutil.rmtree(root, ignore_errors=True)
