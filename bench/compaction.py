@@ -132,8 +132,7 @@ def bucket_pass(source: Path, root: Path, cleaner: CleanerConfig) -> tuple[float
                 started = time.perf_counter()
                 swapped, _ = await clean_history(
                     leader, int(time.time() * 1000), None, map_capacity=cleaner.dedupe_buffer_size // ENTRY_BYTES,
-                    run_pass=lambda *args, **kwargs: asyncio.to_thread(
-                        clean_partition, *args, throttle=Throttler(cleaner.io_max_bytes_per_second), stop=threading.Event(), **kwargs),
+                    throttle=Throttler(cleaner.io_max_bytes_per_second), stop=threading.Event(),
                 )  # fmt: skip
                 seconds = time.perf_counter() - started
                 assert swapped, "the history pass replaced nothing"

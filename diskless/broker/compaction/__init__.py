@@ -6,6 +6,5 @@
 - `rewrite`  sans-IO: one batch filtered against the map, re-encoded with its base offset.
 - `cleaner`  the shell: rewrites a partition's local segments with a crash-safe swap, and the
              broker's background task that runs it under the I/O rate limit.
-- `worker`   the processes passes run in, at a lower CPU priority, clear of the event loop.
 - `metrics`  its counters and Kafka's LogCleaner / LogCleanerManager gauges on /metrics.
 """

@@ -35,10 +35,6 @@ class CorruptSegment(Exception):
         super().__init__(f"{path}: batch at position {position}: {reason}")
         self.path = path
         self.position = position
-        self.reason = reason
-
-    def __reduce__(self) -> tuple[type, tuple[Path, int, str]]:  # it crosses from a worker process
-        return CorruptSegment, (self.path, self.position, self.reason)
 
 
 class Throttler:

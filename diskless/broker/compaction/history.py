@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Awaitable, Callable, Sequence
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from hot_tier import SegmentInfo
 from hot_tier.swap import cleaned_path
 
 from .bucket import plan_rewrites, rewrite
-from .cleaning import PassResult, segment_views
+from .cleaning import Throttler, clean_partition, segment_views
 from .config import CompactionRules
 from .policy import SegmentView, plan
 
@@ -75,11 +76,9 @@ def history_segments(remote: Sequence[CommittedSegment], local: Sequence[Segment
 
 
 async def clean_history(
-    leader: Any, now_ms: int, memo: HistoryMemo | None, *, map_capacity: int, run_pass: Callable[..., Awaitable[PassResult]]
+    leader: Any, now_ms: int, memo: HistoryMemo | None, *, map_capacity: int, throttle: Throttler, stop: threading.Event
 ) -> tuple[int, HistoryMemo | None]:
-    """Clean `leader`'s bucket history if it is due; (rewrites swapped in, the new memo).
-    `run_pass` runs clean_partition's arguments but the throttle and stop flag (the cleaner's
-    workers: worker.py)."""
+    """Clean `leader`'s bucket history if it is due; (rewrites swapped in, the new memo)."""
     local = list(leader.local_segments)
     history = history_segments(leader.remote.segments, local)
     rules: CompactionRules = leader.rules.compaction
@@ -96,9 +95,9 @@ async def clean_history(
             views, checkpoint=None, log_start_offset=history[0].base_offset, high_watermark=leader.cleanable_end_offset,
             rules=rules, now_ms=now_ms,
         )  # fmt: skip
-        result = await run_pass(
-            downloaded + local, views, cleaning, rules, map_capacity=map_capacity,
-            producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms,
+        result = await asyncio.to_thread(
+            clean_partition, downloaded + local, views, cleaning, rules, map_capacity=map_capacity,
+            producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms, throttle=throttle, stop=stop,
             aborted=leader.aborted_transactions(0, cleaning.first_uncleanable_offset), rewrite_below=local[0].base_offset,
             log_start_offset=leader.log_start_offset,
         )  # fmt: skip
