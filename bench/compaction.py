@@ -183,7 +183,7 @@ def produce_during_cleaning(root: Path, records: int, keys: int, rounds: int) ->
         admin = AdminClient({"bootstrap.servers": server.bootstrap})
         held = {"cleanup.policy": "compact", "segment.bytes": str(8 * 2**20), "min.compaction.lag.ms": str(10**12)}
         dirty = [f"dirty-{r}" for r in range(rounds)]
-        for topic, future in admin.create_topics([NewTopic(t, 1, 1, config=held) for t in dirty]).items():
+        for future in admin.create_topics([NewTopic(t, 1, 1, config=held) for t in dirty]).values():
             future.result(timeout=30)
         producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
                              "queue.buffering.max.messages": 1_000_000})  # fmt: skip
@@ -218,7 +218,7 @@ def produce_during_cleaning(root: Path, records: int, keys: int, rounds: int) ->
                 time.sleep(0.2)  # polling a file the broker writes once, with a deadline
             pass_end = checkpoint.stat().st_mtime
             if pass_end < window_start:
-                raise RuntimeError("the cleaning pass ended before the second window began: more --records")
+                raise RuntimeError("the cleaning pass ended before its cleaning window began: more --records")
             after = window()
             alone = (before + after) / 2
             ratios.append(during / alone)

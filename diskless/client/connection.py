@@ -152,9 +152,10 @@ class Connection:
 
     def _schedule_reauthentication(self, lifetime_ms: int) -> None:
         if lifetime_ms > 0 and not self._closed:
-            # 85-95 % of the lifetime as Java's SaslClientAuthenticator, yet at least a quarter
-            # second early: a request sent just before must still reach the broker in time.
-            delay_ms = max(0.0, min(lifetime_ms * random.uniform(0.85, 0.95), lifetime_ms - 250))
+            # 85-95 % of the lifetime as Java's SaslClientAuthenticator, yet a quarter second
+            # early at least (a request sent just before must still reach the broker in time),
+            # unless that leaves less than half the lifetime.
+            delay_ms = min(lifetime_ms * random.uniform(0.85, 0.95), max(lifetime_ms / 2, lifetime_ms - 250))
             self._reauth_timer = self._loop.call_later(delay_ms / 1000, self._start_reauthentication)
 
     def _start_reauthentication(self) -> None:

@@ -27,9 +27,10 @@ Reads and writes are paced by log.cleaner.io.max.bytes.per.second, shared by all
 (Kafka's Throttler). A pass runs in a thread, not a process of its own: measured on 2 cores
 (bench/compaction.py --produce), acks=all produce kept 0.92-1.07 of its rate during a pass in
 a thread, and 0.69-0.83 with the pass in a worker process (niceness 10 or 19), which took a
-whole core from the broker and its clients. Only partitions this broker leads are cleaned; a pass whose segment was
-deleted meanwhile (retention of compact,delete, DeleteRecords) or whose leader closed drops
-its cleaned copies.
+whole core from the broker and its clients.
+
+Only partitions this broker leads are cleaned; a pass whose segment was deleted meanwhile
+(retention of compact,delete, DeleteRecords) or whose leader closed drops its cleaned copies.
 
 What operators see (metrics.py reads it at scrape time, admin_http.py per partition): the
 LogCleaner keeps, as Kafka's LogCleaner and LogCleanerManager do, each partition's dirty ratio

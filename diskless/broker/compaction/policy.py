@@ -27,7 +27,6 @@ not take (`OffsetMap.end_offset`), as Kafka does, and the next pass starts there
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
