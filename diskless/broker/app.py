@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cold_tier.local import LocalObjectStore
 from cold_tier.remote_log import RemoteLogReader
 from cold_tier.url import open_object_store
 from diskless.wire import Request
@@ -141,7 +142,7 @@ class Broker:
             # file system's journal and each takes several times as long (acks=all p50 39 ->
             # 17 ms at 1,000 records/s with one in flight); S3 PUTs are round trips that overlap.
             wal_settings = WalSettings(c.wal_commit_interval_ms, c.wal_buffer_max_bytes, c.wal_max_pending_bytes)
-            if c.resolved_object_store_url.startswith("file:"):
+            if isinstance(self.bucket, LocalObjectStore):
                 wal_settings = dataclasses.replace(wal_settings, max_in_flight=1)
             self.wal = WalWriter(self.bucket, self.store, c.node_id, self.clock, wal_settings)
             self.wal.start()  # before the registry: recovery resubmits what the local log holds above the durable end

@@ -104,11 +104,11 @@ class RemoteLog:
                     await self._forget(row, segment, leader_epoch)
                     log.info("%s-%d: removed the unfinished upload of segment %d", self.topic, self.index, row.base_offset)
             elif row.state == RemoteSegmentState.DELETING and deleting_data_at_ms is not None:
-                segment = parse_commit_key(row.object_key)
-                await bucket.delete_many([segment.commit_key])
-                replaced.append((deleting_data_at_ms, segment))
+                replaced.append((deleting_data_at_ms, parse_commit_key(row.object_key)))
             elif row.state == RemoteSegmentState.DELETING:
                 await self._forget(row, parse_commit_key(row.object_key), leader_epoch)
+        if replaced:  # their commit objects go now, in one request (their data objects wait)
+            await bucket.delete_many([segment.commit_key for _, segment in replaced])
         committed = [r for r in rows if r.state == RemoteSegmentState.COMMITTED] if settled else await store.list_remote_segments(self.topic, self.index)
         self._segments = [parse_commit_key(row.object_key) for row in committed]
         self._replaced = replaced  # every other `deleting` row was settled above
