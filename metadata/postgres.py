@@ -439,10 +439,11 @@ class PostgresMetadataStore:
         )  # fmt: skip
 
     async def replace_remote_segments(
-        self, topic: str, partition: int, base_offset: int, object_key: str, replaced: Sequence[tuple[int, str]], *, leader_epoch: int
+        self, topic: str, partition: int, base_offset: int, object_key: str, replaced: Sequence[tuple[int, str]], *,
+        leader_epoch: int, forget_aborted: Sequence[int] = (),
     ) -> RemoteSegment:
         return await self._call(
-            ops.replace_remote_segments, topic, partition, base_offset, object_key, list(replaced), leader_epoch,
+            ops.replace_remote_segments, topic, partition, base_offset, object_key, list(replaced), leader_epoch, list(forget_aborted),
             idempotent=False, key=("partition", topic, partition),
         )  # fmt: skip
 

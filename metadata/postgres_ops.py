@@ -493,11 +493,19 @@ async def commit_remote_segment(
 
 
 async def replace_remote_segments(
-    conn: Conn, topic: str, partition: int, base_offset: int, object_key: str, replaced: Sequence[tuple[int, str]], leader_epoch: int
+    conn: Conn, topic: str, partition: int, base_offset: int, object_key: str, replaced: Sequence[tuple[int, str]], leader_epoch: int,
+    forget_aborted: Sequence[int] = (),
 ) -> RemoteSegment:
     for old_base, old_key in replaced:
         await mark_remote_segment_deleting(conn, topic, partition, old_base, old_key, leader_epoch)
-    return await commit_remote_segment(conn, topic, partition, base_offset, object_key, leader_epoch)
+    committed = await commit_remote_segment(conn, topic, partition, base_offset, object_key, leader_epoch)
+    if forget_aborted:
+        topic_id, _ = await _partition_row(conn, topic, partition)
+        await conn.execute(
+            "DELETE FROM aborted_transactions WHERE topic_id = $1 AND partition = $2 AND last_offset = ANY($3::bigint[])",
+            topic_id, partition, list(forget_aborted),
+        )  # fmt: skip
+    return committed
 
 
 async def list_remote_segments(

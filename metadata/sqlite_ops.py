@@ -450,12 +450,19 @@ def _commit_segment(conn: sqlite3.Connection, topic: str, partition: int, base_o
 
 def replace_remote_segments(
     conn: sqlite3.Connection, topic: str, partition: int, base_offset: int, object_key: str,
-    replaced: Sequence[tuple[int, str]], leader_epoch: int,
+    replaced: Sequence[tuple[int, str]], leader_epoch: int, forget_aborted: Sequence[int] = (),
 ) -> RemoteSegment:
     with _write(conn):
         for old_base, old_key in replaced:
             _mark_deleting(conn, topic, partition, old_base, old_key, leader_epoch)
-        return _commit_segment(conn, topic, partition, base_offset, object_key, leader_epoch)
+        committed = _commit_segment(conn, topic, partition, base_offset, object_key, leader_epoch)
+        if forget_aborted:
+            topic_id, _ = _partition_row(conn, topic, partition)
+            conn.executemany(
+                "DELETE FROM aborted_transactions WHERE topic_id = ? AND partition = ? AND last_offset = ?",
+                [(topic_id, partition, offset) for offset in forget_aborted],
+            )
+        return committed
 
 
 def list_remote_segments(

@@ -176,12 +176,15 @@ class MetadataStore(Protocol):
         ...
 
     async def replace_remote_segments(
-        self, topic: str, partition: int, base_offset: int, object_key: str, replaced: Sequence[tuple[int, str]], *, leader_epoch: int
+        self, topic: str, partition: int, base_offset: int, object_key: str, replaced: Sequence[tuple[int, str]], *,
+        leader_epoch: int, forget_aborted: Sequence[int] = (),
     ) -> RemoteSegment:
         """A rewritten copy (the log cleaner's, in the bucket) takes the place of committed
         segments, in one fenced write: each `replaced` (base offset, object key) committed ->
-        deleting, then the new one uploading -> committed. Raises what
-        mark_remote_segment_deleting and commit_remote_segment raise; nothing changes then."""
+        deleting, then the new one uploading -> committed, and the partition's aborted
+        transactions whose abort marker is at one of `forget_aborted` are deleted (the copy no
+        longer holds marker nor data). Raises what mark_remote_segment_deleting and
+        commit_remote_segment raise; nothing changes then."""
         ...
 
     async def list_remote_segments(

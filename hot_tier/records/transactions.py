@@ -19,7 +19,9 @@ Rebuilt at open from the batch headers of the local log (`rebuild`); headers onl
 is decoded except the one key of each marker. Aborted transactions whose marker reached the
 bucket in a segment are also recorded in the metadata store (`unrecorded` / `recorded`, by the
 leader when a segment is committed), and merged back at open (`merge_aborted`): the local copy
-of a segment goes soon after its upload. A transaction still open whose first batches are only
+of a segment goes soon after its upload. On a compacted topic the log cleaner removes an abort
+marker with the last of its transaction's data, past delete.retention.ms, as Kafka does; the
+transaction then leaves this list (`forget_aborted`), the store and the bucket's `.txnindex`. A transaction still open whose first batches are only
 in the bucket comes from the producer state (its snapshot keeps each producer's open
 transaction, as Kafka's does: `seed_ongoing`).
 
@@ -141,6 +143,7 @@ class PartitionTxns:
         self._aborted: list[AbortedTxn] = []  # by last_offset
         self._recorded_end = 0  # aborted transactions with a marker below it are in the store
         self._seen = False  # a transactional batch, or an aborted transaction from the store, was seen
+        self._rebuilt_aborts: set[int] = set()  # offsets of the ABORT markers `rebuild` found, until `merge_aborted`
 
     @property
     def transaction_free(self) -> bool:
@@ -184,13 +187,34 @@ class PartitionTxns:
             self._seen = True
             self._ongoing[producer_id] = min(self._ongoing.get(producer_id, first_offset), first_offset)
 
-    def merge_aborted(self, entries: Iterable[tuple[int, int, int]]) -> None:
-        """Aborted transactions from the store, (producer id, first offset, marker offset)."""
-        self._seen = self._seen or bool(entries := list(entries))
+    def merge_aborted(self, entries: Iterable[tuple[int, int, int]], *, local: tuple[int, int] | None = None) -> None:
+        """Aborted transactions from the store, (producer id, first offset, marker offset).
+        With `local`, the [start, end) of the log `rebuild` folded: there the local log is what
+        fetches read, and an entry whose marker it no longer holds (the cleaner removed marker
+        and data, and the bucket's copy was not yet rewritten) is left out."""
+        entries = list(entries)
+        self._seen = self._seen or bool(entries)
+        self._recorded_end = max([self._recorded_end] + [m + 1 for _, _, m in entries])
+        if local is not None:
+            start, end = local
+            entries = [e for e in entries if not start <= e[2] < end or e[2] in self._rebuilt_aborts]
+        self._rebuilt_aborts = set()
         known = {a.last_offset for a in self._aborted}
         merged = self._aborted + [AbortedTxn(p, f, m) for p, f, m in entries if m not in known]
         self._aborted = sorted(merged, key=lambda a: a.last_offset)
-        self._recorded_end = max([self._recorded_end] + [m + 1 for _, _, m in entries])
+
+    def forget_aborted(self, marker_offsets: Iterable[int]) -> None:
+        """The cleaner removed these ABORT markers with the last of their transactions' data:
+        the transactions leave the lists fetches answer with. Called in the event-loop step
+        that swaps in the copy without them (see rewrite.TransactionMarkers)."""
+        gone = set(marker_offsets)
+        if gone:
+            self._aborted = [a for a in self._aborted if a.last_offset not in gone]
+
+    @property
+    def recorded_end(self) -> int:
+        """Aborted transactions whose marker is below this are in the metadata store."""
+        return self._recorded_end
 
     def unrecorded(self, end_offset: int) -> list[tuple[int, int, int]]:
         """Aborted transactions with a marker below `end_offset` not yet in the store."""
@@ -239,6 +263,8 @@ class PartitionTxns:
                 continue
             if header.is_control:
                 kind = marker_type(data, header)
+                if kind == ABORT:
+                    self._rebuilt_aborts.add(header.base_offset)
                 if kind is not None:
                     self.on_marker(header.producer_id, header.base_offset, kind == COMMIT, header.base_offset)
             else:

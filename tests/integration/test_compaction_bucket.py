@@ -5,7 +5,8 @@ live key once, at the offset its last value was acknowledged at; tombstones go a
 delete.retention.ms; the replaced objects are gone after file.delete.delay.ms. SIGKILL at
 random moments while the bucket is rewritten loses nothing acknowledged and live, shows no key
 older than before, and leaves no orphaned object. A broker that did not write the history (its
-disk was lost) compacts it from the bucket; transactions are cleaned as Kafka cleans them."""
+disk was lost) compacts it from the bucket; transactions are cleaned as Kafka cleans them, abort
+markers too, on the leader's log and in the bucket's history."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
+from cold_tier.errors import ObjectNotFound
 from hot_tier.records import decode_batches
+from hot_tier.records.transactions import decode_txn_index
 
 from .test_compaction_cleaner import CLEANER_FLAGS, read_all_librdkafka, read_all_ours, wait_until
 from .test_compaction_durable import last_per_key, produce
@@ -199,42 +202,135 @@ def test_history_the_leader_did_not_write_is_compacted_from_the_bucket(moto, tmp
         bucket.close()
 
 
-def test_transactions_are_cleaned_as_kafka_cleans_them(moto, tmp_path) -> None:
-    """Aborted records go; a commit marker goes once its transaction's records are superseded
-    (past delete.retention.ms); abort markers stay. On the leader's log and in the bucket."""
+def produce_transactions(bootstrap: str, topic: str) -> None:
+    """c1 at 0-9, its commit marker 10; a2 at 11-20, abort marker 21; c3 at 22-31, commit 32:
+    one transactional producer, so a read_committed consumer still told of a2's abort without
+    its marker would skip c3 (it skips the producer's batches until it meets the marker)."""
     from confluent_kafka import Producer
 
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"cleaned-{topic}", "linger.ms": 5})
+    producer.init_transactions(30)
+    for value, commit in ((b"c1", True), (b"a2", False), (b"c3", True)):
+        producer.begin_transaction()
+        for k in range(10):
+            producer.produce(topic, key=b"k%d" % k, value=value, partition=0)
+        assert producer.flush(30) == 0  # written before the end: an abort does not drop them unsent
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+
+
+def bucket_markers(bucket: BucketView, topic: str) -> tuple[list[int], list]:
+    """The offsets of the control batches in the bucket's segments, and their .txnindex entries."""
+    catalogue = bucket.catalogue(topic, 0)
+    markers = [b.header.last_offset for s in catalogue for b in decode_batches(bucket.get(s.log_key)) if b.header.is_control]
+    entries = []
+    for segment in catalogue:
+        try:
+            entries += decode_txn_index(bucket.get(segment.txn_index_key))
+        except ObjectNotFound:  # none uploaded
+            pass
+    return markers, entries
+
+
+def test_transactions_are_cleaned_as_kafka_cleans_them(moto, tmp_path) -> None:
+    """Aborted records go; past delete.retention.ms, a marker goes once its transaction's records
+    are gone: the abort marker with its transaction, which leaves the fetches' lists, the store
+    and the bucket's .txnindex. On the leader's log and in the bucket; after a restart and on a
+    broker that lost its disk, read_committed reads the same."""
     bucket = open_bucket("s3", moto, tmp_path / "bucket")
-    broker = start_broker(tmp_path / "data", bucket, *CLEANER_FLAGS)
+    metadata = f"sqlite:///{(tmp_path / 'metadata.db').resolve()}"
+    broker = start_broker(tmp_path / "data", bucket, "--metadata", metadata, *SHORT_SESSION, *CLEANER_FLAGS)
     try:
         topic = "bucket-transactions"
         create(broker.bootstrap, topic, **{"delete.retention.ms": "100"})
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cleaned-txn", "linger.ms": 5})
-        producer.init_transactions(30)
-        for value, commit in ((b"c1", True), (b"a2", False), (b"c3", True)):
-            producer.begin_transaction()
-            for k in range(10):
-                producer.produce(topic, key=b"k%d" % k, value=value, partition=0)
-            assert producer.flush(30) == 0  # written before the end: an abort does not drop them unsent
-            producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+        produce_transactions(broker.bootstrap, topic)
         acked: dict[int, tuple[bytes, bytes | None]] = {}
         time.sleep(0.2)  # delete.retention.ms (100) must pass over the markers' segment
         filler = roll_everything_into_the_bucket(broker.bootstrap, topic, acked)
-        # Offsets: c1 at 0-9, its commit marker 10; a2 at 11-20, abort marker 21; c3 at 22-31, commit 32.
         expected = [(22 + k, b"k%d" % k, b"c3") for k in range(10)] + [(filler, b"filler-0", b"f")]
 
         def cleaned() -> bool:
             catalogue = bucket.catalogue(topic, 0)
             if not catalogue or catalogue[-1].next_offset < filler:
                 return False
-            markers = [b.header.last_offset for s in catalogue for b in decode_batches(bucket.get(s.log_key)) if b.header.is_control]
-            return bucket_records(bucket, topic) == [r for r in expected if r[0] < catalogue[-1].next_offset] and markers == [21, 32]
+            markers, entries = bucket_markers(bucket, topic)
+            return bucket_records(bucket, topic) == [r for r in expected if r[0] < catalogue[-1].next_offset] and markers == [32] and entries == []
 
-        wait_until(cleaned, "the bucket cleaned: c3 alone, the abort marker and the last commit marker")
+        wait_until(cleaned, "the bucket cleaned: c3 alone and its commit marker, no aborted transaction indexed")
         for isolation in ("read_uncommitted", "read_committed"):
             assert read_isolated(broker.bootstrap, topic, filler, isolation) == expected
+        broker.kill()
+        broker.start()  # the local log and the store agree: nothing names a2 any more
+        assert read_isolated(broker.bootstrap, topic, filler, "read_committed") == expected
+        broker.kill()
+        shutil.rmtree(tmp_path / "data")
+        broker.start()  # from the bucket and the store alone
+        assert read_isolated(broker.bootstrap, topic, filler, "read_committed") == expected
     finally:
         broker.close()
+        bucket.close()
+
+
+def local_markers(data_dir, topic: str) -> list[int]:
+    """The offsets of the control batches in the local log of `topic`-0."""
+    (partition_dir,) = [d for d in data_dir.rglob(f"{topic}-0") if d.is_dir()]
+    return [b.header.last_offset for f in sorted(partition_dir.glob("*.log")) for b in decode_batches(f.read_bytes()) if b.header.is_control]
+
+
+def test_transactions_are_cleaned_on_a_topic_without_the_bucket(moto, tmp_path) -> None:
+    """remote.storage.enable=false: the local pass alone removes the abort marker and its
+    transaction leaves the fetches' lists at the swap; a restart rebuilds no entry for it."""
+    bucket = open_bucket("s3", moto, tmp_path / "bucket")
+    broker = start_broker(tmp_path / "data", bucket, *CLEANER_FLAGS)
+    try:
+        topic = "local-transactions"
+        create(broker.bootstrap, topic, **{"delete.retention.ms": "100", "remote.storage.enable": "false"})
+        produce_transactions(broker.bootstrap, topic)
+        acked: dict[int, tuple[bytes, bytes | None]] = {}
+        time.sleep(0.2)  # delete.retention.ms (100) must pass over the markers' segment
+        filler = roll_everything_into_the_bucket(broker.bootstrap, topic, acked)  # rolls the segment; nothing is uploaded
+        expected = [(22 + k, b"k%d" % k, b"c3") for k in range(10)] + [(filler, b"filler-0", b"f")]
+        wait_until(lambda: local_markers(tmp_path / "data", topic) == [32], "the local log cleaned: the abort marker gone")
+        for isolation in ("read_uncommitted", "read_committed"):
+            assert read_isolated(broker.bootstrap, topic, filler, isolation) == expected
+        broker.kill()
+        broker.start()
+        assert read_isolated(broker.bootstrap, topic, filler, "read_committed") == expected
+        assert bucket.catalogue(topic, 0) == []
+    finally:
+        broker.close()
+        bucket.close()
+
+
+def test_history_transactions_are_cleaned_from_the_bucket(moto, tmp_path) -> None:
+    """The same transactions, uploaded as written by a broker that then lost its disk: its
+    successor cleans them from the bucket (history.py), and the abort marker, its .txnindex
+    entry and the store's entry go in the rewrite's one swap."""
+    bucket = open_bucket("s3", moto, tmp_path / "bucket")
+    metadata = f"sqlite:///{(tmp_path / 'metadata.db').resolve()}"
+    writer = start_broker(tmp_path / "data", bucket, "--metadata", metadata, "--log-cleaner-enable", "false", *SHORT_SESSION, *CLEANER_FLAGS)
+    try:
+        topic = "history-transactions"
+        create(writer.bootstrap, topic, **{"delete.retention.ms": "100"})
+        produce_transactions(writer.bootstrap, topic)
+        acked: dict[int, tuple[bytes, bytes | None]] = {}
+        filler = roll_everything_into_the_bucket(writer.bootstrap, topic, acked)
+        wait_until(lambda: bucket.catalogue(topic, 0) and bucket.catalogue(topic, 0)[-1].next_offset >= filler, "everything in the bucket")
+        markers, entries = bucket_markers(bucket, topic)
+        assert markers == [10, 21, 32] and [(e.first_offset, e.last_offset) for e in entries] == [(11, 21)]  # as written
+    finally:
+        writer.kill()
+    shutil.rmtree(tmp_path / "data")
+    successor = start_broker(tmp_path / "data", bucket, "--metadata", metadata, *SHORT_SESSION, *CLEANER_FLAGS)
+    try:
+        expected = [(22 + k, b"k%d" % k, b"c3") for k in range(10)] + [(filler, b"filler-0", b"f")]
+        wait_until(lambda: bucket_markers(bucket, topic) == ([32], []), "the history cleaned: the abort marker and its entry gone")
+        for isolation in ("read_uncommitted", "read_committed"):
+            assert read_isolated(successor.bootstrap, topic, filler, isolation) == expected
+        successor.kill()
+        successor.start()
+        assert read_isolated(successor.bootstrap, topic, filler, "read_committed") == expected
+    finally:
+        successor.close()
         bucket.close()
 
 

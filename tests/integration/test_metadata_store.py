@@ -557,10 +557,16 @@ async def test_a_rewritten_copy_replaces_committed_segments_in_one_fenced_write(
     with pytest.raises(RemoteSegmentOverlap):
         await store.replace_remote_segments(topic, 0, 0, merged.object_key, [(0, a.object_key)], leader_epoch=1)
     assert await store.list_remote_segments(topic, 0) == [a, b]
+    # The copy lost the abort markers at 50 and 150 (the cleaner removed them with their data).
+    await store.put_aborted_transactions(topic, 0, [(7, 40, 50), (8, 120, 150), (9, 160, 170)], delete_below=0, leader_epoch=1)
+    with pytest.raises(RemoteSegmentOverlap):  # refused: the entries stay too
+        await store.replace_remote_segments(topic, 0, 0, merged.object_key, [(0, a.object_key)], leader_epoch=1, forget_aborted=[50])
+    assert await store.list_aborted_transactions(topic, 0) == [(7, 40, 50), (8, 120, 150), (9, 160, 170)]
     swapped = await store.replace_remote_segments(
-        topic, 0, 0, merged.object_key, [(0, a.object_key), (100, b.object_key)], leader_epoch=1
+        topic, 0, 0, merged.object_key, [(0, a.object_key), (100, b.object_key)], leader_epoch=1, forget_aborted=[50, 150]
     )
     assert swapped == dataclasses.replace(merged, state=COMMITTED)
+    assert await store.list_aborted_transactions(topic, 0) == [(9, 160, 170)]
     assert await store.list_remote_segments(topic, 0) == [swapped]
     deleting = await store.list_remote_segments(topic, 0, [DELETING])
     assert [(s.base_offset, s.object_key) for s in deleting] == [(0, a.object_key), (100, b.object_key), (200, c.object_key)]

@@ -1,7 +1,8 @@
 """One cleaning pass of the shell over a real local log (compaction/cleaner.py clean_partition,
 then Log.replace_segment): a full map cleans the whole dirty section, a small one stops where
 it is full, and transactions are cleaned as Kafka cleans them (aborted data supersedes nothing
-and goes; commit markers go once their transaction's data is gone, abort markers stay)."""
+and goes; its marker and a commit marker go once their transaction's data is gone, past
+delete.retention.ms)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from hot_tier import Log, LogConfig
 from hot_tier.records import Record, decode_batches, encode_batch
 
-from diskless.broker.compaction.cleaning import Throttler, clean_partition, segment_views
+from diskless.broker.compaction.cleaning import PassResult, Throttler, clean_partition, segment_views
 from diskless.broker.compaction.config import CompactionRules
 from diskless.broker.compaction.policy import plan
 from hot_tier.records.transactions import encode_marker
@@ -30,17 +31,19 @@ def records_of(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
 
 
 def run_pass(log: Log, map_capacity: int, aborted=(), checkpoint: int | None = None, rules: CompactionRules = RULES,
-             log_start_offset: int | None = 0, producer_last_offsets: dict[int, int] | None = None) -> int:  # fmt: skip
+             log_start_offset: int | None = 0, producer_last_offsets: dict[int, int] | None = None,
+             aborts_removable_below: int = 2**63) -> PassResult:  # fmt: skip
     segments = list(log.segments)
     views = segment_views(segments)
     cleaning = plan(views, checkpoint=checkpoint, log_start_offset=0, high_watermark=log.log_end_offset, rules=rules, now_ms=NOW)
     result = clean_partition(
         segments, views, cleaning, rules, map_capacity=map_capacity, producer_last_offsets=producer_last_offsets or {}, now_ms=NOW,
         throttle=Throttler(1e308), stop=threading.Event(), aborted=aborted, log_start_offset=log_start_offset,
+        aborts_removable_below=aborts_removable_below,
     )  # fmt: skip
     for base_offset, size_bytes in result.cleaned:
         assert log.replace_segment(base_offset, size_bytes) is not None
-    return result.end_offset
+    return result
 
 
 def keyed_log(dir: Path) -> Log:
@@ -53,7 +56,7 @@ def keyed_log(dir: Path) -> Log:
 
 def test_a_full_map_cleans_to_one_record_per_key(tmp_path: Path) -> None:
     log = keyed_log(tmp_path)
-    assert run_pass(log, map_capacity=10) == 30
+    assert run_pass(log, map_capacity=10).end_offset == 30
     assert records_of(log) == [(27, b"k0", b"v27"), (28, b"k1", b"v28"), (29, b"k2", b"v29")]
 
 
@@ -62,7 +65,7 @@ def test_a_small_map_cleans_as_far_as_it_covers_and_the_next_pass_goes_on(tmp_pa
     for i in range(30):  # keys k0..k9 three times
         log.append(bytearray(encode_batch([Record(0, NOW, b"k%d" % (i % 10), b"v%d" % i)])), 0)
     log.roll(0)
-    end = run_pass(log, map_capacity=4)  # k0..k3, then k4 does not fit: the map ends at offset 4
+    end = run_pass(log, map_capacity=4).end_offset  # k0..k3, then k4 does not fit: the map ends at offset 4
     assert end == 4
     kept = records_of(log)
     # Nothing at or past the map's end went; below it the map's keys kept their last record
@@ -70,7 +73,7 @@ def test_a_small_map_cleans_as_far_as_it_covers_and_the_next_pass_goes_on(tmp_pa
     assert [o for o, _, _ in kept] == list(range(30))
     ends = [end]
     while end < 30:
-        end = run_pass(log, map_capacity=4, checkpoint=end)
+        end = run_pass(log, map_capacity=4, checkpoint=end).end_offset
         ends.append(end)
     assert ends == [4, 8, 12, 16, 20, 24, 28, 30]
     assert records_of(log) == [(o, b"k%d" % (o % 10), b"v%d" % o) for o in range(20, 30)]
@@ -106,13 +109,36 @@ def test_aborted_data_goes_and_supersedes_nothing_markers_stay_within_delete_ret
     assert [o for o, control in batch_offsets(log) if control] == [2, 4, 7]
 
 
-def test_past_delete_retention_a_commit_marker_whose_data_is_gone_goes_too(tmp_path: Path) -> None:
+def test_past_delete_retention_markers_whose_data_is_gone_go_too(tmp_path: Path) -> None:
     log = transactions_log(tmp_path)
-    run_pass(log, map_capacity=10, aborted=[(5, 1, 2)], rules=CompactionRules(delete=False, delete_retention_ms=0))
-    # The abort marker stays (fetches' aborted lists name it); the first commit marker goes (its
-    # one record, offset 3, was superseded); the second stays with its transaction's record.
-    assert [o for o, control in batch_offsets(log) if control] == [2, 7]
+    result = run_pass(log, map_capacity=10, aborted=[(5, 1, 2)], rules=CompactionRules(delete=False, delete_retention_ms=0))
+    # The abort marker goes with its data, and the pass names it (its transaction leaves the
+    # fetches' lists at the swap); the first commit marker goes (its one record, offset 3, was
+    # superseded); the second stays with its transaction's record.
+    assert [o for o, control in batch_offsets(log) if control] == [7]
     assert [o for o, _, _ in records_of(log)] == [0, 5, 6]
+    assert result.removed_aborts == {0: [2]}
+
+
+def test_an_abort_marker_the_store_does_not_hold_yet_stays(tmp_path: Path) -> None:
+    # A tiered partition whose aborted transactions are recorded in the store below offset 2
+    # only: a leader elsewhere would read the bucket's copy (data and marker) without the entry.
+    log = transactions_log(tmp_path)
+    result = run_pass(
+        log, map_capacity=10, aborted=[(5, 1, 2)], rules=CompactionRules(delete=False, delete_retention_ms=0), aborts_removable_below=2
+    )  # fmt: skip
+    assert [o for o, control in batch_offsets(log) if control] == [2, 7]
+    assert result.removed_aborts == {}
+    assert [o for o, _, _ in records_of(log)] == [0, 5, 6]
+
+
+def test_an_abort_marker_whose_emptied_batch_stays_stays_too(tmp_path: Path) -> None:
+    log = transactions_log(tmp_path)
+    result = run_pass(
+        log, map_capacity=10, aborted=[(5, 1, 2)], rules=CompactionRules(delete=False, delete_retention_ms=0), producer_last_offsets={5: 1}
+    )  # fmt: skip
+    assert batch_offsets(log)[:3] == [(0, False), (1, False), (2, True)]  # the emptied batch, its marker
+    assert result.removed_aborts == {}
 
 
 def test_a_commit_marker_of_a_transaction_begun_below_the_pass_stays(tmp_path: Path) -> None:

@@ -144,3 +144,25 @@ def test_a_segments_index_holds_the_aborts_whose_marker_it_holds() -> None:
     txns.on_marker(3, 12, True, 0)  # committed: not in any index
     assert txns.aborted_with_markers_in(0, 8) == [AbortedTxn(1, 0, 5)]
     assert txns.aborted_with_markers_in(8, 20) == [AbortedTxn(2, 3, 9)]
+
+
+def test_store_entries_whose_marker_the_cleaned_local_log_lost_are_left_out() -> None:
+    def data(pid: int, offset: int) -> bytes:
+        return encode_batch([Record(offset, 1, b"k", b"v")], base_offset=offset, producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+
+    def marker(pid: int, offset: int) -> bytes:
+        b = bytearray(encode_marker(pid, 0, False, 0, 1))
+        b[0:8] = offset.to_bytes(8, "big")
+        return bytes(b)
+
+    # The local log [10, 30): producer 2's abort marker at 20 is still there; producer 3's at 25
+    # was removed by the cleaner with its data (the bucket's copy not yet rewritten).
+    log = data(2, 12) + marker(2, 20)
+    batches = [log[h.position : h.position + h.size_bytes] for h in iter_headers(log, check_crc=False)]
+    txns = PartitionTxns()
+    txns.rebuild(((read_header(b), b) for b in batches), 30)
+    txns.merge_aborted([(1, 0, 5), (2, 12, 20), (3, 22, 25)], local=(10, 30))
+    assert txns.aborted_between(0, 30) == [AbortedTxn(1, 0, 5), AbortedTxn(2, 12, 20)]
+    assert txns.recorded_end == 26  # the store holds all three
+    txns.forget_aborted([20])
+    assert txns.aborted_between(0, 30) == [AbortedTxn(1, 0, 5)]

@@ -16,10 +16,12 @@ this broker leads:
        the partition's directory, whose indexes are rebuilt as a cleaned segment's are;
     3. it is catalogued `uploading` (RemoteLog.begin_rewrite), uploaded with a new upload id,
        the same base offset and the replaced segments' last offset, its commit object last;
-       the transaction indexes of the replaced segments, concatenated, and the producer
-       snapshot of the last one go with it;
+       the transaction indexes of the replaced segments, concatenated, less the transactions
+       whose abort markers the cleaner removed, and the producer snapshot of the last one go
+       with it;
     4. one fenced store write swaps it in (RemoteLog.replace): the replaced rows become
-       `deleting`, the new one `committed`. The replaced commit objects are deleted at once,
+       `deleting`, the new one `committed`, and the store forgets the transactions whose
+       markers went (the leader too, in the same event-loop step as its catalogue changes). The replaced commit objects are deleted at once,
        their data objects after file.delete.delay.ms (RemoteLog.collect_replaced, from the
        leader's retention pass), so fetches and Spark jobs that found them finish on them.
 
@@ -47,6 +49,8 @@ from cold_tier.errors import ObjectNotFound
 from cold_tier.layout import CommittedSegment
 from cold_tier.segments import upload_committed
 from hot_tier import SegmentInfo
+from hot_tier.records.transactions import CorruptTxnIndex, decode_txn_index, encode_txn_index
+from hot_tier.scan import scan_batches
 from hot_tier.segment import TRUST_ALL, LogSegment
 
 from . import metrics
@@ -140,7 +144,8 @@ async def rewrite(leader: Any, planned: BucketRewrite, now_ms: int) -> bool:
         await asyncio.to_thread(shutil.rmtree, scratch, True)
         return False
     try:
-        txn_index, snapshot = await _carried_objects(bucket, planned.replaced)
+        carried, snapshot = await _carried_objects(bucket, planned.replaced)
+        txn_index, forgotten = await asyncio.to_thread(_kept_aborts, carried, copy.info)
         segment = await remote.begin_rewrite(
             base_offset=planned.base_offset, last_offset=planned.last_offset, base_timestamp=copy.base_timestamp,
             max_timestamp=copy.info.max_timestamp, size_bytes=copy.info.size_bytes, leader_epoch=epoch,
@@ -151,7 +156,10 @@ async def rewrite(leader: Any, planned: BucketRewrite, now_ms: int) -> bool:
                 timeindex_path=copy.info.timeindex_path, txn_index=txn_index, producer_snapshot=snapshot,
             )  # fmt: skip
             rules = leader.rules.compaction
-            await remote.replace(segment, list(planned.replaced), epoch, delete_at_ms=now_ms + rules.file_delete_delay_ms)
+            await remote.replace(
+                segment, list(planned.replaced), epoch, delete_at_ms=now_ms + rules.file_delete_delay_ms,
+                forget_aborted=forgotten, on_swap=lambda: leader.forget_aborted(forgotten),
+            )  # fmt: skip
         except Exception:
             try:
                 await remote.abandon_rewrite(segment, epoch)
@@ -219,8 +227,9 @@ def _build_copy(scratch: Path, rewrite: BucketRewrite, index_interval_bytes: int
 
 
 async def _carried_objects(bucket: Any, replaced: Sequence[CommittedSegment]) -> tuple[bytes, bytes | None]:
-    """What the copy carries over: the replaced segments' transaction indexes, concatenated (the
-    cleaner keeps markers and aborted batches as they are), and the last one's producer snapshot."""
+    """What the copy carries over: the replaced segments' transaction indexes, concatenated
+    (`_kept_aborts` drops the entries whose markers the cleaner removed), and the last one's
+    producer snapshot."""
     parts = []
     for segment in replaced:
         try:
@@ -232,3 +241,24 @@ async def _carried_objects(bucket: Any, replaced: Sequence[CommittedSegment]) ->
     except ObjectNotFound:
         snapshot = None
     return b"".join(parts), snapshot
+
+
+def _kept_aborts(txn_index: bytes, copy: SegmentInfo) -> tuple[bytes, list[int]]:
+    """The copy's `.txnindex`: the carried entries whose abort marker the copy still holds;
+    and the marker offsets of the others, which the cleaner removed with the last of their
+    transactions' data (rewrite.TransactionMarkers): the store and the leader forget them.
+    A transaction index that does not decode is carried as it is."""
+    try:
+        entries = decode_txn_index(txn_index)
+    except CorruptTxnIndex as exc:
+        log.warning("%s: carried as it is: %s", copy.log_path, exc)
+        return txn_index, []
+    if not entries:
+        return txn_index, []
+    fd = os.open(copy.log_path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        markers = {h.base_offset for h in scan_batches(fd, 0, copy.size_bytes) if h.is_control}
+    finally:
+        os.close(fd)
+    kept = [e for e in entries if e.last_offset in markers]
+    return encode_txn_index(kept), [e.last_offset for e in entries if e.last_offset not in markers]

@@ -92,9 +92,11 @@ class CleanablePartition(Protocol):
     def high_watermark(self) -> int: ...
     @property
     def cleanable_end_offset(self) -> int: ...
+    @property
+    def aborts_removable_below(self) -> int: ...
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int, int]]: ...
     def producer_last_offsets(self) -> dict[int, int]: ...
-    def replace_cleaned_segment(self, base_offset: int, size_bytes: int) -> bool: ...
+    def replace_cleaned_segment(self, base_offset: int, size_bytes: int, removed_aborts: Sequence[int] = ()) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +303,7 @@ class LogCleaner:
             clean_partition, segments, views, cleaning, rules, map_capacity=map_capacity,
             producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms, throttle=self._throttle, stop=self._stop,
             aborted=leader.aborted_transactions(0, cleaning.first_uncleanable_offset), log_start_offset=leader.log_start_offset,
+            aborts_removable_below=leader.aborts_removable_below,
         )  # fmt: skip
         swapped = 0
         for base_offset, size_bytes in result.cleaned:  # in offset order: see the module header
@@ -308,7 +311,7 @@ class LogCleaner:
                 for base, _ in result.cleaned:
                     cleaned_path(leader.dir, base).unlink(missing_ok=True)
                 return None
-            if leader.replace_cleaned_segment(base_offset, size_bytes):
+            if leader.replace_cleaned_segment(base_offset, size_bytes, result.removed_aborts.get(base_offset, ())):
                 swapped += 1
             else:
                 break  # a segment went meanwhile: the checkpoint stays, the next pass redoes it

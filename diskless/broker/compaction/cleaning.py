@@ -72,6 +72,8 @@ class PassResult:
     stats: CleanStats = field(default_factory=CleanStats)
     tombstone_horizon_ms: int | None = None  # when the oldest kept tombstone may go
     map_keys: int = 0
+    # Base offset of a cleaned copy -> the ABORT markers it no longer holds (rewrite.TransactionMarkers).
+    removed_aborts: dict[int, list[int]] = field(default_factory=dict)
 
 
 def segment_views(segments: Sequence[SegmentInfo]) -> list[SegmentView]:
@@ -147,6 +149,7 @@ def clean_partition(
     aborted: Sequence[tuple[int, int, int]] = (),
     rewrite_below: int | None = None,
     log_start_offset: int | None = None,
+    aborts_removable_below: int = 2**63,
 ) -> PassResult:
     """Steps 1 and 2 of a pass (see the module header); runs in a worker thread, touches no
     state but the .cleaned files it writes. `cleaning` stops at the last stable offset: open
@@ -154,7 +157,8 @@ def clean_partition(
     `rewrite_below`, only segments starting below it get cleaned copies (the map is built
     over the whole dirty section all the same): history.py cleans the bucket's part alone.
     `log_start_offset` is the partition's (bucket included): a pass whose first segment starts
-    there sees every transaction whole (rewrite.TransactionMarkers)."""
+    there sees every transaction whole (rewrite.TransactionMarkers), whose ABORT markers it
+    may remove below `aborts_removable_below`."""
     aborted_batches = AbortedBatches(aborted)
     first_dirty, uncleanable = cleaning.first_dirty_offset, cleaning.first_uncleanable_offset
     offset_map = OffsetMap(map_capacity, first_dirty)
@@ -178,16 +182,18 @@ def clean_partition(
     result = PassResult(end_offset, map_keys=len(offset_map))
     horizon: int | None = None
     from_log_start = log_start_offset is not None and bool(segments) and segments[0].base_offset <= log_start_offset
-    markers = TransactionMarkers(from_log_start=from_log_start)
+    markers = TransactionMarkers(from_log_start=from_log_start, aborts_removable_below=aborts_removable_below)
     for segment, view in zip(segments, views):
         if view.active or view.base_offset >= end_offset:  # policy.segments_to_clean
             continue
         if rewrite_below is not None and view.base_offset >= rewrite_below:
             continue
         drop_tombstones = view.max_timestamp >= 0 and view.max_timestamp + rules.delete_retention_ms <= now_ms
-        kept_before = result.stats.tombstones_kept
+        kept_before, removed_before = result.stats.tombstones_kept, len(markers.removed_aborts)
         if _write_cleaned(segment, offset_map, producer_last_offsets, drop_tombstones, result.stats, throttle, stop, aborted_batches, markers):
             result.cleaned.append((segment.base_offset, segment.size_bytes))
+            if len(markers.removed_aborts) > removed_before:
+                result.removed_aborts[segment.base_offset] = markers.removed_aborts[removed_before:]
         if result.stats.tombstones_kept > kept_before and view.max_timestamp >= 0:
             candidate = view.max_timestamp + rules.delete_retention_ms
             horizon = candidate if horizon is None else min(horizon, candidate)

@@ -99,7 +99,7 @@ async def clean_history(
             clean_partition, downloaded + local, views, cleaning, rules, map_capacity=map_capacity,
             producer_last_offsets=leader.producer_last_offsets(), now_ms=now_ms, throttle=throttle, stop=stop,
             aborted=leader.aborted_transactions(0, cleaning.first_uncleanable_offset), rewrite_below=local[0].base_offset,
-            log_start_offset=leader.log_start_offset,
+            log_start_offset=leader.log_start_offset, aborts_removable_below=leader.aborts_removable_below,
         )  # fmt: skip
         cleaned = {base for base, _ in result.cleaned}
         sources = [_cleaned(info, scratch) if info.base_offset in cleaned else info for info in downloaded]

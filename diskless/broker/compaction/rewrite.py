@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hot_tier.records import BatchHeader, Record, encode_batch, iter_record_keys, iter_record_tuples
-from hot_tier.records.transactions import COMMIT, marker_type
+from hot_tier.records.transactions import ABORT, COMMIT, marker_type
 
 from .policy import OffsetMap, key_digest
 
@@ -115,21 +115,25 @@ class TransactionMarkers:
 
     - data of aborted transactions goes: read_committed consumers skip it anyway, read_uncommitted
       ones no longer see it (the last batch of an active producer stays, emptied);
-    - a COMMIT marker goes once none of its transaction's data is left and its segment is past
+    - a marker goes once none of its transaction's data is left and its segment is past
       delete.retention.ms (as a tombstone), so a reload never finds data without its marker. Only
       a transaction begun inside the pass is known whole: the pass must start at the log start,
       or have seen the producer's previous marker;
-    - ABORT markers stay: the aborted-transaction lists fetches answer with (and the bucket's
-      .txnindex) still name them, and a read_committed consumer skips a producer's batches from
-      an aborted transaction's first offset until its marker.
+    - an ABORT marker goes only below `aborts_removable_below` (where the metadata store already
+      holds its transaction, on a tiered partition), and the pass names it (`removed_aborts`):
+      its aborted transaction must leave every list a fetch answers with at the moment the copy
+      without its marker is swapped in. A read_committed consumer told of an aborted transaction
+      skips that producer's batches until it meets the marker, later committed ones included.
     """
 
-    __slots__ = ("_begun", "_with_data", "_whole_from_start")
+    __slots__ = ("_aborts_removable_below", "_begun", "_with_data", "_whole_from_start", "removed_aborts")
 
-    def __init__(self, *, from_log_start: bool) -> None:
+    def __init__(self, *, from_log_start: bool, aborts_removable_below: int = 2**63) -> None:
         self._whole_from_start = from_log_start
+        self._aborts_removable_below = aborts_removable_below
         self._begun: set[int] = set()  # producers whose previous marker the pass went over
         self._with_data: set[int] = set()  # producers whose open transaction kept a batch
+        self.removed_aborts: list[int] = []  # offsets of the ABORT markers removed, in order
 
     def kept_data(self, header: BatchHeader) -> None:
         """A transactional data batch of header.producer_id was kept (perhaps emptied)."""
@@ -139,10 +143,18 @@ class TransactionMarkers:
         """The marker batch `data` as the pass leaves it: itself, or None when it goes."""
         producer = header.producer_id
         whole = self._whole_from_start or producer in self._begun
-        removable = past_horizon and whole and producer not in self._with_data and marker_type(data, header) == COMMIT
+        removable = past_horizon and whole and producer not in self._with_data
         self._begun.add(producer)
         self._with_data.discard(producer)
-        return None if removable else data
+        if not removable:
+            return data
+        kind = marker_type(data, header)
+        if kind == COMMIT:
+            return None
+        if kind == ABORT and header.base_offset < self._aborts_removable_below:
+            self.removed_aborts.append(header.base_offset)
+            return None
+        return data
 
 
 def copy_with(records: list[Record], header: BatchHeader) -> bytes:

@@ -94,6 +94,10 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                 last_stable_offset = partition.last_stable_offset
                 error = _check_leader_epoch(getattr(fetch, "current_leader_epoch", -1), partition.leader_epoch)
                 if error is ErrorCode.none:
+                    if read_committed:
+                        # Taken in the step the read picks its segment in: the cleaner swaps a copy
+                        # without an abort marker in and forgets its transaction in one step too.
+                        aborted = _aborted(mod, partition, fetch.fetch_offset, last_stable_offset)
                     try:
                         data = await partition.read(
                             fetch.fetch_offset,
@@ -103,10 +107,9 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                         )
                     except Exception as exc:
                         error = error_code_for(exc, f"fetch from {fetch_topic.topic}-{fetch.partition}")
+                        aborted = None
                     else:
                         waiting.append(partition)
-                        if read_committed:
-                            aborted = _aborted(mod, partition, fetch.fetch_offset, last_stable_offset)
                         if data is None:
                             pass
                         elif isinstance(data, bytes):

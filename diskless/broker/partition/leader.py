@@ -26,7 +26,7 @@ import logging
 import os
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -182,7 +182,8 @@ class PartitionLeader:
         leader._record_epoch_at_first_write()
         leader._resubmit_tail()
         if stored:
-            leader.txns.merge_aborted(await store.list_aborted_transactions(topic, index))
+            aborted = await store.list_aborted_transactions(topic, index)
+            leader.txns.merge_aborted(aborted, local=(log.log_start_offset, log.log_end_offset))
         try:
             await leader.record_aborted_transactions()
         except Exception as exc:  # kept in memory: the next segment commit writes them
@@ -664,9 +665,25 @@ class PartitionLeader:
         """(producer id, first offset, abort marker offset) of aborted transactions in the range."""
         return [(a.producer_id, a.first_offset, a.last_offset) for a in self.txns.aborted_between(start_offset, end_offset)]
 
-    def replace_cleaned_segment(self, base_offset: int, size_bytes: int) -> bool:
-        """Swap in the cleaner's copy of a rolled segment (hot_tier Log.replace_segment)."""
-        return self._log.replace_segment(base_offset, size_bytes) is not None
+    @property
+    def aborts_removable_below(self) -> int:
+        """Where the cleaner may remove abort markers: on a tiered partition, only those whose
+        aborted transaction the store holds (a leader elsewhere reads the bucket's copy, marker
+        and data, with the store's list until the bucket is rewritten too)."""
+        return self.txns.recorded_end if self.tiered else 2**63
+
+    def replace_cleaned_segment(self, base_offset: int, size_bytes: int, removed_aborts: Sequence[int] = ()) -> bool:
+        """Swap in the cleaner's copy of a rolled segment (hot_tier Log.replace_segment); the
+        aborted transactions whose markers it no longer holds go from fetches' lists in the
+        same step."""
+        if self._log.replace_segment(base_offset, size_bytes) is None:
+            return False
+        self.txns.forget_aborted(removed_aborts)
+        return True
+
+    def forget_aborted(self, marker_offsets: Sequence[int]) -> None:
+        """A bucket rewrite swapped in a copy without these abort markers (compaction/bucket.py)."""
+        self.txns.forget_aborted(marker_offsets)
 
     def close(self) -> None:
         """Stop leading: the log's files close, waiting fetches wake (and find it gone)."""

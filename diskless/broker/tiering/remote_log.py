@@ -18,6 +18,7 @@ shared by every partition. Only the event-loop task calls a RemoteLog.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cold_tier.layout import CommittedSegment, new_upload_id, parse_commit_key
@@ -166,16 +167,24 @@ class RemoteLog:
             leader_epoch=leader_epoch, upload_id=new_upload_id(),
         )  # fmt: skip
 
-    async def replace(self, segment: CommittedSegment, replaced: list[CommittedSegment], leader_epoch: int, *, delete_at_ms: int) -> None:
+    async def replace(
+        self, segment: CommittedSegment, replaced: list[CommittedSegment], leader_epoch: int, *, delete_at_ms: int,
+        forget_aborted: Sequence[int] = (), on_swap: Callable[[], None] | None = None,
+    ) -> None:
         """The copy's commit object is in the bucket: it takes the place of `replaced` in one
-        fenced store write. Their commit objects go at once (a bucket reader's LIST finds the
-        copy alone), their data objects at `delete_at_ms` (`collect_replaced`)."""
+        fenced store write, which also forgets the aborted transactions whose markers the copy
+        no longer holds (`forget_aborted`, their marker offsets). `on_swap` runs in the same
+        event-loop step as the catalogue's change. Their commit objects go at once (a bucket
+        reader's LIST finds the copy alone), their data objects at `delete_at_ms`
+        (`collect_replaced`)."""
         await self._storage.store.replace_remote_segments(
             self.topic, self.index, segment.base_offset, segment.commit_key,
-            [(s.base_offset, s.commit_key) for s in replaced], leader_epoch=leader_epoch,
+            [(s.base_offset, s.commit_key) for s in replaced], leader_epoch=leader_epoch, forget_aborted=forget_aborted,
         )  # fmt: skip
         gone = {s.commit_key for s in replaced}
         self._segments = sorted([s for s in self._segments if s.commit_key not in gone] + [segment], key=lambda s: s.base_offset)
+        if on_swap is not None:
+            on_swap()
         for old in replaced:
             self._storage.reader.forget(old)
             self._replaced.append((delete_at_ms, old))
