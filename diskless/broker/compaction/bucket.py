@@ -49,7 +49,7 @@ from cold_tier.errors import ObjectNotFound
 from cold_tier.layout import CommittedSegment
 from cold_tier.segments import upload_committed
 from hot_tier import SegmentInfo
-from hot_tier.records.transactions import CorruptTxnIndex, decode_txn_index, encode_txn_index
+from hot_tier.records.transactions import AbortedTxn, CorruptTxnIndex, decode_txn_index, encode_txn_index
 from hot_tier.scan import scan_batches
 from hot_tier.segment import TRUST_ALL, LogSegment
 
@@ -145,7 +145,8 @@ async def rewrite(leader: Any, planned: BucketRewrite, now_ms: int) -> bool:
         return False
     try:
         carried, snapshot = await _carried_objects(bucket, planned.replaced)
-        txn_index, forgotten = await asyncio.to_thread(_kept_aborts, carried, copy.info)
+        known = leader.txns.aborted_with_markers_in(planned.base_offset, planned.last_offset + 1)
+        txn_index, forgotten = await asyncio.to_thread(_kept_aborts, carried, known, copy.info)
         segment = await remote.begin_rewrite(
             base_offset=planned.base_offset, last_offset=planned.last_offset, base_timestamp=copy.base_timestamp,
             max_timestamp=copy.info.max_timestamp, size_bytes=copy.info.size_bytes, leader_epoch=epoch,
@@ -243,13 +244,15 @@ async def _carried_objects(bucket: Any, replaced: Sequence[CommittedSegment]) ->
     return b"".join(parts), snapshot
 
 
-def _kept_aborts(txn_index: bytes, copy: SegmentInfo) -> tuple[bytes, list[int]]:
-    """The copy's `.txnindex`: the carried entries whose abort marker the copy still holds;
+def _kept_aborts(txn_index: bytes, known: Sequence[AbortedTxn], copy: SegmentInfo) -> tuple[bytes, list[int]]:
+    """The copy's `.txnindex`: of the aborted transactions the replaced segments' indexes name,
+    and those `known` to the leader with a marker in the copy's range (a segment uploaded
+    before transaction indexes existed has none), those whose abort marker the copy holds;
     and the marker offsets of the others, which the cleaner removed with the last of their
     transactions' data (rewrite.TransactionMarkers): the store and the leader forget them.
     A transaction index that does not decode is carried as it is."""
     try:
-        entries = decode_txn_index(txn_index)
+        entries = {a.last_offset: a for a in [*known, *decode_txn_index(txn_index)]}
     except CorruptTxnIndex as exc:
         log.warning("%s: carried as it is: %s", copy.log_path, exc)
         return txn_index, []
@@ -260,5 +263,5 @@ def _kept_aborts(txn_index: bytes, copy: SegmentInfo) -> tuple[bytes, list[int]]
         markers = {h.base_offset for h in scan_batches(fd, 0, copy.size_bytes) if h.is_control}
     finally:
         os.close(fd)
-    kept = [e for e in entries if e.last_offset in markers]
-    return encode_txn_index(kept), [e.last_offset for e in entries if e.last_offset not in markers]
+    kept = [entries[offset] for offset in sorted(entries) if offset in markers]
+    return encode_txn_index(kept), sorted(offset for offset in entries if offset not in markers)
