@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .groups import Groups
     from .partition import PartitionLeader
     from .replica_reads import BucketReplica
+    from .tiering.fetch_quota import RemoteFetchQuota
     from .security.shell import BrokerSecurity
     from .txn.inter_broker import InterBrokerClient
     from .txn.transactions import Transactions
@@ -116,6 +117,7 @@ class BrokerApi(Protocol):
     security: BrokerSecurity  # authentication state and ACL decisions (security/shell.py)
     inter_broker: InterBrokerClient  # requests to other brokers, on their inter-broker listener (txn/inter_broker.py)
     replica_reads: BucketReplica | None  # reads of partitions led elsewhere (KIP-392), when replica.selector.class is set
+    remote_fetch_quota: RemoteFetchQuota  # bytes fetches read from the bucket (KIP-956, tiering/fetch_quota.py)
 
     @property
     def cluster(self) -> ClusterView:

@@ -40,6 +40,7 @@ from .groups import Groups
 from .handlers import HANDLERS
 from .registry import Registry, RegistrySettings
 from .replica_reads import BucketReplica
+from .tiering.fetch_quota import RemoteFetchQuota
 from .security.shell import BrokerSecurity
 from .security.tls import server_context
 from .server import KafkaServer
@@ -86,6 +87,9 @@ class Broker:
                 "max.connections.per.ip.overrides": config.max_connections_per_ip_overrides,
                 "max.connection.creation.rate": str(config.max_connection_creation_rate),
                 **config.cleaner.broker_configs(),
+                "remote.log.manager.fetch.max.bytes.per.second": str(config.remote_fetch_max_bytes_per_second),
+                "remote.log.manager.fetch.quota.window.num": str(config.remote_fetch_quota_window_num),
+                "remote.log.manager.fetch.quota.window.size.seconds": str(config.remote_fetch_quota_window_size_seconds),
             },
         )
         self.store: MetadataStore | None = None
@@ -110,6 +114,10 @@ class Broker:
         self.http: AdminHttp | None = None
         self.wal: WalWriter | None = None
         self.membership: Membership | None = None
+        self.remote_fetch_quota = RemoteFetchQuota(
+            config.remote_fetch_max_bytes_per_second, windows=config.remote_fetch_quota_window_num,
+            window_s=config.remote_fetch_quota_window_size_seconds,
+        )  # fmt: skip
         self.replica_reads: BucketReplica | None = None  # set at start when replica.selector.class is
         # Set once the broker joined the cluster and opened its partitions: the listener is
         # bound before (its port is what the broker registers), requests wait for this.
@@ -281,7 +289,7 @@ class Broker:
 
     def _apply_broker_configs(self, values: Mapping[str, str]) -> None:
         """The broker's own dynamic settings changed (dynamic_broker_configs.BROKER_DYNAMIC):
-        applied to every listener and to the cleaner at once."""
+        applied to every listener, the cleaner and the remote fetch quota at once."""
         for server in self.kafka_servers:
             server.set_connection_limits(
                 int(values["max.connections"]), int(values["max.connections.per.ip"]),
@@ -289,6 +297,7 @@ class Broker:
             )  # fmt: skip
         if self.cleaner is not None:
             self.cleaner.reconfigure(dynamic_broker_configs.cleaner_config(self.config.cleaner, values))
+        self.remote_fetch_quota.bytes_per_second = int(values["remote.log.manager.fetch.max.bytes.per.second"])
 
     def _coordinator_of(self, key: str) -> tuple[int, int] | None:
         """(slot, epoch) of a group's or transactional id's coordinator slot if held here."""

@@ -64,6 +64,10 @@ class BrokerConfig:
     offsets_retention_minutes: int = 10080
     producer_id_expiration_ms: int = 86400000
     upload_concurrency: int = 4  # segment uploads in flight across partitions
+    # remote.log.manager.fetch.max.bytes.per.second (Long.MAX_VALUE: none) and its quota's windows
+    remote_fetch_max_bytes_per_second: int = 2**63 - 1
+    remote_fetch_quota_window_num: int = 11
+    remote_fetch_quota_window_size_seconds: int = 1
     local_disk_limit_bytes: int = 10 * 2**30  # segments waiting for the bucket; past it produce fails (-1: no limit)
     # KIP-848 consumer groups (group.consumer.*), Kafka's defaults.
     group_consumer_session_timeout_ms: int = 45000

@@ -8,8 +8,8 @@ IncrementalAlterConfigs or AlterConfigs on a BROKER resource. Sans-IO. Two famil
   (`BROKER_DYNAMIC`): max.connections, max.connections.per.ip, max.connections.per.ip.overrides
   and max.connection.creation.rate (Kafka's DynamicConnectionQuota), log.cleaner.threads,
   .dedupe.buffer.size, .io.max.bytes.per.second and .backoff.ms (LogCleaner.ReconfigurableConfigs),
-  applied by the broker to its listeners and its cleaner (`broker_values` gives their effective
-  values).
+  and remote.log.manager.fetch.max.bytes.per.second (KIP-956), applied by the broker to its
+  listeners, its cleaner and its fetch quota (`broker_values` gives their effective values).
 
 num.partitions, auto.create.topics.enable, log.cleaner.enable, node.id and every other broker
 config are read-only in Kafka, as here.
@@ -98,6 +98,8 @@ BROKER_DYNAMIC: Mapping[str, BrokerConfigDef] = {
         BrokerConfigDef("log.cleaner.io.max.bytes.per.second", ConfigType.DOUBLE, "1.7976931348623157E308", float("-inf"),
                         "Bytes per second the cleaner reads and writes, at most."),
         BrokerConfigDef("log.cleaner.backoff.ms", ConfigType.LONG, "15000", 0, "How long the cleaner sleeps when nothing needs cleaning."),
+        BrokerConfigDef("remote.log.manager.fetch.max.bytes.per.second", ConfigType.LONG, str(LONG_MAX), 1,
+                        "Bytes per second all fetches may read from the bucket; past it a fetch reads no history until the rate falls."),
     )
 }  # fmt: skip
 

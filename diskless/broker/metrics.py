@@ -116,6 +116,13 @@ REQUEST_ERRORS = Counter(
 MESSAGES_IN = Counter("kafka_server_brokertopicmetrics_messagesin", "Records appended by Produce, per topic (Kafka's MessagesInPerSec).", ["topic"], registry=EVENTS)
 BYTES_IN = Counter("kafka_server_brokertopicmetrics_bytesin", "Record-batch bytes appended by Produce, per topic (Kafka's BytesInPerSec).", ["topic"], registry=EVENTS)
 BYTES_OUT = Counter("kafka_server_brokertopicmetrics_bytesout", "Record-batch bytes sent by Fetch, per topic (Kafka's BytesOutPerSec).", ["topic"], registry=EVENTS)
+REMOTE_FETCH_THROTTLED = Counter(
+    "diskless_remote_fetch_throttled",
+    "Partition reads of a fetch that read nothing from the bucket because remote.log.manager.fetch.max.bytes.per.second "
+    "was exceeded (KIP-956), per topic.",
+    ["topic"], registry=EVENTS,
+)  # fmt: skip
+
 REPLICA_READ_BYTES = Counter(
     "diskless_replica_read_bytes",
     "Record-batch bytes served from the bucket for partitions other brokers lead, as a consumer's preferred read replica (KIP-392), per topic.",

@@ -67,9 +67,12 @@ def test_the_brokers_own_settings() -> None:
         "max.connections": "100", "max.connections.per.ip": "3", "max.connections.per.ip.overrides": "",
         "max.connection.creation.rate": "2147483647", "log.cleaner.threads": "2", "log.cleaner.dedupe.buffer.size": "134217728",
         "log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308", "log.cleaner.backoff.ms": "15000",
+        "remote.log.manager.fetch.max.bytes.per.second": "9223372036854775807",
     }  # fmt: skip
     cleaner = dynamic.cleaner_config(CleanerConfig(backoff_ms=100), {**values, "log.cleaner.io.max.bytes.per.second": "1048576.0"})
     assert cleaner == CleanerConfig(threads=2, backoff_ms=15000, io_max_bytes_per_second=1048576.0)
+    with pytest.raises(dynamic.BrokerConfigRefused, match="Value must be at least 1"):  # KIP-956's bound
+        dynamic.apply({}, [("remote.log.manager.fetch.max.bytes.per.second", AlterOp.SET, "0")], None)
     # Their names are not topic defaults: no topic config follows them.
     assert dynamic.topic_defaults({}, {"max.connections": "5"}, {"log.cleaner.threads": "2"}) == {}
 

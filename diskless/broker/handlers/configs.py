@@ -63,6 +63,9 @@ _BROKER_CONFIG_TYPES = {
     "log.cleaner.dedupe.buffer.size": ConfigType.LONG,
     "log.cleaner.io.max.bytes.per.second": ConfigType.DOUBLE,
     "log.cleaner.backoff.ms": ConfigType.LONG,
+    "remote.log.manager.fetch.max.bytes.per.second": ConfigType.LONG,
+    "remote.log.manager.fetch.quota.window.num": ConfigType.INT,
+    "remote.log.manager.fetch.quota.window.size.seconds": ConfigType.INT,
 }
 
 

@@ -12,6 +12,7 @@ from the bucket (polled for new durable batches while the fetch waits).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -93,7 +94,12 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                 high_watermark, log_start_offset = partition.high_watermark, partition.log_start_offset
                 last_stable_offset = partition.last_stable_offset
                 error = _check_leader_epoch(getattr(fetch, "current_leader_epoch", -1), partition.leader_epoch)
-                if error is ErrorCode.none:
+                remote = fetch.fetch_offset < partition.local_log_start_offset
+                if error is ErrorCode.none and remote and broker.remote_fetch_quota.exceeded(time.monotonic()):
+                    # KIP-956: no history from the bucket for now; the fetch waits as for a partition with nothing new.
+                    metrics.REMOTE_FETCH_THROTTLED.labels(fetch_topic.topic).inc()
+                    waiting.append(partition)
+                elif error is ErrorCode.none:
                     if read_committed:
                         # Taken in the step the read picks its segment in: the cleaner swaps a copy
                         # without an abort marker in and forgets its transaction in one step too.
@@ -115,6 +121,8 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                         elif isinstance(data, bytes):
                             records = data
                             total_bytes += len(data)
+                            if remote:
+                                broker.remote_fetch_quota.record(len(data), time.monotonic())
                         else:
                             records = FileRecords(data, data.size_bytes)
                             total_bytes += data.size_bytes
@@ -155,6 +163,7 @@ async def _read_replica(
             return ErrorCode.not_leader_or_follower, b"", -1, -1, 0
     if data:
         metrics.REPLICA_READ_BYTES.labels(topic).inc(len(data))
+        broker.remote_fetch_quota.record(len(data), time.monotonic())  # counted, not held back: the view answers here
     return ErrorCode.none, data or b"", view.durable_end, view.log_start_offset, len(data or b"")
 
 
