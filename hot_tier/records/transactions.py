@@ -21,9 +21,9 @@ bucket in a segment are also recorded in the metadata store (`unrecorded` / `rec
 leader when a segment is committed), and merged back at open (`merge_aborted`): the local copy
 of a segment goes soon after its upload. On a compacted topic the log cleaner removes an abort
 marker with the last of its transaction's data, past delete.retention.ms, as Kafka does; the
-transaction then leaves this list (`forget_aborted`), the store and the bucket's `.txnindex`. A transaction still open whose first batches are only
-in the bucket comes from the producer state (its snapshot keeps each producer's open
-transaction, as Kafka's does: `seed_ongoing`).
+transaction then leaves this list (`forget_aborted`), the store and the bucket's `.txnindex`.
+A transaction still open whose first batches are only in the bucket comes from the producer
+state (its snapshot keeps each producer's open transaction, as Kafka's does: `seed_ongoing`).
 
 Kafka's transaction index, one per segment (`.txnindex`; uploaded to the bucket beside each
 segment, see cold_tier/layout.py): one 34-byte entry per transaction whose abort marker is in

@@ -21,9 +21,10 @@ this broker leads:
        with it;
     4. one fenced store write swaps it in (RemoteLog.replace): the replaced rows become
        `deleting`, the new one `committed`, and the store forgets the transactions whose
-       markers went (the leader too, in the same event-loop step as its catalogue changes). The replaced commit objects are deleted at once,
-       their data objects after file.delete.delay.ms (RemoteLog.collect_replaced, from the
-       leader's retention pass), so fetches and Spark jobs that found them finish on them.
+       markers went (the leader too, in the same event-loop step as its catalogue changes).
+       The replaced commit objects are deleted at once, their data objects after
+       file.delete.delay.ms (RemoteLog.collect_replaced, from the leader's retention pass),
+       so fetches and Spark jobs that found them finish on them.
 
 A bucket reader between 3 and 4 sees the old and the new commit objects: both start at the
 same base offset, so the layout's overlap resolution picks one whole set (the old segments or
@@ -164,6 +165,8 @@ async def rewrite(leader: Any, planned: BucketRewrite, now_ms: int) -> bool:
         except Exception:
             try:
                 await remote.abandon_rewrite(segment, epoch)
+                if any(s.commit_key == segment.commit_key for s in remote.segments):  # swapped after all
+                    leader.forget_aborted(forgotten)
             except Exception as exc:  # the row stays `uploading`: the next load removes it
                 log.warning("%s-%d: could not remove an unfinished bucket rewrite: %s", leader.topic, leader.index, exc)
             raise
