@@ -19,8 +19,11 @@ $(RUN_STAMP): pyproject.toml | $(UV)
 	$(UV) pip install -q -p $(PY) -e .
 	touch $@
 
+# PyPI has pyspark as a source distribution only: uv builds it at every install and keeps each
+# 1.4 GiB build in its cache (50 runs filled a disk); the venv keeps its own copy.
 $(TEST_STAMP): pyproject.toml | $(UV)
 	$(UV) pip install -q -p $(PY) -e '.[spark,test]'
+	$(UV) cache clean -q pyspark
 	touch $@
 
 # kcat and PostgreSQL come from Debian; Spark needs a Java runtime (17 is on the machines we target);

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -187,6 +188,7 @@ def main() -> None:
             figures["backfill_mib_s"] = round(backfill.rounds * history_mib / (time.monotonic() - backfill.started), 1)
         broker.stop()
         bucket.close()
+        shutil.rmtree(work, ignore_errors=True)
     figures["p99_ratio"] = round(figures["backfill_p99_ms"] / figures["alone_p99_ms"], 2)
     figures["target_ratio"] = TARGET_RATIO
     figures["target_met"] = figures["p99_ratio"] <= TARGET_RATIO

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -155,6 +156,7 @@ def main() -> None:
         sampler.stop()
         broker.stop()
         bucket.close()
+        shutil.rmtree(work, ignore_errors=True)
     figures["records"] = records
     figures["target_idle_mib"] = TARGET_IDLE_MIB
     figures["target_idle_met"] = figures["idle_mib"] <= TARGET_IDLE_MIB
