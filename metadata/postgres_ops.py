@@ -164,14 +164,18 @@ async def get_topic_by_id(conn: Conn, topic_id: uuid.UUID) -> TopicMetadata:
 
 
 async def list_topics(conn: Conn) -> list[TopicMetadata]:
-    configs: dict[uuid.UUID, dict[str, str]] = {}
-    for r in await conn.fetch("SELECT topic_id, name, value FROM topic_configs"):
-        configs.setdefault(r["topic_id"], {})[r["name"]] = r["value"]
-    rows = await conn.fetch("SELECT topic_id, name, num_partitions FROM topics ORDER BY name")
-    return [
-        TopicMetadata(r["name"], _uuid(r["topic_id"]), r["num_partitions"], configs.get(r["topic_id"], {}))
-        for r in rows
-    ]
+    # One statement, one snapshot: read as two, a topic created between them came back
+    # without its configs (READ COMMITTED), and a broker following the store applied that.
+    rows = await conn.fetch(
+        "SELECT t.topic_id, t.name, t.num_partitions, c.name AS config, c.value FROM topics t"
+        " LEFT JOIN topic_configs c ON c.topic_id = t.topic_id ORDER BY t.name"
+    )
+    topics: dict[uuid.UUID, tuple[str, int, dict[str, str]]] = {}
+    for r in rows:
+        _, _, configs = topics.setdefault(r["topic_id"], (r["name"], r["num_partitions"], {}))
+        if r["config"] is not None:
+            configs[r["config"]] = r["value"]
+    return [TopicMetadata(name, _uuid(topic_id), partitions, configs) for topic_id, (name, partitions, configs) in topics.items()]
 
 
 async def delete_topic(conn: Conn, name: str) -> TopicMetadata:

@@ -137,8 +137,8 @@ class Registry:
             if known is not None and known.topic_id != topic.topic_id:
                 await self._forget_topic(known, remove_dirs=True)
                 known = None
-            if known is not None and known != topic and newer(("changed", name)):
-                continue  # its configs or partitions changed here after the view was read
+            if known is not None and known != topic and (newer(("changed", name)) or newer(name)):
+                continue  # created, or its configs or partitions changed, here after the view was read
             if known != topic:
                 self._set_topic(topic)
                 if known is not None and known.configs != topic.configs:
