@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from failover import Bucket  # noqa: E402 (moto in a subprocess, or a directory: bench/failover.py's)
-from memory import local_log_bytes, wait_until  # noqa: E402
+from memory import local_log_bytes, produce, wait_until  # noqa: E402
 from tests.integration.broker_process import BrokerProcess  # noqa: E402
 
 MIB = 1024 * 1024
@@ -53,21 +53,6 @@ SEGMENT_BYTES = 8 * MIB
 HISTORY_VALUE = b"h" * 1024
 SENT_AT = struct.Struct(">q")
 TARGET_RATIO = 2.0
-
-
-def write_history(bootstrap: str, topic: str, records: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "compression.type": "none"})
-    for n in range(records):
-        while True:
-            try:
-                producer.produce(topic, HISTORY_VALUE, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if n % 1000 == 0:
-            producer.poll(0)
-    if producer.flush(120) != 0:
-        raise RuntimeError("history records left unsent")
 
 
 class Backfill:
@@ -169,7 +154,7 @@ def main() -> None:
         for future in futures.values():
             future.result(30)
         started = time.perf_counter()
-        write_history(broker.bootstrap, history, history_records)
+        produce(broker.bootstrap, history, history_records, value=HISTORY_VALUE, partitions=1)
         wait_until(lambda: local_log_bytes(broker.data_dir, history) <= SEGMENT_BYTES, "the history to leave the disk for the bucket")
         print(f"history: {history_mib} MiB in the bucket after {time.perf_counter() - started:.1f} s", flush=True)
 

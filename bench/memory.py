@@ -82,13 +82,13 @@ def wait_until(condition, what: str, deadline_s: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-def produce(bootstrap: str, topic: str, records: int) -> None:
+def produce(bootstrap: str, topic: str, records: int, value: bytes = b"v" * 100, partitions: int = 3) -> None:
+    """`records` copies of `value`, round-robin over `partitions` (acks=1, linger.ms=5), as fast as they go."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "compression.type": "none"})
-    value = b"v" * 100
     for n in range(records):
         while True:
             try:
-                producer.produce(topic, value, partition=n % 3)
+                producer.produce(topic, value, partition=n % partitions)
                 break
             except BufferError:
                 producer.poll(0.01)
