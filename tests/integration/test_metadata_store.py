@@ -827,6 +827,29 @@ async def two_stores(url: str) -> AsyncIterator[tuple[MetadataStore, MetadataSto
     await second.close()
 
 
+async def test_a_topic_is_never_listed_without_its_configs_while_it_is_created(two_stores) -> None:
+    """A broker following the store lists topics while another creates them: each listing holds
+    a topic with all its configs or not at all (one snapshot, not one per table)."""
+    creator, lister = two_stores
+    prefix = name("listed")
+    created = 0
+    seen: list[TopicMetadata] = []
+
+    async def create() -> None:
+        nonlocal created
+        for i in range(30):
+            await creator.create_topic(f"{prefix}-{i:02d}", 1, {"message.timestamp.type": "LogAppendTime", "i": str(i)})
+            created += 1
+
+    async def follow() -> None:
+        while created < 30:
+            seen.extend(t for t in await lister.list_topics() if t.name.startswith(prefix))
+
+    await asyncio.gather(create(), follow())
+    assert seen, "the lister ran beside the creator"
+    assert [t.name for t in seen if t.configs != {"message.timestamp.type": "LogAppendTime", "i": str(int(t.name[-2:]))}] == []
+
+
 async def test_two_stores_racing_to_create_a_topic_make_one_winner(two_stores) -> None:
     a, b = two_stores
     for _ in range(20):
