@@ -200,9 +200,13 @@ SETTINGS = [
     Setting("offsets_topic_num_partitions", integer, 50, "offsets.topic.num.partitions: coordinator slots; each group and "
             "transactional id hashes to one, coordinated by the broker holding it (fixed by the cluster's first controller)"),
     Setting("upload_concurrency", integer, 4, "segment uploads to the object store in flight at once, across partitions"),
-    Setting("remote_log_manager_fetch_max_bytes_per_second", integer, 2**63 - 1, "remote.log.manager.fetch.max.bytes.per.second: bytes per second all fetches may read from the bucket (KIP-956); past it a fetch reads no history until the rate falls, so a backfill leaves the hot tail its share (default: no bound; dynamic)"),
-    Setting("remote_log_manager_fetch_quota_window_num", integer, 11, "remote.log.manager.fetch.quota.window.num: windows the fetch quota's rate is measured over"),
-    Setting("remote_log_manager_fetch_quota_window_size_seconds", integer, 1, "remote.log.manager.fetch.quota.window.size.seconds: length of each of those windows"),
+    Setting("remote_log_manager_fetch_max_bytes_per_second", integer, 2**63 - 1, "remote.log.manager.fetch.max.bytes.per.second: "
+            "bytes per second all fetches may read from the bucket (KIP-956); past it a fetch reads no history until the rate "
+            "falls, so a backfill leaves the hot tail its share (default: no bound; dynamic)"),
+    Setting("remote_log_manager_fetch_quota_window_num", integer, 11, "remote.log.manager.fetch.quota.window.num: windows "
+            "the fetch quota's rate is measured over"),
+    Setting("remote_log_manager_fetch_quota_window_size_seconds", integer, 1, "remote.log.manager.fetch.quota.window.size.seconds: "
+            "length of each of those windows"),
     Setting("local_disk_limit_bytes", integer, 10 * 2**30, "bytes of rolled segments allowed to wait for the object store; past this, "
             "produce to tiered topics fails with KAFKA_STORAGE_ERROR instead of filling the disk (-1: no limit)"),
     Setting("group_consumer_session_timeout_ms", integer, 45000, "group.consumer.session.timeout.ms: a KIP-848 consumer "
