@@ -20,7 +20,7 @@ $(RUN_STAMP): pyproject.toml | $(UV)
 	touch $@
 
 # PyPI has pyspark as a source distribution only: uv builds it at every install and keeps each
-# 1.4 GiB build in its cache (50 runs filled a disk); the venv keeps its own copy.
+# 1.4 GiB build in its cache (about forty had filled 57 GiB of a disk); the venv keeps its own copy.
 $(TEST_STAMP): pyproject.toml | $(UV)
 	$(UV) pip install -q -p $(PY) -e '.[spark,test]'
 	$(UV) cache clean -q pyspark
