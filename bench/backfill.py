@@ -135,6 +135,8 @@ def main() -> None:
     parser.add_argument("--fetch-quota-mib", type=float, default=None,
                         help="the broker's remote.log.manager.fetch.max.bytes.per.second, in MiB/s (default: none, Kafka's default)")
     args = parser.parse_args()
+    if shutil.which("kcat") is None:
+        sys.exit("bench/backfill.py: kcat is not installed (it reads the backfill; `make test` installs it)")
     history_mib = args.history_mib or (64 if args.quick else 256)
     window_s = args.window_s or (5.0 if args.quick else 15.0)
     history_records = history_mib * MIB // len(HISTORY_VALUE)
