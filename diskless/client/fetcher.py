@@ -4,7 +4,7 @@ For each broker, the fetcher sends one Fetch for the assigned partitions it lead
 fetchable (a known `fetch_offset`, not paused, fewer than two answers waiting), and sends the
 next as soon as the answer is in, while the application is still working through earlier
 records. Answers are kept as `CompletedFetch`es (the record bytes as received); records are
-decoded only when the application asks for them (`drain`), batch by batch, CRCs checked.
+decoded only as the application takes them (`drain`), a batch's CRC checked before its first.
 
 Records below the position are skipped (a fetch returns whole batches, which may start
 before the offset asked for), as are control batches (transaction markers) and, with
@@ -23,8 +23,9 @@ import asyncio
 import logging
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from hot_tier.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, RecordsError, read_header
@@ -34,13 +35,14 @@ from .cluster import NO_LEADER, Cluster, now_ms
 from .config import ConsumerConfig
 from .errors import CorruptRecordError, KafkaError, NoOffsetForPartitionError, OffsetOutOfRangeError, error_for
 from .offsets import EARLIEST, LATEST, list_offsets
-from .records import decode_records
+from .records import iter_records
 from .structs import ConsumerRecord, TopicPartition
 from .subscription import PartitionState, SubscriptionState
 
 log = logging.getLogger(__name__)
 
 _BATCH_FRAME = struct.Struct(">qi")  # base_offset, batch_length
+_BASE_OFFSET = struct.Struct(">q")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _ATTRIBUTES_AND_PID = struct.Struct(">h")
 _PRODUCER_ID = struct.Struct(">q")
@@ -52,7 +54,7 @@ _OFFSET_OUT_OF_RANGE = 1
 class CompletedFetch:
     """The record bytes of one partition from one Fetch answer, consumed batch by batch."""
 
-    __slots__ = ("tp", "epoch", "data", "position", "end", "records", "index", "aborted", "aborting", "error", "batch_next_offset")
+    __slots__ = ("tp", "epoch", "data", "position", "end", "records", "aborted", "aborting", "error", "batch_next_offset", "batch_end")
 
     def __init__(self, tp: TopicPartition, epoch: int, data: bytes, end: int, aborted: list[tuple[int, int]] | None) -> None:
         self.tp = tp
@@ -60,8 +62,7 @@ class CompletedFetch:
         self.data = data
         self.position = 0  # byte position of the next batch to decode
         self.end = end  # the whole batches end here; a partial batch may follow
-        self.records: list[ConsumerRecord] = []  # of the decoded batch, from the position on
-        self.index = 0
+        self.records: Iterator[ConsumerRecord] | None = None  # the rest of the batch being taken
         # As Java's CompletedFetch: the aborted transactions, (first offset, producer id) by first
         # offset, move into `aborting` once the batches reach their first offset; a producer's
         # control batch (its abort marker) takes it out. One producer aborts many transactions
@@ -70,37 +71,50 @@ class CompletedFetch:
         self.aborting: set[int] = set()
         self.error: Exception | None = None
         self.batch_next_offset = -1
+        self.batch_end = 0  # byte position after the batch being taken
 
     @property
     def exhausted(self) -> bool:
-        return self.index >= len(self.records) and self.position >= self.end
+        return self.records is None and self.position >= self.end
 
     def take(self, limit: int, state: PartitionState, check_crc: bool) -> list[ConsumerRecord]:
         """Up to `limit` records at or after the position; advances `state.position`."""
         out: list[ConsumerRecord] = []
         while len(out) < limit:
-            if self.index >= len(self.records):
+            if self.records is None:
                 if self.position >= self.end or not self._next_batch(state, check_crc):
                     break
                 continue
-            stop = min(len(self.records), self.index + limit - len(out))
-            out += self.records[self.index : stop]
-            self.index = stop
-            if out:
-                state.position = max(state.position or 0, out[-1].offset + 1)
-            if stop >= len(self.records):
+            wanted = limit - len(out)
+            try:
+                taken = list(islice(self.records, wanted))
+            except RecordsError as exc:
+                self._corrupt(str(exc))
+                break
+            out += taken
+            if taken:
+                state.position = max(state.position or 0, taken[-1].offset + 1)
+            if len(taken) < wanted:
                 # The batch is done; compaction may have removed its last records.
+                self.records, self.position = None, self.batch_end
                 state.position = max(state.position or 0, self.batch_next_offset)
         return out
 
+    def _corrupt(self, message: str) -> None:
+        """Stop at a batch that does not decode: its records before the fault were taken."""
+        (base_offset,) = _BASE_OFFSET.unpack_from(self.data, self.position)
+        self.error = CorruptRecordError(self.tp.topic, self.tp.partition, base_offset, message)
+        self.records = None
+        self.position = self.end
+
     def _next_batch(self, state: PartitionState, check_crc: bool) -> bool:
-        """Decode the next batch into `records` (empty if skipped); False when there is an error."""
+        """Start the next batch: `records` then iterates it (None if skipped); False on an error."""
         data, at = self.data, self.position
         base_offset, batch_length = _BATCH_FRAME.unpack_from(data, at)
         (last_delta,) = _LAST_OFFSET_DELTA.unpack_from(data, at + 23)
         next_offset = base_offset + last_delta + 1
         (attributes,) = _ATTRIBUTES_AND_PID.unpack_from(data, at + 21)
-        self.records, self.index = [], 0
+        self.records = None
         self.batch_next_offset = next_offset
         assert state.position is not None
         if next_offset <= state.position:
@@ -123,14 +137,12 @@ class CompletedFetch:
                 return True
         try:
             header = read_header(data, at, check_crc=check_crc)
-            self.records = decode_records(data, header, self.tp.topic, self.tp.partition, state.position)
         except RecordsError as exc:
-            self.error = CorruptRecordError(self.tp.topic, self.tp.partition, base_offset, str(exc))
-            self.position = self.end
+            self._corrupt(str(exc))
             return False
-        self.position = at + header.size_bytes
-        if not self.records:
-            state.position = max(state.position, next_offset)
+        # `position` stays at the batch while its records are taken: a fault names its base offset.
+        self.records = iter_records(data, header, self.tp.topic, self.tp.partition, state.position)
+        self.batch_end = at + header.size_bytes
         return True
 
 

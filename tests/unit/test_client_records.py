@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diskless.client.records import decode_records
+from diskless.client.records import iter_records
 from diskless.client.structs import ConsumerRecord
 from hot_tier.records import Compression, CorruptBatch, Record, decode_batch, encode_batch, read_header
 
@@ -25,7 +25,7 @@ record_lists = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(record_lists, st.sampled_from(list(Compression)), st.integers(min_value=0, max_value=10**12), st.booleans())
-def test_decode_records_matches_decode_batch(specs, compression, base_offset, log_append_time) -> None:
+def test_iter_records_matches_decode_batch(specs, compression, base_offset, log_append_time) -> None:
     records, offset = [], base_offset
     for timestamp, key, value, headers, gap in specs:
         records.append(Record(offset, timestamp, key, value, headers))
@@ -36,7 +36,7 @@ def test_decode_records_matches_decode_batch(specs, compression, base_offset, lo
     reference = decode_batch(data, 4).records
     middle = reference[len(reference) // 2].offset
     for min_offset in (0, middle):
-        got = decode_records(data, header, "t", 7, min_offset)
+        got = list(iter_records(data, header, "t", 7, min_offset))
         expected = [
             ConsumerRecord("t", 7, r.offset, r.timestamp, 1 if log_append_time else 0, r.key, r.value, r.headers)
             for r in reference
@@ -49,7 +49,7 @@ def test_a_record_length_past_the_section_is_corrupt() -> None:
     data = bytearray(encode_batch([Record(0, 0, b"k", b"value")]))
     data[61] = 0x7E  # record length 63: more than the section holds
     with pytest.raises(CorruptBatch):
-        decode_records(bytes(data), read_header(data, check_crc=False), "t", 0, 0)
+        list(iter_records(bytes(data), read_header(data, check_crc=False), "t", 0, 0))
 
 
 def test_leftover_bytes_after_the_declared_records_are_corrupt() -> None:
@@ -57,4 +57,4 @@ def test_leftover_bytes_after_the_declared_records_are_corrupt() -> None:
     data = bytearray(one)
     data[57:61] = (1).to_bytes(4, "big")  # the header now claims one record; two are there
     with pytest.raises(CorruptBatch):
-        decode_records(bytes(data), read_header(data, check_crc=False), "t", 0, 0)
+        list(iter_records(bytes(data), read_header(data, check_crc=False), "t", 0, 0))
