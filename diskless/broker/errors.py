@@ -140,6 +140,12 @@ class OutOfOrderSequence(Exception):
         self.producer_id = producer_id
 
 
+class UnknownProducerId(Exception):
+    def __init__(self, producer_id: int, base_sequence: int) -> None:
+        super().__init__(f"producer {producer_id} has no state here and its batch starts at sequence {base_sequence}, not 0")
+        self.producer_id = producer_id
+
+
 class InvalidProducerEpoch(Exception):
     def __init__(self, producer_id: int, producer_epoch: int, current_epoch: int) -> None:
         super().__init__(f"producer {producer_id}: epoch {producer_epoch} is older than the current {current_epoch}")
@@ -188,6 +194,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (TxnVerificationFailed, ErrorCode.invalid_txn_state),
     (NotTransactionCoordinator, ErrorCode.not_coordinator),
     (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
+    (UnknownProducerId, ErrorCode.unknown_producer_id),
     (InvalidProducerEpoch, ErrorCode.invalid_producer_epoch),
     (TransactionCoordinatorFenced, ErrorCode.transaction_coordinator_fenced),
     (TopicAuthorizationFailed, ErrorCode.topic_authorization_failed),

@@ -82,7 +82,10 @@ def account(bootstrap: str, topic: str, partitions: int, producer: AckingProduce
     moved = [v for v, (p, o) in producer.acked.items() if v in seen and (len(seen[v]) != 1 or seen[v][0][0] != p or o not in (None, seen[v][0][1]))]
     duplicates = [v for v, at in seen.items() if len(at) > 1]
     garbage = [v for v in seen if not (v.isdigit() and int(v) < producer.sent)]
-    assert (len(missing), len(moved), len(duplicates), len(garbage)) == (0, 0, 0, 0), (missing[:5], moved[:5], duplicates[:5], garbage[:5])
+    counts = {p: len(records) for p, records in got.items()}
+    assert (len(missing), len(moved), len(duplicates), len(garbage)) == (0, 0, 0, 0), (
+        [(v, producer.acked[v]) for v in missing[:5]], len(missing), moved[:5], duplicates[:5], garbage[:5], ends, counts
+    )
 
 
 class CommittingConsumer(threading.Thread):

@@ -18,6 +18,7 @@ from diskless.broker.producer_state import (
     ProducerSnapshotError,
     ProducerStateEntry,
     ProducerStateManager,
+    UnknownProducer,
     UnsupportedProducerSnapshotVersion,
 )
 from hot_tier.records.header import ATTR_CONTROL, NO_SEQUENCE, BatchHeader
@@ -51,11 +52,23 @@ def test_batches_without_producer_id_are_always_appended() -> None:
     assert ProducerStateManager().check(-1, -1, -1, -1, 0) == APPEND
 
 
-def test_unknown_producer_is_accepted_at_any_sequence() -> None:
+def test_a_producer_never_seen_starts_at_sequence_zero_or_is_unknown() -> None:
     state = ProducerStateManager()
     assert state.check(PID, 0, 0, 9, 0) == APPEND
-    # Kafka 2.5+ no longer answers UNKNOWN_PRODUCER_ID: state lost to retention is forgiven.
-    assert state.check(PID, 3, 42, 50, 0) == APPEND
+    # Its batches 0-41 went to an earlier leader and never became durable: taking 42 now would
+    # let the client count them as delivered.
+    assert state.check(PID, 3, 42, 50, 0) == UnknownProducer(PID, 42)
+    assert UnknownProducer.error_code is ErrorCode.unknown_producer_id
+
+
+def test_a_producer_whose_state_expired_is_forgiven_any_sequence_before_and_after_expire() -> None:
+    state = ProducerStateManager(producer_id_expiration_ms=10_000)
+    appended(state, 0, 3, 0, ts=1_000)
+    assert state.check(PID, 0, 3, 3, 10_999) == APPEND  # in sequence
+    assert state.check(PID, 0, 9, 9, 11_000) == APPEND  # expired: as Kafka 2.5+, a gap is forgiven
+    assert state.expire(11_000) == [PID] and len(state) == 0
+    assert state.check(PID, 0, 9, 9, 50_000) == APPEND  # forgotten by expiry, still told from a new one
+    assert state.check(PID + 1, 0, 9, 9, 50_000) == UnknownProducer(PID + 1, 9)
 
 
 def test_in_sequence_appends_and_gap_is_out_of_order() -> None:
@@ -112,12 +125,14 @@ def test_new_epoch_forgets_the_old_batches() -> None:
 
 def test_sequence_wraps_after_int32_max() -> None:
     state = ProducerStateManager()
-    appended(state, INT32_MAX - 1, 3, 0)  # sequences 2147483646, 2147483647, 0
+    state.record(PID, 0, INT32_MAX - 4, INT32_MAX - 2, 0, 2, 1_000)  # a producer far along
+    appended(state, INT32_MAX - 1, 3, 3)  # sequences 2147483646, 2147483647, 0
     assert state.last_entry(PID).last_sequence == 0  # type: ignore[union-attr]
     assert state.check(PID, 0, 1, 1, 0) == APPEND
-    assert state.check(PID, 0, INT32_MAX - 1, 0, 0) == Duplicate(0, 2, 1_000)
+    assert state.check(PID, 0, INT32_MAX - 1, 0, 0) == Duplicate(3, 5, 1_000)
     wrapping = ProducerStateManager()
-    appended(wrapping, INT32_MAX - 1, 2, 0)  # ends exactly at Int32 max
+    wrapping.record(PID, 0, INT32_MAX - 3, INT32_MAX - 2, 0, 1, 1_000)
+    appended(wrapping, INT32_MAX - 1, 2, 2)  # ends exactly at Int32 max
     assert wrapping.check(PID, 0, 0, 0, 0) == APPEND
 
 

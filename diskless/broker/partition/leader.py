@@ -38,11 +38,12 @@ from metadata import MetadataStore
 
 from ..compression import PRODUCER, apply_compression_type
 from ..compaction.keys import check_keys
-from ..errors import NotLeaderOrFollower, InvalidProducerEpoch, InvalidRecord, OutOfOrderSequence, RecordTooLarge, TransactionsUnsupported
+from ..errors import NotLeaderOrFollower, InvalidProducerEpoch, InvalidRecord, OutOfOrderSequence, RecordTooLarge, TransactionsUnsupported, UnknownProducerId
 from ..errors import TransactionCoordinatorFenced, TxnVerificationFailed
 from ..producer_state import Duplicate
 from ..producer_state import InvalidProducerEpoch as EpochDecision
 from ..producer_state import OutOfOrderSequence as SequenceDecision
+from ..producer_state import UnknownProducer
 from ..producer_state import ProducerStateManager
 from ..tiering import policy
 from ..txn.log_scan import transactional_batches
@@ -238,7 +239,8 @@ class PartitionLeader:
 
         A retried batch of an idempotent producer is not appended again: the answer is the
         offsets it got the first time. Raises CorruptBatch, InvalidRecord, RecordTooLarge,
-        OutOfOrderSequence, InvalidProducerEpoch or LocalDiskFull; nothing is written then.
+        OutOfOrderSequence, InvalidProducerEpoch, UnknownProducerId or LocalDiskFull; nothing is
+        written then.
         """
         if not self._may_write():
             raise NotLeaderOrFollower(self.topic, self.index)
@@ -272,6 +274,8 @@ class PartitionLeader:
                 raise OutOfOrderSequence(header.producer_id, header.base_sequence, decision.current_last_sequence)
             if isinstance(decision, EpochDecision):
                 raise InvalidProducerEpoch(header.producer_id, header.producer_epoch, decision.current_epoch)
+            if isinstance(decision, UnknownProducer):
+                raise UnknownProducerId(header.producer_id, header.base_sequence)
         if rules.compression_type != PRODUCER:  # after the duplicate check: a retry is not rewritten
             records = apply_compression_type(records, rules.compression_type)
             if len(records) > rules.max_message_bytes:  # recompression may have grown it
