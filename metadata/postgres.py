@@ -104,6 +104,10 @@ _ACCESS_ERRORS = (asyncpg.InvalidAuthorizationSpecificationError, asyncpg.Invali
 def _is_connection_error(e: BaseException) -> bool:
     if isinstance(e, asyncpg.InterfaceError):  # "connection is closed", but also misuse
         return "closed" in str(e) and not isinstance(e, asyncpg.ClientConfigurationError)
+    if isinstance(e, asyncpg.InternalClientError):
+        # A pooled connection the server ended while it sat idle (end_broker_sessions) fails
+        # its next use so: "cannot switch to state ...; another operation is in progress".
+        return "another operation" in str(e)
     return isinstance(e, _CONNECTION_ERRORS)
 
 
@@ -146,6 +150,32 @@ class _OrderedKeys:
                 del self._locks[key]
 
 
+SESSION_NAME = "diskless"  # application_name, until a broker registers
+
+
+def broker_session_name(node_id: int, incarnation: str) -> str:
+    """The application_name of a broker's database sessions (at most 63 bytes are kept)."""
+    return f"diskless broker {node_id} {incarnation}"[:63]
+
+
+def _connect_args(s: PostgresSettings, session_name: str) -> dict[str, Any]:
+    return {
+        "timeout": s.connect_timeout_ms / 1000,
+        # A client-side guard for a server that stops answering altogether.
+        "command_timeout": s.timeout_ms / 1000 + 1.0,
+        "server_settings": {
+            "application_name": session_name,
+            "statement_timeout": str(s.timeout_ms),
+            "idle_in_transaction_session_timeout": str(max(2 * s.timeout_ms, 10_000)),
+            # A broker that vanished mid-transaction (a dead network path) is noticed within
+            # about half a minute, not the system's two hours: its locks go with it.
+            "tcp_keepalives_idle": "10",
+            "tcp_keepalives_interval": "5",
+            "tcp_keepalives_count": "3",
+        },
+    }
+
+
 class PostgresMetadataStore:
     """`MetadataStore` on a PostgreSQL database. Open with
     `await PostgresMetadataStore.open("postgresql://...")` (or `open_metadata_store(url)`):
@@ -165,6 +195,7 @@ class PostgresMetadataStore:
         self._producer_id_block: ProducerIdBlock | None = None
         self._next_producer_id = 0
         self._listener: ClusterChangeListener | None = None
+        self._session_name = SESSION_NAME
 
     @classmethod
     async def open(cls, url: str | PostgresUrl, *, migrate_schema: bool = True) -> Self:
@@ -181,14 +212,7 @@ class PostgresMetadataStore:
             # asyncpg rolls back any transaction left open before the custom reset runs.
             reset=_no_session_state,
             max_size=s.pool_max_size,
-            timeout=s.connect_timeout_ms / 1000,
-            # A client-side guard for a server that stops answering altogether.
-            command_timeout=s.timeout_ms / 1000 + 1.0,
-            server_settings={
-                "application_name": "diskless",
-                "statement_timeout": str(s.timeout_ms),
-                "idle_in_transaction_session_timeout": str(max(2 * s.timeout_ms, 10_000)),
-            },
+            **_connect_args(s, SESSION_NAME),
         )
         try:
             await pool  # with min_size=0 this makes no connection
@@ -515,12 +539,26 @@ class PostgresMetadataStore:
         self, node_id: int, host: str, port: int, rack: str | None, incarnation: str, session_timeout_ms: int,
         listeners: Sequence[tuple[str, str, int]] = (),
     ) -> None:
+        await self._name_sessions(broker_session_name(node_id, incarnation))
         await self._call(
             cluster_ops.register_broker, node_id, host, port, rack, incarnation, session_timeout_ms, tuple(listeners), idempotent=True
         )
 
     async def heartbeat_broker(self, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
         return await self._call(cluster_ops.heartbeat_broker, node_id, incarnation, session_timeout_ms, idempotent=True, transaction=False)
+
+    async def end_broker_sessions(self, node_id: int, incarnation: str) -> int:
+        return await self._call(cluster_ops.end_sessions, broker_session_name(node_id, incarnation), idempotent=True, transaction=False)
+
+    async def _name_sessions(self, name: str) -> None:
+        """Name this store's database sessions after the broker (`application_name`), so that
+        the controller can end them once the broker's session expired (end_broker_sessions).
+        Connections already open are replaced as they come back to the pool."""
+        if name == self._session_name:
+            return
+        self._session_name = name
+        self._pool.set_connect_args(self._url.dsn, **_connect_args(self._settings, name))
+        await self._pool.expire_connections()
 
     async def unregister_broker(self, node_id: int, incarnation: str) -> None:
         await self._call(cluster_ops.unregister_broker, node_id, incarnation, idempotent=True, transaction=False)

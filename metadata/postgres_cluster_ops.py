@@ -95,6 +95,14 @@ async def release_lease(conn: Conn, name: str, holder: int) -> None:
     await conn.execute("DELETE FROM leases WHERE name = $1 AND holder = $2", name, holder)
 
 
+async def end_sessions(conn: Conn, application_name: str) -> int:
+    return await conn.fetchval(
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()",
+        application_name,
+    )
+
+
 async def lease_holder(conn: Conn, name: str) -> int | None:
     return await conn.fetchval("SELECT holder FROM leases WHERE name = $1 AND expires > clock_timestamp()", name)
 

@@ -309,6 +309,9 @@ class SqliteMetadataStore:
     async def heartbeat_broker(self, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:
         return await self._call(cluster_ops.heartbeat_broker, node_id, incarnation, session_timeout_ms)
 
+    async def end_broker_sessions(self, node_id: int, incarnation: str) -> int:
+        return 0  # one process holds the file: nothing of another broker to end
+
     async def unregister_broker(self, node_id: int, incarnation: str) -> None:
         await self._call(cluster_ops.unregister_broker, node_id, incarnation)
 

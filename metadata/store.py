@@ -292,6 +292,14 @@ class MetadataStore(Protocol):
         """Every registered broker, by node id, with `alive` by the store's clock."""
         ...
 
+    async def end_broker_sessions(self, node_id: int, incarnation: str) -> int:
+        """End the database sessions of a broker whose session expired (PostgreSQL; a no-op
+        elsewhere); the number ended. A broker cut off from the database in the middle of a
+        transaction leaves it open, and its row locks hold the controller's moves of its
+        partitions, until the database notices the connection is dead (hours without TCP
+        keepalives, never behind a proxy that holds the bytes)."""
+        ...
+
     async def acquire_lease(self, name: str, holder: int, duration_ms: int) -> bool:
         """Take or renew the lease `name` (e.g. "controller") for `duration_ms` if it is free,
         expired or already `holder`'s; False if another holder has it."""

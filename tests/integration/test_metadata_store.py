@@ -23,6 +23,7 @@ import pytest
 from metadata.sqlite_schema import SCHEMA_VERSION
 from metadata.model import COORDINATOR_SLOTS
 from metadata import (
+    MetadataError,
     BrokerIdInUse,
     BrokerRegistration,
     CommittedOffset,
@@ -767,6 +768,37 @@ async def test_broker_sessions(store: MetadataStore) -> None:
     assert await store.heartbeat_broker(3, "new", 60_000) is True
     # How long each session has left, as the store counts it: what the controller wakes on.
     assert 50_000 < (await store.list_brokers())[-1].session_remaining_ms <= 60_000
+
+
+async def test_the_sessions_a_dead_broker_left_are_ended_and_free_its_partitions(backend: Backend, url: str, store: MetadataStore) -> None:
+    """A broker cut off from PostgreSQL mid-transaction leaves its locks in a session the
+    server never ends; the controller ends the sessions of that incarnation, and only those."""
+    async with await open_metadata_store(url) as cut_off:
+        await cut_off.register_broker(7, "127.0.0.1", 9092, None, "cut-off", 60_000)
+        assert await cut_off.heartbeat_broker(7, "cut-off", 60_000) is True
+        await store.create_topic("orders", 1, {})
+        held = None
+        if backend.name == "postgresql":
+            import asyncpg
+
+            from metadata.postgres import broker_session_name
+
+            # Its transaction, left open after taking the partition's row.
+            held = await asyncpg.connect(url, server_settings={"application_name": broker_session_name(7, "cut-off")})
+            await held.execute("BEGIN")
+            await held.execute("SELECT * FROM partitions FOR UPDATE")
+            with pytest.raises(MetadataError):  # the controller's move waits, and times out
+                await asyncio.wait_for(store.set_partition_leaders("orders", [(0, 1, 0)]), 30)
+        try:
+            assert await store.end_broker_sessions(7, "another-incarnation") == 0
+            ended = await store.end_broker_sessions(7, "cut-off")
+            assert ended == (2 if backend.name == "postgresql" else 0)  # its pool's connection and the open transaction
+            assert await store.set_partition_leaders("orders", [(0, 1, 0)]) == [1]
+            # The broker's store connects again if the broker comes back.
+            assert await cut_off.heartbeat_broker(7, "cut-off", 60_000) is True
+        finally:
+            if held is not None:
+                held.terminate()
 
 
 async def test_coordinator_slots_move_by_compare_and_set(store: MetadataStore) -> None:

@@ -28,6 +28,16 @@ let this broker's own session expire (every partition lost, split in the middle 
 takeover). Views go to a task of their own (`_applier`) that applies the newest one each time,
 skipping views that were overtaken while it was busy.
 
+Nor does it wait long for the controller's moves: a move waits on its partition rows, which
+a transaction of a broker cut off from the store can hold until the store ends it (its
+idle-in-transaction timeout). Held up past the session, the controller's own session expired,
+it gave up every partition, rejoined, and the next controller waited the same way: a
+cluster that stopped acknowledging for minutes. The passes get what is left of the session's
+write window (`_pass_budget_s`); moves not made by then are made at a later beat. And before
+it moves a dead broker's partitions, the controller ends that broker's database sessions
+(`end_broker_sessions`): a transaction it left open mid-statement is not idle, so the
+store's idle-in-transaction timeout never ends it, and its locks would hold the moves.
+
 Controlled shutdown (`leave`): stop writing, let the write-ahead writer finish, give every
 partition up (leader None, epoch bumped), give the controller lease up, close the session:
 the controller hands the partitions to the others within one pass.
@@ -63,6 +73,7 @@ DEPARTED_LISTED_S = 5.0
 # partitions move at its session timeout, not up to a heartbeat interval later (the beat then
 # finds the session renewed, or expired).
 SESSION_END_GRACE_S = 0.05
+MIN_PASS_BUDGET_S = 0.2  # a controller pass always gets this long, however late the beat
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +131,7 @@ class Membership:
         self._brokers_seen: dict[str, set[int]] = {}  # live brokers at the controller's last look, by kind
         self._departed: dict[int, tuple[BrokerRegistration, float]] = {}  # left, and until when listed
         self._next_session_end: float | None = None  # monotonic: the controller's extra beat, see SESSION_END_GRACE_S
+        self._sessions_ended: set[tuple[int, str]] = set()  # (node id, incarnation) of expired brokers, see _end_sessions_of_the_dead
 
     # --- what leaders and handlers ask ------------------------------------------------------
 
@@ -310,7 +322,8 @@ class Membership:
 
     async def _read_view(self, read_at: float, controller: bool) -> ClusterView:
         """The cluster as the store has it now; the controller's pass first, if this broker is it."""
-        brokers = {b.node_id: b for b in await self.store.list_brokers() if b.alive}
+        registered = await self.store.list_brokers()
+        brokers = {b.node_id: b for b in registered if b.alive}
         listed_at = time.monotonic()
         leaderships = await self.store.list_partition_leaders()
         slots = await self.store.list_coordinator_slots()
@@ -321,13 +334,43 @@ class Membership:
                    if b.node_id != self.settings.node_id and (controller or b.node_id == controller_id)]  # fmt: skip
         self._next_session_end = listed_at + min(watched) / 1000 + SESSION_END_GRACE_S if watched else None
         if controller:
-            leaderships = await self._controller_pass(leaderships, brokers)
-            slots = await self._slots_pass(slots, brokers)
+            await self._end_sessions_of_the_dead(registered)
+            try:
+                async with asyncio.timeout(self._pass_budget_s()):
+                    leaderships = await self._controller_pass(leaderships, brokers)
+                    slots = await self._slots_pass(slots, brokers)
+            except TimeoutError:
+                log.warning("controller: pass cut short after %.1f s (the metadata store holds its moves up); they are retried at the next beat",
+                            time.monotonic() - read_at)  # fmt: skip
+                leaderships = await self.store.list_partition_leaders()
+                slots = await self.store.list_coordinator_slots()
         topics = {t.name: t for t in await self.store.list_topics()}
         return ClusterView(
             brokers, topics, {(p.topic, p.partition): p for p in leaderships}, controller_id, read_at,
             slots={slot.partition: slot for slot in slots},
         )  # fmt: skip
+
+    async def _end_sessions_of_the_dead(self, registered: list[BrokerRegistration]) -> None:
+        """End the database sessions of each broker whose session expired, once per
+        incarnation, before its partitions move: a transaction it left open would hold them."""
+        for b in registered:
+            if b.alive or (b.node_id, b.incarnation) in self._sessions_ended:
+                continue
+            try:
+                ended = await self.store.end_broker_sessions(b.node_id, b.incarnation)
+            except MetadataError as exc:
+                log.warning("controller: ending the database sessions of broker %d failed (%s); retried at the next beat", b.node_id, exc)
+                continue
+            self._sessions_ended.add((b.node_id, b.incarnation))
+            if ended:
+                log.warning("controller: ended %d database session(s) broker %d left behind when its session expired", ended, b.node_id)
+
+    def _pass_budget_s(self) -> float:
+        """How long a controller pass may take: until two heartbeat intervals before this
+        broker's write window closes (the wait for the next beat, then its heartbeat), so the
+        next heartbeat renews the session in time."""
+        left = self._valid_until - time.monotonic() - 2 * self.settings.heartbeat_interval_ms / 1000
+        return max(left, MIN_PASS_BUDGET_S)
 
     async def _slots_pass(self, slots: list[PartitionLeadership], brokers: dict[int, BrokerRegistration]) -> list[PartitionLeadership]:
         """Coordinator slots are planned as partitions of their own: made by the first
