@@ -12,17 +12,20 @@ Decisions, in Kafka's order (UnifiedLog.analyzeAndValidateProducerState, Produce
      Kafka answers produce with it since 2.7, KIP-588)
   4. epoch newer than the producer's: base sequence must be 0 -> else OutOfOrderSequence (45)
   5. same epoch: base sequence must follow the last one (Int32 max wraps to 0) -> else 45
-  6. a producer whose state expired (idle for producer.id.expiration.ms): Append, whatever
-     the sequence, as Kafka 2.5+ forgives state lost to time (ProducerAppendInfo: "If there
-     is no current producer epoch ... accept writes with any sequence number").
-  7. a producer never seen here: Append at sequence 0; a later first sequence is refused
-     with UNKNOWN_PRODUCER_ID (59), as Kafka before 2.5 answered it. Here the lenient rule
-     would lose data: a new leader rebuilds its tail from what is durable, so a producer's
-     first batches, appended by the old leader but never durable, are not in it, and a later
-     batch taken at any sequence makes librdkafka count the lost ones as delivered (its
-     "implicit ack": a later batch succeeded, so the earlier must have). Answered 59, the
-     clients reset their producer and send those batches again (librdkafka, Java, ours).
-     Producers forgotten by expiry are remembered (a bounded set) and fall under rule 6.
+  6. a producer without state here (never seen, or expired: idle for
+     producer.id.expiration.ms): Append, whatever the sequence, as Kafka 2.5+ forgives state
+     lost to time or retention (ProducerAppendInfo: "If there is no current producer epoch
+     ... accept writes with any sequence number").
+  7. except in a partition nothing was ever written to (`partition_empty`): there a first
+     sequence other than 0 is refused with UNKNOWN_PRODUCER_ID (59), as Kafka before 2.5
+     answered it. The producer's earlier batches went to an old leader and never became
+     durable (a new leader rebuilds its tail from what is durable); taken, a later batch
+     makes librdkafka count the lost ones as delivered (its "implicit ack": a later batch
+     succeeded, so the earlier must have). Answered 59, the clients reset their producer and
+     send those batches again (librdkafka, Java, ours). Only there is the state certainly
+     whole: elsewhere it may lack a producer whose batches are durable (a leader rebuilt
+     from a bucket whose last segment's producer snapshot was not published), and refusing
+     one of its retries makes librdkafka fail for good.
 
 `check` reads, `record` writes: the shell calls check(batch), assigns offsets, record(batch)
 before checking the next batch of the partition (Kafka does both under the log lock). If the
@@ -68,7 +71,6 @@ __all__ = [  # the snapshot's types, re-exported with the state they describe
 NO_PRODUCER_EPOCH = -1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 _INT32_MAX = 2**31 - 1
-MAX_REMEMBERED_EXPIRED = 100_000  # producer ids forgotten by expiry, still told apart from new ones
 
 @dataclass(frozen=True, slots=True)
 class Append:
@@ -121,7 +123,6 @@ class ProducerStateManager:
     def __init__(self, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._entries: dict[int, ProducerStateEntry] = {}
-        self._expired: dict[int, None] = {}  # insertion-ordered: the oldest goes first
         self._map_end_offset = 0
 
     @property
@@ -141,15 +142,15 @@ class ProducerStateManager:
     # -- the produce path ----------------------------------------------------------------
 
     def check(
-        self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int, now_ms: int
+        self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int, now_ms: int,
+        partition_empty: bool = False,
     ) -> Decision:
         """Decide what to do with a client's batch; see the module header. Changes nothing."""
         if producer_id == NO_PRODUCER_ID:
             return APPEND
         entry = self._entries.get(producer_id)
-        expired = producer_id in self._expired
         if entry is not None and self._is_expired(entry, now_ms):
-            entry, expired = None, True
+            entry = None
         if entry is not None and entry.producer_epoch == producer_epoch:
             for batch in entry.batches:
                 if batch.first_sequence == base_sequence and batch.last_sequence == last_sequence:
@@ -160,7 +161,7 @@ class ProducerStateManager:
         if producer_epoch != current_epoch:
             if base_sequence != 0 and current_epoch != NO_PRODUCER_EPOCH:
                 return OutOfOrderSequence(producer_id, producer_epoch, base_sequence, current_epoch, NO_SEQUENCE)
-            if base_sequence != 0 and entry is None and not expired:
+            if base_sequence != 0 and partition_empty:
                 return UnknownProducer(producer_id, base_sequence)
             return APPEND
         assert entry is not None
@@ -211,9 +212,6 @@ class ProducerStateManager:
         expired = sorted(pid for pid, entry in self._entries.items() if self._is_expired(entry, now_ms))
         for producer_id in expired:
             del self._entries[producer_id]
-            self._expired[producer_id] = None
-        while len(self._expired) > MAX_REMEMBERED_EXPIRED:
-            del self._expired[next(iter(self._expired))]
         return expired
 
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
@@ -224,7 +222,7 @@ class ProducerStateManager:
 
         Exact for producers that keep a batch below `offset`. A producer whose retained
         batches all go is forgotten (its older history was never kept), which makes it
-        unknown (rule 7); for exact state, load a snapshot taken at or below `offset`
+        "unknown" and lenient; for exact state, load a snapshot taken at or below `offset`
         and `rebuild_from_batches` from there, as Kafka's truncateAndReload does.
         """
         for producer_id, entry in list(self._entries.items()):

@@ -52,23 +52,20 @@ def test_batches_without_producer_id_are_always_appended() -> None:
     assert ProducerStateManager().check(-1, -1, -1, -1, 0) == APPEND
 
 
-def test_a_producer_never_seen_starts_at_sequence_zero_or_is_unknown() -> None:
+def test_unknown_producer_is_accepted_at_any_sequence() -> None:
     state = ProducerStateManager()
     assert state.check(PID, 0, 0, 9, 0) == APPEND
+    # Kafka 2.5+ no longer answers UNKNOWN_PRODUCER_ID: state lost to retention is forgiven.
+    assert state.check(PID, 3, 42, 50, 0) == APPEND
+
+
+def test_in_a_partition_never_written_a_producer_starts_at_sequence_zero() -> None:
+    state = ProducerStateManager()
+    assert state.check(PID, 0, 0, 9, 0, partition_empty=True) == APPEND
     # Its batches 0-41 went to an earlier leader and never became durable: taking 42 now would
     # let the client count them as delivered.
-    assert state.check(PID, 3, 42, 50, 0) == UnknownProducer(PID, 42)
+    assert state.check(PID, 3, 42, 50, 0, partition_empty=True) == UnknownProducer(PID, 42)
     assert UnknownProducer.error_code is ErrorCode.unknown_producer_id
-
-
-def test_a_producer_whose_state_expired_is_forgiven_any_sequence_before_and_after_expire() -> None:
-    state = ProducerStateManager(producer_id_expiration_ms=10_000)
-    appended(state, 0, 3, 0, ts=1_000)
-    assert state.check(PID, 0, 3, 3, 10_999) == APPEND  # in sequence
-    assert state.check(PID, 0, 9, 9, 11_000) == APPEND  # expired: as Kafka 2.5+, a gap is forgiven
-    assert state.expire(11_000) == [PID] and len(state) == 0
-    assert state.check(PID, 0, 9, 9, 50_000) == APPEND  # forgotten by expiry, still told from a new one
-    assert state.check(PID + 1, 0, 9, 9, 50_000) == UnknownProducer(PID + 1, 9)
 
 
 def test_in_sequence_appends_and_gap_is_out_of_order() -> None:

@@ -354,7 +354,10 @@ class Membership:
         """End the database sessions of each broker whose session expired, once per
         incarnation, before its partitions move: a transaction it left open would hold them."""
         for b in registered:
-            if b.alive or (b.node_id, b.incarnation) in self._sessions_ended:
+            if b.alive:  # back (the same incarnation may renew a lapsed session): end them again if it dies again
+                self._sessions_ended.discard((b.node_id, b.incarnation))
+                continue
+            if (b.node_id, b.incarnation) in self._sessions_ended:
                 continue
             try:
                 ended = await self.store.end_broker_sessions(b.node_id, b.incarnation)

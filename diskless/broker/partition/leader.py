@@ -263,7 +263,10 @@ class PartitionLeader:
         if rules.compaction is not None:  # only compacted topics decode records on produce
             check_keys(records, header, self.topic, self.index)
         if header.has_producer_id:
-            decision = self.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence, now_ms)
+            decision = self.producers.check(
+                header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence, now_ms,
+                partition_empty=self._log.log_end_offset == 0,
+            )  # fmt: skip
             if isinstance(decision, Duplicate):
                 # On LogAppendTime topics the retained timestamp is the first append's time.
                 log_append_time_ms = decision.timestamp_ms if rules.log_append_time else -1
