@@ -10,7 +10,7 @@ the result to `decode_batch` on random batches of every codec.
 Records are built as the application takes them, not a batch at a time: a consumer taking
 `max_poll_records` from a batch of thousands holds only those, which die young. Decoded whole,
 a batch's records outlived several of the garbage collector's young generations and were
-examined in each (a consumer of 100-byte records spent a quarter of its time there).
+examined in each (consuming 100-byte records went from about 270k to 307k records/s).
 
 The batch's header and CRC are checked before (`hot_tier.records.read_header`); the decoder
 still checks every length against the bytes there and raises `CorruptBatch` when the records

@@ -18,8 +18,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from metadata.postgres import broker_session_name
 from metadata.sqlite_schema import SCHEMA_VERSION
 from metadata.model import COORDINATOR_SLOTS
 from metadata import (
@@ -779,10 +781,6 @@ async def test_the_sessions_a_dead_broker_left_are_ended_and_free_its_partitions
         await store.create_topic("orders", 1, {})
         held = None
         if backend.name == "postgresql":
-            import asyncpg
-
-            from metadata.postgres import broker_session_name
-
             # Its transaction, left open after taking the partition's row.
             held = await asyncpg.connect(url, server_settings={"application_name": broker_session_name(7, "cut-off")})
             await held.execute("BEGIN")

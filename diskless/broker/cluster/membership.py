@@ -29,14 +29,14 @@ takeover). Views go to a task of their own (`_applier`) that applies the newest 
 skipping views that were overtaken while it was busy.
 
 Nor does it wait long for the controller's moves: a move waits on its partition rows, which
-a transaction of a broker cut off from the store can hold until the store ends it (its
-idle-in-transaction timeout). Held up past the session, the controller's own session expired,
-it gave up every partition, rejoined, and the next controller waited the same way: a
-cluster that stopped acknowledging for minutes. The passes get what is left of the session's
-write window (`_pass_budget_s`); moves not made by then are made at a later beat. And before
-it moves a dead broker's partitions, the controller ends that broker's database sessions
-(`end_broker_sessions`): a transaction it left open mid-statement is not idle, so the
-store's idle-in-transaction timeout never ends it, and its locks would hold the moves.
+a transaction of a broker cut off from the store can hold. Held up past the session, the
+controller's own session expired, it gave up every partition, rejoined, and the next
+controller waited the same way: a cluster that stopped acknowledging for minutes. The passes
+get what is left of the session's write window (`_pass_budget_s`); moves not made by then
+are made at a later beat. And before it moves a dead broker's partitions, the controller ends
+that broker's database sessions (`end_broker_sessions`): a transaction it left open
+mid-statement is not idle, so the store's idle-in-transaction timeout never ends it, and its
+locks would hold the moves.
 
 Controlled shutdown (`leave`): stop writing, let the write-ahead writer finish, give every
 partition up (leader None, epoch bumped), give the controller lease up, close the session:
