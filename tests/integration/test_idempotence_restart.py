@@ -48,10 +48,10 @@ def idempotent_batch(producer_id: int, producer_epoch: int, base_sequence: int, 
     return encode_batch(records, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence)
 
 
-def produce(topic: str, records: bytes):
+def produce(topic: str, records: bytes, acks: int = -1):
     mod = produce_v9
     return mod.ProduceRequest(
-        transactional_id=None, acks=-1, timeout=ms(5000),
+        transactional_id=None, acks=acks, timeout=ms(5000),
         topic_data=(mod.TopicProduceData(name=topic, partition_data=(mod.PartitionProduceData(index=0, records=records),)),),
     )  # fmt: skip
 

@@ -17,8 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_v12
+
+from hot_tier.records import decode_batches
+
 from .acked_writes import AckingProducer, account
 from .broker_process import BrokerProcess
+from .test_idempotence_restart import idempotent_batch, init_producer_id, log_end_offset, ms, produce, produced
 from .test_tiering_reads import DEADLINE_S, BucketView, create_topic, moto, open_bucket  # noqa: F401
 
 PARTITIONS = 2
@@ -69,3 +75,68 @@ def test_sigkill_and_a_deleted_disk_lose_no_acknowledged_record(bucket, tmp_path
         assert "rebuilt" in broker.log_text()  # the tail came back from write-ahead objects
     finally:
         broker.close()
+
+
+def test_a_segment_rolled_before_it_was_durable_keeps_its_producers_known_on_an_empty_disk(bucket, tmp_path: Path, wire) -> None:
+    """acks=1 is answered at the local append, so a segment can roll before its batches reach a
+    write-ahead object. It goes to the bucket only once they are durable, with the producer
+    state at its end: a leader rebuilt on an empty disk, whose log begins where the bucket
+    ends, still knows a producer whose last batch lies in it, and a retry of that batch is a
+    duplicate rather than a second copy (uploaded at once, the segment went without that state)."""
+    data_dir = tmp_path / "data"
+    metadata = f"sqlite:///{(tmp_path / 'metadata' / 'metadata.db').resolve()}"
+    (tmp_path / "metadata").mkdir()
+    broker = BrokerProcess(
+        data_dir, "--object-store", bucket.url, "--metadata", metadata, "--log-retention-check-interval-ms", "100",
+        # A long commit interval: the segments roll (and the uploader looks at them) well
+        # before their batches are durable.
+        "--wal-commit-interval-ms", "700",
+        "--broker-session-timeout-ms", "1500", "--broker-heartbeat-interval-ms", "200", env=bucket.env,
+    ).start()  # fmt: skip
+    try:
+        topic = create_topic(broker.bootstrap, 1, {"segment.bytes": "200", "local.retention.ms": "0"})
+        client = wire(broker.bootstrap)
+        quiet = client.request(init_producer_id()).producer_id
+        busy = client.request(init_producer_id()).producer_id
+        batches = [idempotent_batch(quiet, 0, 0, [b"q0"]), idempotent_batch(quiet, 0, 1, [b"q1"])]
+        batches += [idempotent_batch(busy, 0, sequence, [b"b" * 40]) for sequence in range(8)]
+        for offset, batch in enumerate(batches):
+            (answer,) = client.request(produce(topic, batch, acks=1)).responses
+            (partition,) = answer.partition_responses
+            assert (partition.error_code, partition.base_offset) == (ErrorCode.none, offset)
+        deadline = time.monotonic() + DEADLINE_S
+        while log_end_offset(client, topic) < 10 or len(list((data_dir / "logs" / f"{topic}-0").glob("*.log"))) > 1:
+            assert time.monotonic() < deadline, "the batches never became durable, or the rolled segments never reached the bucket"
+            time.sleep(0.05)  # polling the data directory: nothing to wait on instead
+        assert bucket.catalogue(topic, 0)[-1].next_offset >= 9  # the quiet producer's batches are only in the bucket
+
+        broker.kill()
+        shutil.rmtree(data_dir)
+        broker.start()
+        client = wire(broker.bootstrap)
+        assert produced(client, topic, batches[1]) == (ErrorCode.none, 1)  # its retry: the first offset, nothing written
+        assert log_end_offset(client, topic) == 10
+        assert produced(client, topic, idempotent_batch(quiet, 0, 3, [b"gap"]))[0] is ErrorCode.out_of_order_sequence_number
+        assert produced(client, topic, idempotent_batch(quiet, 0, 2, [b"q2"])) == (ErrorCode.none, 10)
+        assert values_from(client, topic, 0) == [(0, b"q0"), (1, b"q1"), *((o, b"b" * 40) for o in range(2, 10)), (10, b"q2")]
+    finally:
+        broker.close()
+
+
+
+def values_from(client, topic: str, offset: int) -> list[tuple[int, bytes]]:
+    """Partition 0's (offset, value)s from `offset` to the high watermark, fetch after fetch (a
+    fetch from the bucket answers with one segment's batches)."""
+    mod = fetch_v12
+    values: list[tuple[int, bytes]] = []
+    while offset < log_end_offset(client, topic):
+        part = mod.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+        request = mod.FetchRequest(max_wait=ms(0), min_bytes=1, topics=(mod.FetchTopic(topic=topic, partitions=(part,)),), forgotten_topics_data=())
+        (answer,) = client.request(request).responses
+        (partition,) = answer.partitions
+        assert partition.error_code is ErrorCode.none
+        batches = decode_batches(bytes(partition.records or b""))
+        assert batches, f"an empty answer at offset {offset}"
+        values += [(r.offset, r.value) for batch in batches for r in batch.records]
+        offset = values[-1][0] + 1
+    return values

@@ -232,6 +232,14 @@ class PartitionLeader:
             return []  # nothing rolled above the bucket: no SegmentInfo built (uploader passes run over every partition)
         return policy.segments_to_upload(self._log.segments, self.remote.end_offset)
 
+    def segments_ready_to_upload(self) -> list[SegmentInfo]:
+        """The rolled segments the uploader may take now: those wholly below the high
+        watermark. A segment can roll before its last batches reach a write-ahead object
+        (acks=1 is answered at the local append); uploaded then, it would go without the
+        producer state at its end (only durable batches are published, `producer_state_after`),
+        and a leader whose log begins at the bucket's end would not know its producers."""
+        return [s for s in self.segments_to_upload() if s.next_offset <= self.high_watermark]
+
     # --- produce ----------------------------------------------------------------------------
 
     def append(self, records: bytes, now_ms: int, verify: Callable[[int, int, str, int], object] | None = None) -> AppendInfo:
@@ -467,6 +475,8 @@ class PartitionLeader:
     def _advance_high_watermark(self, end: int) -> None:
         if end <= self.high_watermark:
             return
+        if self._rules.tiered and self.high_watermark < self._log.active_base_offset and self.remote.end_offset < self._log.active_base_offset:
+            self._uploads.wake()  # a rolled segment may have become durable: segments_ready_to_upload
         self.high_watermark = end
         if self._durable_waiters:
             ready = [w for w in self._durable_waiters if w[0] <= end]

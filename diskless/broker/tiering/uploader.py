@@ -147,7 +147,7 @@ class Uploader:
             if not leader.tiered or leader.closed:
                 continue
             key = (leader.topic, leader.index)
-            if leader.segments_to_upload() and (key not in self._tasks or self._tasks[key].done()):
+            if leader.segments_ready_to_upload() and (key not in self._tasks or self._tasks[key].done()):
                 self._tasks[key] = asyncio.create_task(self._upload_all(leader), name=f"upload-{key[0]}-{key[1]}")
             try:
                 leader.drop_uploaded_local_copies(now)
@@ -164,7 +164,7 @@ class Uploader:
         backoff = UPLOAD_BACKOFF_MS
         failures = 0  # of the current streak
         while leader.tiered and not leader.closed:
-            pending = leader.segments_to_upload()
+            pending = leader.segments_ready_to_upload()
             if not pending:
                 return
             try:
