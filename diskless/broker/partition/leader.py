@@ -438,13 +438,11 @@ class PartitionLeader:
         """Before a segment's commit: the producer state at its end (`producer_state_after`)
         goes to the store. A leader on another broker, whose local log will begin where the
         bucket ends, starts from it; without it a retry of a batch below would be taken as
-        new (load_producer_state)."""
+        new (load_producer_state). A failure raises: the upload is retried rather than the
+        segment committed without it."""
         if state is None:
             return
-        try:
-            await self._store.put_producer_snapshot(self.topic, self.index, to_published(state), leader_epoch=self.leader_epoch)
-        except Exception as exc:  # the next segment publishes a newer one
-            logger.warning("%s-%d: publishing the producer state at offset %d failed: %s", self.topic, self.index, state.map_end_offset, exc)
+        await self._store.put_producer_snapshot(self.topic, self.index, to_published(state), leader_epoch=self.leader_epoch)
 
     # --- durability ---------------------------------------------------------------------------
 

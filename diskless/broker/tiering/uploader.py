@@ -195,6 +195,10 @@ class Uploader:
             max_timestamp=segment.max_timestamp, size_bytes=segment.size_bytes, leader_epoch=leader.leader_epoch,
         )  # fmt: skip
         producers = leader.producer_state_after(committed.next_offset)
+        if producers is None:
+            log.warning("%s-%d: no producer-state snapshot at the end of segment %d-%d; a leader whose log begins at the "
+                        "bucket's end will not know the producers whose last batches are in it",
+                        leader.topic, leader.index, committed.base_offset, committed.last_offset)  # fmt: skip
         await upload_committed(
             self.bucket, committed, log_path=segment.log_path, index_path=segment.index_path, timeindex_path=segment.timeindex_path,
             txn_index=leader.txn_index(committed.base_offset, committed.next_offset),
