@@ -56,6 +56,17 @@ def parse_bootstrap_servers(bootstrap_servers: str) -> list[tuple[str, int]]:
     return servers
 
 
+# A coordinator's requests travel on a connection of their own, as the Java client's do (it
+# connects to "node Integer.MAX_VALUE - id"): a broker answers a connection's requests in order,
+# so a JoinGroup it holds until the whole group has rejoined would hold back every fetch queued
+# behind it on a shared connection (up to a heartbeat interval at each rebalance).
+COORDINATOR_CONNECTION = 2**31 - 1
+
+
+def is_coordinator_connection(node_id: int) -> bool:
+    return node_id > COORDINATOR_CONNECTION // 2
+
+
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -212,6 +223,8 @@ class Cluster:
     def _address(self, node_id: int) -> tuple[str, int]:
         if node_id < 0 and -node_id - 1 < len(self._bootstrap):
             return self._bootstrap[-node_id - 1]
+        if is_coordinator_connection(node_id):
+            node_id = COORDINATOR_CONNECTION - node_id
         broker = self.metadata.brokers.get(node_id)
         if broker is None:
             raise KafkaConnectionError("?", -1, f"node {node_id} is not in the cluster metadata")
@@ -227,13 +240,15 @@ class Cluster:
     def _alias(self, node_id: int) -> Connection | None:
         """An open connection to the address of `node_id` (typically the bootstrap connection
         to that very broker), registered under `node_id` too: no second connection, and no
-        second ApiVersions round trip."""
+        second ApiVersions round trip. A coordinator's connection is never shared."""
+        if is_coordinator_connection(node_id):
+            return None
         try:
             address = self._address(node_id)
         except KafkaConnectionError:
             return None
         for existing in list(self._connections.values()):
-            if not existing.closed and (existing.host, existing.port) == address:
+            if not existing.closed and (existing.host, existing.port) == address and not is_coordinator_connection(existing.node_id):
                 self._connections[node_id] = existing
                 existing.on_close(lambda c, node=node_id: self._forget(node, c))
                 return existing
@@ -269,7 +284,7 @@ class Cluster:
 
     async def any_connection(self) -> Connection:
         """A connection to some broker: an open one with the fewest requests in flight, else a new one."""
-        open_ = [c for c in self._connections.values() if not c.closed]
+        open_ = [c for c in self._connections.values() if not c.closed and not is_coordinator_connection(c.node_id)]
         if open_:
             return min(open_, key=lambda c: c.in_flight)
         candidates = list(self.metadata.brokers) or []
@@ -291,6 +306,10 @@ class Cluster:
     async def request_node(self, node_id: int, api_key: int, make: Any, *, timeout_ms: int | None = None) -> Any:
         connection = await self.connection(node_id)
         return await connection.request(make(connection.version(api_key)), timeout_ms=timeout_ms)
+
+    async def request_coordinator(self, node_id: int, api_key: int, make: Any, *, timeout_ms: int | None = None) -> Any:
+        """Send to the coordinator on broker `node_id`, on its own connection (COORDINATOR_CONNECTION)."""
+        return await self.request_node(COORDINATOR_CONNECTION - node_id, api_key, make, timeout_ms=timeout_ms)
 
     # --- metadata --------------------------------------------------------------------------
 

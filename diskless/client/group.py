@@ -248,7 +248,7 @@ class GroupMember:
     async def _coordinator_request(self, api_key: int, make: Callable[[int], Any], timeout_ms: int | None = None) -> Any:
         node = await self.cluster.coordinator(self.group_id)
         try:
-            return await self.cluster.request_node(node, api_key, make, timeout_ms=timeout_ms)
+            return await self.cluster.request_coordinator(node, api_key, make, timeout_ms=timeout_ms)
         except KafkaError:
             self.cluster.forget_coordinator(self.group_id)
             raise

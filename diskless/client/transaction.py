@@ -59,7 +59,7 @@ class TransactionManager:
         while True:
             try:
                 node = await self.cluster.coordinator(self.transactional_id, TRANSACTION_KEY)
-                response = await self.cluster.request_node(node, api_key, make)
+                response = await self.cluster.request_coordinator(node, api_key, make)
                 code = error_of(response)
             except KafkaError as exc:
                 self.cluster.forget_coordinator(self.transactional_id, TRANSACTION_KEY)

@@ -237,3 +237,50 @@ async def test_a_group_shared_with_confluent_kafka(kafka_broker: RunningBroker) 
         await asyncio.to_thread(thread.join, 30)
     counts = Counter(ck_values + reader.values)
     assert sorted(counts) == list(range(400)) and set(counts.values()) == {1}
+
+
+async def test_a_member_keeps_fetching_while_the_broker_holds_its_join_group(kafka_broker: RunningBroker) -> None:
+    """A broker answers a connection's requests in order and holds a JoinGroup until every
+    member has rejoined. Group requests travel on a connection of their own (as the Java
+    client's do), so a cooperative member whose JoinGroup waits for a slow member goes on
+    receiving the records of the partitions it keeps; on one shared connection its fetches
+    waited behind the JoinGroup until the slow member's next heartbeat."""
+    only_once_on_tansu(kafka_broker)
+    bootstrap = kafka_broker.bootstrap
+    topic = await make_topic(bootstrap, PARTITIONS)
+    group = new_name("g")
+    # The slow member hears of a rebalance only at its next heartbeat, 8 s after the last.
+    slow = Consumer(
+        topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", partition_assignment_strategy="cooperative-sticky",
+        heartbeat_interval_ms=8000, session_timeout_ms=30000, max_poll_interval_ms=60000,
+    )  # fmt: skip
+    async with member(bootstrap, group, topic, "cooperative-sticky") as first:
+        first_reader = Reader(first)
+        await wait_until(lambda: first._group.state == "stable" and len(first.assignment()) == PARTITIONS, "the first member to join")
+        async with slow:
+            slow_reader = Reader(slow)
+            await wait_until(
+                lambda: first._group.state == slow._group.state == "stable" and len(first.assignment()) == len(slow.assignment()) == 2,
+                "a 2/2 split with the slow member",
+            )
+            kept = sorted(tp.partition for tp in first.assignment())
+            async with member(bootstrap, group, topic, "cooperative-sticky") as newcomer:
+                newcomer_reader = Reader(newcomer)
+                await wait_until(lambda: first._group.state == "rebalancing", "the first member to rejoin", 10)
+                # Its JoinGroup is held now, until the slow member rejoins. The first rounds may
+                # come in fetches sent before it; the later ones only in fetches sent after it.
+                sent: list[int] = []
+                async with Producer(bootstrap) as producer:
+                    for start in range(1000, 6000, 1000):
+                        values = list(range(start, start + 20))
+                        for value in values:
+                            await producer.send(topic, b"%d" % value, partition=kept[value % 2])
+                        await producer.flush()
+                        sent += values
+                        await wait_until(lambda: set(sent) <= set(first_reader.values), f"the records from {start} on", 10)
+                assert first._group.state == "rebalancing" and slow._group.state == "stable"  # the join was still held
+                assert slow_reader.values == [] and newcomer_reader.values == []
+                await newcomer_reader.stop()
+            await slow_reader.stop()
+        await first_reader.stop()
+    assert sorted(first_reader.values) == sent
