@@ -378,10 +378,12 @@ class PartitionLeader:
             self._uploads.rolled()
         return info.first_offset
 
-    async def record_aborted_transactions(self) -> None:
-        """Aborted transactions whose marker is in the bucket's segments, into the store
-        (hot_tier/records/transactions.py: rebuilt from the local log, which keeps only the tail)."""
-        end = self.remote.end_offset
+    async def record_aborted_transactions(self, end: int | None = None) -> None:
+        """Aborted transactions whose marker is below `end` (default: in the bucket's segments),
+        into the store (hot_tier/records/transactions.py: rebuilt from the local log, which
+        keeps only the tail). The uploader records a segment's before it commits the segment: a
+        leader whose log begins at the bucket's end learns them only from the store."""
+        end = self.remote.end_offset if end is None else end
         entries = self.txns.unrecorded(end)
         if entries:
             await self._store.put_aborted_transactions(
@@ -639,8 +641,9 @@ class PartitionLeader:
             )  # fmt: skip
 
     async def segment_committed(self) -> None:
-        """A segment reached the bucket: write-ahead batches inside it are no longer needed,
-        and its aborted transactions go to the store before its local copy may go."""
+        """A segment reached the bucket: write-ahead batches inside it are no longer needed.
+        Its aborted transactions went to the store before the commit (the uploader); any
+        still unrecorded below the bucket's end goes now, before a local copy may go."""
         try:
             await self.record_aborted_transactions()
         except Exception as exc:  # kept in memory: the next commit or the next open writes them

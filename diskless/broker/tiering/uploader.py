@@ -205,6 +205,7 @@ class Uploader:
             producer_snapshot=None if producers is None else producers.snapshot(),
         )  # fmt: skip
         await leader.publish_producer_state(producers)
+        await leader.record_aborted_transactions(committed.next_offset)
         await remote.commit(committed, leader.leader_epoch)
         await leader.segment_committed()
         log.info("%s-%d: segment %d-%d (%d bytes) is in the bucket", leader.topic, leader.index,

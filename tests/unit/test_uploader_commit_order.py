@@ -1,0 +1,98 @@
+"""What the store must hold before a segment's commit makes it part of the bucket: the
+producer state at its end and its aborted transactions. A leader whose log begins at the
+bucket's end (another broker, or this one on an empty disk) learns both only from the store;
+recorded after the commit, a crash in between (or a failed write, kept only in memory) left a
+read_committed consumer served an aborted transaction's records as committed.
+
+The uploader's steps against a leader that records what it is asked, in order; the bucket's
+writes (cold_tier.segments.upload_committed) are stood in for, as this is about the order."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from diskless.broker.tiering import uploader as uploader_module
+from diskless.broker.tiering.uploader import Uploader
+from hot_tier import SegmentInfo
+
+
+class StoreDown(Exception):
+    pass
+
+
+class Leader:
+    """A partition leader with one rolled, durable segment [100, 200) to upload."""
+
+    topic, index, leader_epoch, tiered = "t", 0, 3, True
+
+    def __init__(self, tmp_path: Path, failures: int) -> None:
+        self.steps: list[str] = []
+        self.failures = failures  # of record_aborted_transactions, before it succeeds
+        self.closed = False
+        segment = SegmentInfo(100, 200, 4096, 1_000, tmp_path / "a.log", tmp_path / "a.index", tmp_path / "a.timeindex", False)
+        self.segments = [segment]
+        leader = self
+
+        class Remote:
+            end_offset = 100
+
+            async def begin_upload(self, **kwargs):
+                leader.steps.append("begin")
+                return SimpleNamespace(base_offset=kwargs["base_offset"], next_offset=kwargs["last_offset"] + 1, last_offset=kwargs["last_offset"], size_bytes=kwargs["size_bytes"])
+
+            async def commit(self, committed, epoch):
+                leader.steps.append(f"commit {committed.next_offset}")
+                Remote.end_offset = committed.next_offset
+
+        self.remote = Remote()
+
+    def segments_ready_to_upload(self):
+        return [s for s in self.segments if s.next_offset > self.remote.end_offset]
+
+    def producer_state_after(self, end):
+        return None
+
+    def txn_index(self, base, end):
+        return b""
+
+    async def publish_producer_state(self, state):
+        self.steps.append("publish")
+
+    async def record_aborted_transactions(self, end=None):
+        if self.failures:
+            self.failures -= 1
+            self.steps.append(f"record {end} failed")
+            raise StoreDown("the metadata store does not answer")
+        self.steps.append(f"record {end}")
+
+    async def segment_committed(self):
+        self.steps.append("committed")
+
+    def drop_uploaded_local_copies(self, now):
+        pass
+
+
+@pytest.fixture
+def no_bucket_writes(monkeypatch):
+    async def upload_committed(*args, **kwargs):
+        pass
+
+    async def retry_wait(bucket, seconds):
+        pass
+
+    monkeypatch.setattr(uploader_module, "upload_committed", upload_committed)
+    monkeypatch.setattr(uploader_module, "retry_wait", retry_wait)
+    monkeypatch.setattr(uploader_module, "_first_base_timestamp", lambda segment: 1_000)
+
+
+@pytest.mark.parametrize("failures", [0, 2])
+def test_aborted_transactions_are_recorded_before_the_segment_commits(tmp_path, no_bucket_writes, failures) -> None:
+    leader = Leader(tmp_path, failures)
+    uploader = Uploader(bucket=None, leaders=lambda: [leader], clock=lambda: 0)  # type: ignore[arg-type]
+    asyncio.run(uploader._upload_all(leader))  # type: ignore[arg-type]
+    tries = ["begin", "publish", "record 200 failed"] * failures
+    assert leader.steps == [*tries, "begin", "publish", "record 200", "commit 200", "committed"]
