@@ -763,11 +763,9 @@ async def _drop_a_stale_tail(
 
 
 async def _published_producer_state(store: MetadataStore, topic: str, index: int, producer_id_expiration_ms: int) -> ProducerStateManager | None:
-    try:
-        snapshot = await store.get_producer_snapshot(topic, index)
-    except Exception as exc:  # the state is then rebuilt from the local log alone, as before it was published
-        logger.warning("%s-%d: reading the published producer state failed: %s", topic, index, exc)
-        return None
+    # A failed read fails the open (retried as any of its store reads): opened without the
+    # state, the leader would take a retry of a durable batch below its log as new.
+    snapshot = await store.get_producer_snapshot(topic, index)
     return None if snapshot is None else published_state(snapshot, producer_id_expiration_ms)
 
 
