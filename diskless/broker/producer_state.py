@@ -23,9 +23,9 @@ Decisions, in Kafka's order (UnifiedLog.analyzeAndValidateProducerState, Produce
      makes librdkafka count the lost ones as delivered (its "implicit ack": a later batch
      succeeded, so the earlier must have). Answered 59, the clients reset their producer and
      send those batches again (librdkafka, Java, ours). Only there is the state certainly
-     whole: elsewhere it may lack a producer whose batches are durable (a leader rebuilt
-     from a bucket whose last segment's producer snapshot was not published), and refusing
-     one of its retries makes librdkafka fail for good.
+     whole: elsewhere it may lack a producer whose batches are durable (expired while they
+     stay, or a published state missing at a segment's end, which the uploader logs), and
+     refusing one of its retries makes librdkafka fail for good.
 
 `check` reads, `record` writes: the shell calls check(batch), assigns offsets, record(batch)
 before checking the next batch of the partition (Kafka does both under the log lock). If the
