@@ -22,8 +22,9 @@ leader when a segment is committed), and merged back at open (`merge_aborted`): 
 of a segment goes soon after its upload. On a compacted topic the log cleaner removes an abort
 marker with the last of its transaction's data, past delete.retention.ms, as Kafka does; the
 transaction then leaves this list (`forget_aborted`), the store and the bucket's `.txnindex`.
-A transaction still open whose first batches are only in the bucket comes from the producer
-state (its snapshot keeps each producer's open transaction, as Kafka's does: `seed_ongoing`).
+A transaction open at the local log's start whose first batches are only in the bucket comes
+from the producer state (its snapshot keeps each producer's open transaction, as Kafka's does:
+`seed_ongoing`, before the fold, which may then meet its marker).
 
 Kafka's transaction index, one per segment (`.txnindex`; uploaded to the bucket beside each
 segment, see cold_tier/layout.py): one 34-byte entry per transaction whose abort marker is in
@@ -181,8 +182,10 @@ class PartitionTxns:
             self._aborted.append(AbortedTxn(producer_id, first, marker_offset))
 
     def seed_ongoing(self, open_transactions: Iterable[tuple[int, int]]) -> None:
-        """Open transactions the producer state knows of, (producer id, first offset): its
-        snapshot reaches below the local log, whose fold (`rebuild`) sees only their later batches."""
+        """Transactions open at the local log's start that began below it, (producer id, first
+        offset), from the producer state's snapshot; called before `rebuild`, whose fold sees
+        only their later batches and may meet their markers (an abort then covers them from
+        their first offset, in the bucket)."""
         for producer_id, first_offset in open_transactions:
             self._seen = True
             self._ongoing[producer_id] = min(self._ongoing.get(producer_id, first_offset), first_offset)

@@ -362,6 +362,35 @@ def test_an_open_transaction_whose_start_left_the_local_disk_holds_the_last_stab
     assert sum(map(len, consume_all(broker.bootstrap, topic, "read_uncommitted", 80, partitions=1).values())) == 80
 
 
+def test_an_abort_whose_transaction_began_in_the_bucket_covers_all_of_it_after_a_restart(broker, create_topic) -> None:
+    """A transaction writes past a segment roll and is aborted; its first segment is uploaded
+    and its local copy dropped while the marker is still in the local active segment. After a
+    SIGKILL and a restart the leader folds the local log, which holds only the transaction's
+    later batches and its marker: the abort must still reach back to its first offset, in the
+    bucket (from the producer state's snapshot), or read_committed serves its first records."""
+    topic = create_topic(broker.bootstrap, partitions=1, configs={"segment.bytes": "2048"})
+    producer = transactional_producer(broker.bootstrap, tid(), **{"batch.size": 1000})
+    producer.begin_transaction()
+    for i in range(40):
+        producer.produce(topic, value=f"a-{i}-".encode() + b"x" * 60, partition=0)
+    producer.flush(DEADLINE_S)
+    producer.abort_transaction(DEADLINE_S)
+    log_dir = broker.data_dir / "logs" / f"{topic}-0"
+    deadline = time.monotonic() + DEADLINE_S
+    while (log_dir / "00000000000000000000.log").exists():  # uploaded, then its local copy dropped
+        assert time.monotonic() < deadline, f"the first segment of {topic}-0 never left the local disk"
+        time.sleep(0.05)  # polling the data directory with a deadline: nothing to wait on instead
+    assert len(list(log_dir.glob("*.log"))) == 1  # the marker's segment, still the active one
+    broker.kill()
+    broker.start()
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic, value=f"c-{i}".encode(), partition=0)
+    producer.commit_transaction(DEADLINE_S)
+    assert values(consume_all(broker.bootstrap, topic, "read_committed", 10, partitions=1)) == {0: [f"c-{i}" for i in range(10)]}
+    assert sum(map(len, consume_all(broker.bootstrap, topic, "read_uncommitted", 50, partitions=1).values())) == 50
+
+
 def test_offsets_of_an_open_transaction_are_unstable(shared_broker, create_topic, wire) -> None:
     """KIP-447: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition
     whose offset an open transaction holds; without it, the last committed offset."""

@@ -99,9 +99,9 @@ def test_an_open_transaction_older_than_the_local_log_is_seeded_from_the_produce
     # The local log starts at 20, inside producer 1's transaction that began at 12 (its first
     # batches only in the bucket); the producer state's snapshot knows where it began.
     txns = PartitionTxns()
+    txns.seed_ongoing([(1, 12)])  # before the fold
     txns.on_data(1, 20)  # its later batch, the only one the local fold sees
     txns.on_data(2, 22)  # a transaction wholly local
-    txns.seed_ongoing([(1, 12), (2, 22)])
     assert txns.transaction_free is False
     assert txns.ongoing_first_offset(1) == 12
     assert txns.last_stable_offset(30) == 12

@@ -37,14 +37,14 @@ def test_snapshots_outside_the_local_log_are_not_loaded(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "p", LogConfig(), 0, log_start_offset=None)
     for sequence in range(3):
         info = log.append(bytearray(encode_batch([Record(0, 0, None, b"v")], producer_id=7, producer_epoch=0, base_sequence=sequence)), 0)
-    state, _ = load_producer_state(log, 10**9)
+    state, _, _ = load_producer_state(log, 10**9)
     write_producer_snapshot(log.dir, state)  # at 3
     log.truncate_fully_and_start_at(50)
     log.append(bytearray(encode_batch([Record(0, 0, None, b"v")], producer_id=9, producer_epoch=0, base_sequence=0)), 0)
-    state, _ = load_producer_state(log, 10**9)
+    state, _, _ = load_producer_state(log, 10**9)
     assert state.producer_ids() == [9]  # producer 7's old state is not taken for the current one
     assert not (log.dir / f"{3:020d}.snapshot").exists()
     write_producer_snapshot(log.dir, state)  # at 51, inside the log
-    state, _ = load_producer_state(log, 10**9)
+    state, _, _ = load_producer_state(log, 10**9)
     assert state.producer_ids() == [9] and state.last_entry(9).last_offset == 50 and info.last_offset == 2
     log.close()

@@ -47,11 +47,11 @@ def test_a_leader_whose_log_begins_at_the_bucket_end_starts_from_the_published_s
     log.truncate_fully_and_start_at(100)  # everything below is in the bucket
     log.append(batch(9, 0), 0)  # the write-ahead tail: another producer
     published = published_state(ProducerSnapshot(100, (ProducerStateEntry(7, 2, 41, 99, 1, 5),)), EXPIRY)
-    state, _ = load_producer_state(log, EXPIRY, published)
+    state, _, _ = load_producer_state(log, EXPIRY, published)
     assert state.producer_ids() == [7, 9]
     assert state.check(7, 2, 40, 41, 0) == Duplicate(98, 99, 5)
     # Outside the local log it describes other batches than the log's: not used.
-    state, _ = load_producer_state(log, EXPIRY, published_state(ProducerSnapshot(50, ()), EXPIRY))
+    state, _, _ = load_producer_state(log, EXPIRY, published_state(ProducerSnapshot(50, ()), EXPIRY))
     assert state.producer_ids() == [9]
     log.close()
 

@@ -113,12 +113,10 @@ class PartitionLeader:
         self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._wal_failure: BaseException | None = None
         self.producers: ProducerStateManager
-        self.producers, self._snapshot_base = load_producer_state(log, producer_id_expiration_ms, published)
+        self.producers, self._snapshot_base, open_below = load_producer_state(log, producer_id_expiration_ms, published)
         self.txns = PartitionTxns()  # open transactions, last stable offset, aborted ones (txn/)
+        self.txns.seed_ongoing(open_below)  # before the fold: its markers may end them
         self.txns.rebuild(transactional_batches(log), self.high_watermark)
-        self.txns.seed_ongoing(
-            (e.producer_id, e.current_txn_first_offset) for e in self.producers.entries() if e.current_txn_first_offset >= 0
-        )
         self._appended: asyncio.Future[None] | None = None
         self._tail_uploaded: tuple[int, asyncio.Future[None]] | None = None  # hand_over_tail's wait
         # Files written before this leadership's first write, not at open (_first_write).

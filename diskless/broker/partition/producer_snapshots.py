@@ -36,9 +36,11 @@ _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 
 def load_producer_state(
     log: Log, producer_id_expiration_ms: int, published: ProducerStateManager | None = None
-) -> tuple[ProducerStateManager, int]:
+) -> tuple[ProducerStateManager, int, list[tuple[int, int]]]:
     """(state, base offset of the active segment if no rolled local segment lacks a snapshot,
-    else -1: then the caller writes one before tiering may drop those segments).
+    else -1: then the caller writes one before tiering may drop those segments, and the
+    transactions open at the local log's start that began below it: (producer id, first
+    offset), from the snapshot the state starts from, before the local batches are folded in).
 
     `published` is the state the partition's leaders keep in the metadata store (see
     `published_state`); it is used when it lies inside the local log and no local snapshot
@@ -75,8 +77,13 @@ def load_producer_state(
     segments = log.segments
     covered = len(segments) == 1 or (manager is not None and manager.map_end_offset >= segments[-1].base_offset)
     manager = manager or ProducerStateManager(producer_id_expiration_ms)
+    # Read before the fold: a transaction begun below the log and ended by a local marker is
+    # closed in the folded state, and its first offset would be lost with it.
+    open_below = [
+        (e.producer_id, e.current_txn_first_offset) for e in manager.entries() if 0 <= e.current_txn_first_offset < log_start_offset
+    ]  # fmt: skip
     manager.rebuild_from_batches(batch_headers(log))
-    return manager, segments[-1].base_offset if covered else -1
+    return manager, segments[-1].base_offset if covered else -1, open_below
 
 
 def write_producer_snapshot(dir: Path, manager: ProducerStateManager, keep_above: int | None = None) -> Path:
