@@ -294,7 +294,7 @@ class PartitionLeader:
         active_before = self._log.active_base_offset
         appended = bytearray(records)  # offsets, epoch (and LogAppendTime) are written into it
         info = self._log.append(appended, now_ms, log_append_time=rules.log_append_time, leader_epoch=self.leader_epoch)
-        self._snapshot_at_roll()
+        self._quietly(self._snapshot_at_roll)
         if header.has_producer_id:
             self.producers.record(
                 header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
@@ -303,8 +303,8 @@ class PartitionLeader:
         self.producers.update_map_end_offset(self._log.log_end_offset)
         if header.is_transactional:
             self.txns.on_data(header.producer_id, info.first_offset)
-        self._snapshot_at_roll()
-        self.maybe_snapshot_producers()
+        self._quietly(self._snapshot_at_roll)
+        self._quietly(self.maybe_snapshot_producers)
         if wal is not None:
             self._submit(wal, info.first_offset, info.last_offset, appended)
         else:
@@ -364,9 +364,9 @@ class PartitionLeader:
         active_before = self._log.active_base_offset
         appended = bytearray(encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         info = self._log.append(appended, now_ms, log_append_time=self._rules.log_append_time, leader_epoch=self.leader_epoch)
-        self._snapshot_at_roll()
+        self._quietly(self._snapshot_at_roll)
         self.producers.record_marker(producer_id, producer_epoch, info.last_offset, now_ms, coordinator_epoch)
-        self._snapshot_at_roll()
+        self._quietly(self._snapshot_at_roll)
         self.txns.on_marker(producer_id, info.first_offset, commit, self.log_start_offset)
         if wal is not None:
             self._submit(wal, info.first_offset, info.last_offset, appended)
@@ -424,6 +424,18 @@ class PartitionLeader:
         if active_base > self._snapshot_base and self.producers.map_end_offset == active_base:
             write_producer_snapshot(self._log.dir, self.producers, keep_above=self.remote.end_offset)
             self._snapshot_base = active_base
+
+    def _quietly(self, snapshot: Callable[[], object]) -> None:
+        """A snapshot step of an append: a failed write (a full or failing disk) is logged and
+        tried again at the next append or roll (`maybe_snapshot_producers`: the log rolled
+        since `_snapshot_base`), whose snapshot the uploader then takes for the segment's end.
+        Raised out of the append, between the local log and the write-ahead log, it left the
+        batch in the log unsubmitted and unrecorded: the high watermark passed it once later
+        batches were durable, and the producer's retry was appended again."""
+        try:
+            snapshot()
+        except OSError as exc:
+            logger.warning("%s-%d: producer-state snapshot at %d not written (%s); will retry", self.topic, self.index, self.producers.map_end_offset, exc)
 
     def producer_state_after(self, segment_end: int) -> ProducerStateManager | None:
         """The producer state at a segment's end (the first local snapshot after it that holds
