@@ -178,6 +178,7 @@ class Broker:
             self.store, self.registry.leader, self.allocate_producer_id, self.clock,
             self._coordinator_of, self._slots_held,
             DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, self._partition_leader_address, self.inter_broker,
+            find_topic=self.registry.find_topic,  # a deleted topic's markers are dropped
         )  # fmt: skip
         await self.server.start()
         # Join the cluster once the listener's port is known: register, take the first view,

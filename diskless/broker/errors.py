@@ -115,14 +115,31 @@ class TransactionsUnsupported(Exception):
 
 
 class TxnVerificationFailed(Exception):
-    """KIP-890 part 1: a transactional batch for a partition its transaction did not add (or
-    whose producer the coordinator no longer knows at that epoch); nothing was written."""
+    """KIP-890 part 1: a transactional batch the coordinator did not verify; nothing was
+    written. It answers the verification's own code, as Kafka answers the coordinator's:
+    INVALID_TXN_STATE (the transaction did not add the partition), INVALID_PRODUCER_EPOCH,
+    INVALID_PRODUCER_ID_MAPPING, or NOT_ENOUGH_REPLICAS when the coordinator could not be asked
+    (handlers/transactions.verify_elsewhere), which the producer retries instead of failing its
+    transaction. `error_code` is None when the verification gave no known code (the table's
+    row answers then)."""
 
     def __init__(self, topic: str, partition: int, producer_id: int, coordinator_error: object) -> None:
         name = getattr(coordinator_error, "name", str(coordinator_error)).upper()
-        super().__init__(f"{topic}-{partition}: producer {producer_id} has no transaction with this partition in it ({name})")
+        super().__init__(f"{topic}-{partition}: the transaction of producer {producer_id} was not verified for this partition ({name})")
         self.producer_id = producer_id
         self.coordinator_error = coordinator_error
+        self.error_code = _known_error_code(coordinator_error)
+
+
+def _known_error_code(value: object) -> ErrorCode | None:
+    """`value` as a Kafka error code other than NONE, else None."""
+    if not isinstance(value, int):
+        return None
+    try:
+        code = ErrorCode(value)
+    except ValueError:
+        return None
+    return None if code is ErrorCode.none else code
 
 
 class NotTransactionCoordinator(Exception):
@@ -191,7 +208,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (DurabilityTimeout, ErrorCode.request_timed_out),  # as Kafka when acks=all replication times out
     (CorruptWalBatch, ErrorCode.kafka_storage_error),
     (TransactionsUnsupported, ErrorCode.invalid_txn_state),
-    (TxnVerificationFailed, ErrorCode.invalid_txn_state),
+    (TxnVerificationFailed, ErrorCode.invalid_txn_state),  # unless it carries the verification's code (error_code_for)
     (NotTransactionCoordinator, ErrorCode.not_coordinator),
     (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
     (UnknownProducerId, ErrorCode.unknown_producer_id),
@@ -209,6 +226,8 @@ def error_code_for(exc: BaseException, request: str = "") -> ErrorCode:
     here, once, with `request` (what was being done, e.g. "produce to orders-0")."""
     for exc_type, code in _TABLE:
         if isinstance(exc, exc_type):
+            if isinstance(exc, TxnVerificationFailed) and exc.error_code is not None:
+                return exc.error_code  # retriable or fatal as the verification answered, not one code for all
             return code
     log.error("unexpected error in %s; answering UNKNOWN_SERVER_ERROR", request or "a request", exc_info=exc)
     return ErrorCode.unknown_server_error

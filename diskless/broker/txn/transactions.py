@@ -16,7 +16,14 @@ carry it.
 
 Markers go through the leader of each partition: in process for the partitions this broker
 leads, with WriteTxnMarkers (inter_broker.py) to the broker leading the others; a partition
-whose leader cannot be reached or refuses is retried until one writes the marker.
+whose leader cannot be reached or refuses is retried until one writes the marker, unless its
+topic was deleted meanwhile (the store no longer has it, or has fewer partitions): that marker
+is dropped, as Kafka's, and the transaction still completes.
+
+A completion task acts for one record: each round, and before it commits offsets and
+completes, it checks that this record is still the transactional id's current one, and stops
+otherwise (the slot moved away and back, and the transaction it was started for was finished
+elsewhere); a newer preparing record gets a task of its own.
 
 Only the event-loop task calls it. Operations on one transactional id are serialised by a lock.
 What it did since the process started is counted in `stats` (plain integers, read by the
@@ -34,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from metadata import CommittedOffset, CoordinatorFenced, MetadataStore
+from metadata import CommittedOffset, CoordinatorFenced, MetadataStore, TopicMetadata
 from metadata.transactions import PREPARE_COMMIT, TransactionRecord
 
 from ..errors import NotTransactionCoordinator
@@ -75,6 +82,7 @@ class Transactions:
         remote_leader: Callable[[str, int], tuple[str, int] | None] = lambda topic, index: None,
         inter_broker: InterBrokerClient | None = None,
         transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+        find_topic: Callable[[str], Awaitable[TopicMetadata | None]] | None = None,
     ) -> None:
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.store = store
@@ -83,6 +91,7 @@ class Transactions:
         self._leader = leader
         self._remote_leader = remote_leader  # (host, port) of another broker leading the partition
         self._inter_broker = inter_broker  # how markers reach it
+        self._find_topic = find_topic  # the topic, None once deleted (registry.find_topic); None: never dropped
         self._allocate_producer_id = allocate_producer_id
         self._clock = clock
         self._coordinator_of = coordinator_of  # (slot, epoch) of a transactional id held here, else None
@@ -91,6 +100,7 @@ class Transactions:
         self._load_lock = asyncio.Lock()
         self._locks: dict[str, asyncio.Lock] = {}
         self._completions: dict[str, asyncio.Task[None]] = {}
+        self._completing: dict[asyncio.Task[None], TransactionRecord] = {}  # the record each running completion is for
         self._timer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
@@ -219,11 +229,25 @@ class Transactions:
     # --- completion ----------------------------------------------------------------------------
 
     def _start_completion(self, record: TransactionRecord) -> None:
+        """Complete `record`, unless a task already completes this very record. A running task
+        for another record (an older transaction, finished elsewhere while the slot was away)
+        is cancelled: it would stop by itself at its next check (`_is_current`)."""
         running = self._completions.get(record.transactional_id)
         if running is not None and not running.done():
-            return
+            if self._completing.get(running) == record:
+                return
+            log.info("transaction %r: dropping the completion of an earlier record for the one now %s", record.transactional_id, record.state)
+            running.cancel()
         task = asyncio.create_task(self._complete(record), name=f"txn-complete-{record.transactional_id}")
         self._completions[record.transactional_id] = task
+        self._completing[task] = record
+        task.add_done_callback(self._completing.pop)
+
+    def _is_current(self, record: TransactionRecord) -> bool:
+        """Whether `record` is still the transactional id's current record. The whole record is
+        compared, not only producer id, epoch and state: two transactions of one producer epoch
+        (no epoch bump between transactions here) differ in partitions and times."""
+        return self.core.get(record.transactional_id) == record
 
     async def _complete(self, record: TransactionRecord) -> None:
         """Write the markers (each durable), commit the offsets, then record CompleteCommit /
@@ -235,6 +259,9 @@ class Transactions:
             coordinator = self._coordinator_of(record.transactional_id)
             if coordinator is None:  # the next holder of the slot finishes it from the store
                 log.info("transaction %r: coordinator slot lost; leaving its completion to the next coordinator", record.transactional_id)
+                return
+            if not self._is_current(record):
+                self._superseded(record)
                 return
             epoch = coordinator[1]
             waits = []
@@ -257,9 +284,16 @@ class Transactions:
                 except Exception as exc:
                     log.warning("transaction %r: marker for %s-%d not durable (%s); will retry", record.transactional_id, *key, exc)
                     missing.append(key)
+            if not self._is_current(record):
+                self._superseded(record)
+                return
             pending = await self._remote_markers(record, commit, missing, epoch)
+            pending = await self._drop_deleted(record, pending)
             if pending:
                 await asyncio.sleep(MARKER_RETRY_S)
+        if not self._is_current(record):
+            self._superseded(record)
+            return
         if commit:
             by_group: dict[str, list[CommittedOffset]] = {}
             for group_id, offset in record.pending_offsets:
@@ -267,6 +301,9 @@ class Transactions:
             for group_id, offsets in by_group.items():
                 await self._retry(lambda g=group_id, o=offsets: self.store.commit_offsets(g, o))
         async with self._lock(record.transactional_id):
+            if not self._is_current(record):
+                self._superseded(record)
+                return
             done = self.core.complete(record.transactional_id, self._clock())
             coordinator = self._coordinator_of(record.transactional_id)
             if done is not None and coordinator is not None:
@@ -281,6 +318,36 @@ class Transactions:
                 else:
                     self.stats.aborted += 1
         log.debug("transaction %r of producer %d: %s complete", record.transactional_id, record.producer_id, "commit" if commit else "abort")
+
+    def _superseded(self, record: TransactionRecord) -> None:
+        log.info("transaction %r of producer %d (epoch %d, %s) is no longer the current record; its completion stops",
+                 record.transactional_id, record.producer_id, record.producer_epoch, record.state)  # fmt: skip
+
+    async def _drop_deleted(self, record: TransactionRecord, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The partitions still to write, without those whose topic the store no longer has
+        (deleted while the transaction prepared: as Kafka, their markers are dropped, else the
+        transactional id would stay preparing for ever). A partition whose topic exists, or
+        whose topic could not be looked up, is kept and retried."""
+        if not partitions or self._find_topic is None:
+            return partitions
+        sizes: dict[str, int | None] = {}  # topic -> partitions it has, None once deleted
+        left = []
+        for topic, index in partitions:
+            if topic not in sizes:
+                try:
+                    found = await self._find_topic(topic)
+                except Exception as exc:
+                    log.warning("transaction %r: looking up topic %r failed (%s); will retry its marker", record.transactional_id, topic, exc)
+                    left.append((topic, index))
+                    continue
+                sizes[topic] = None if found is None else found.num_partitions
+            size = sizes[topic]
+            if size is None or index >= size:
+                log.warning("transaction %r: %s-%d no longer exists (its topic was deleted); its %s marker is dropped",
+                            record.transactional_id, topic, index, "commit" if record.state == PREPARE_COMMIT else "abort")  # fmt: skip
+            else:
+                left.append((topic, index))
+        return left
 
     async def _remote_markers(self, record: TransactionRecord, commit: bool, partitions: list[tuple[str, int]], epoch: int) -> list[tuple[str, int]]:
         """Send the markers of partitions other brokers lead; returns those still to write."""

@@ -1,0 +1,97 @@
+"""KIP-890 part 1 on the produce path: a transactional batch the coordinator did not verify is
+answered with the verification's own error code, not one code for all. NOT_ENOUGH_REPLICAS
+(the coordinator elsewhere could not be asked) is retriable, so the producer retries instead
+of failing its transaction; the others are the coordinator's verdict.
+
+Produce is driven through its handler against a stand-in broker whose partition runs the
+leader's own check (PartitionLeader._check_transactional), once with the coordinator's answer
+coming from another broker (handlers/transactions.verify_elsewhere) and once in process
+(broker.transactions.verify)."""
+
+from __future__ import annotations
+
+import datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from diskless.broker.errors import TxnVerificationFailed, error_code_for
+from diskless.broker.handlers import produce
+from diskless.broker.partition.leader import PartitionLeader
+from hot_tier.records import Record, encode_batch, read_header
+
+TOPIC, INDEX, PRODUCER_ID, PRODUCER_EPOCH = "orders", 0, 7, 2
+OUTCOMES = [ErrorCode.not_enough_replicas, ErrorCode.invalid_producer_epoch, ErrorCode.invalid_producer_id_mapping, ErrorCode.invalid_txn_state]
+
+
+class Partition:
+    """A leader with no transaction open for the producer: its first batch must be verified."""
+
+    topic, index = TOPIC, INDEX
+    txns = SimpleNamespace(is_ongoing=lambda producer_id: False)
+
+    def append(self, records: bytes, now_ms: int, verify: Any) -> Any:
+        PartitionLeader._check_transactional(self, read_header(records, 0, check_crc=False), verify)  # type: ignore[arg-type]
+        raise AssertionError("the batch was verified")
+
+
+def broker(partition: Partition, in_process: ErrorCode) -> Any:
+    async def until_open(keys: Any, timeout_s: float) -> None:
+        return None
+
+    return SimpleNamespace(
+        registry=SimpleNamespace(until_open=until_open, leader=lambda topic, index: partition if (topic, index) == (TOPIC, INDEX) else None),
+        security=SimpleNamespace(allowed=lambda *args: True),
+        transactions=SimpleNamespace(verify=lambda producer_id, epoch, topic, index: in_process),
+        clock=lambda: 1_000,
+    )
+
+
+def request() -> Any:
+    batch = encode_batch([Record(0, 1_000, b"k", b"v")], base_offset=0, producer_id=PRODUCER_ID, producer_epoch=PRODUCER_EPOCH,
+                         base_sequence=0, is_transactional=True)  # fmt: skip
+    body = SimpleNamespace(
+        transactional_id="tx", acks=1, timeout=datetime.timedelta(seconds=5),
+        topic_data=[SimpleNamespace(name=TOPIC, partition_data=[SimpleNamespace(index=INDEX, records=batch)])],
+    )  # fmt: skip
+    return SimpleNamespace(header=SimpleNamespace(api_version=9, client_id="producer-1"), body=body)
+
+
+def error_of(response: Any) -> ErrorCode:
+    [topic] = response.responses
+    [answer] = topic.partition_responses
+    assert answer.base_offset == -1
+    return answer.error_code
+
+
+@pytest.mark.parametrize("code", OUTCOMES, ids=lambda c: c.name)
+async def test_produce_answers_the_code_the_coordinator_elsewhere_returned(code: ErrorCode, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = []
+
+    async def verify_elsewhere(broker: Any, transactional_id: str, batches: list[tuple[str, int, int, int]]) -> dict[tuple[str, int], ErrorCode]:
+        asked.append((transactional_id, batches))
+        return {(TOPIC, INDEX): code}
+
+    monkeypatch.setattr(produce.transactions, "verify_elsewhere", verify_elsewhere)
+    response = await produce.handle_produce(broker(Partition(), in_process=ErrorCode.none), request())
+    assert asked == [("tx", [(TOPIC, INDEX, PRODUCER_ID, PRODUCER_EPOCH)])]
+    assert error_of(response) is code
+
+
+@pytest.mark.parametrize("code", OUTCOMES, ids=lambda c: c.name)
+async def test_produce_answers_the_code_the_coordinator_here_returned(code: ErrorCode, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def verify_elsewhere(broker: Any, transactional_id: str, batches: list[tuple[str, int, int, int]]) -> dict[tuple[str, int], ErrorCode]:
+        return {}  # the coordinator is this broker
+
+    monkeypatch.setattr(produce.transactions, "verify_elsewhere", verify_elsewhere)
+    response = await produce.handle_produce(broker(Partition(), in_process=code), request())
+    assert error_of(response) is code
+
+
+def test_not_enough_replicas_stays_retriable_and_an_unknown_code_falls_back() -> None:
+    assert error_code_for(TxnVerificationFailed(TOPIC, INDEX, PRODUCER_ID, ErrorCode.not_enough_replicas)).retriable
+    assert error_code_for(TxnVerificationFailed(TOPIC, INDEX, PRODUCER_ID, int(ErrorCode.invalid_producer_epoch))) is ErrorCode.invalid_producer_epoch
+    assert error_code_for(TxnVerificationFailed(TOPIC, INDEX, PRODUCER_ID, "refused")) is ErrorCode.invalid_txn_state
+    assert error_code_for(TxnVerificationFailed(TOPIC, INDEX, PRODUCER_ID, ErrorCode.none)) is ErrorCode.invalid_txn_state
