@@ -276,12 +276,7 @@ class Groups:
     ) -> list[ErrorCode]:
         """OffsetCommit: one error per (topic, partition, offset, leader_epoch, metadata) given."""
         now = self.clock()
-        if self.consumer.is_consumer_group(group_id):
-            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id, api_version)
-        else:
-            error = self.coordinator.validate_offset_commit(
-                group_id, generation_id, member_id, group_instance_id, now, api_version=api_version
-            )
+        error = self._validate_offset_commit(group_id, generation_id, member_id, group_instance_id, now, api_version, is_transactional=False)
         if error is not ErrorCode.none:
             return [error] * len(offsets)
         errors, accepted = [], []
@@ -296,6 +291,31 @@ class Groups:
         if accepted:
             await self.store.commit_offsets(group_id, accepted)
         return errors
+
+    def validate_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """TxnOffsetCommit v3+ (KIP-447), checked by the group's coordinator before the offsets go
+        to the transaction's: Kafka's validateTransactionalOffsetCommit. As OffsetCommit, except
+        that a group that does not exist answers ILLEGAL_GENERATION to a generation >= 0, a
+        classic group in CompletingRebalance accepts, and a consumer group's stale member epoch
+        answers ILLEGAL_GENERATION (what transactional producers know). Generation -1 with no
+        member id (v0-v2, or a producer not given the consumer's group metadata) is not checked
+        against members, as Kafka; it creates an unknown group Empty, as Kafka does."""
+        error = self._validate_offset_commit(group_id, generation_id, member_id, group_instance_id, self.clock(), is_transactional=True)
+        return ErrorCode.illegal_generation if error is ErrorCode.stale_member_epoch else error
+
+    def _validate_offset_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None, now_ms: int,
+        api_version: int = 0, *, is_transactional: bool,
+    ) -> ErrorCode:  # fmt: skip
+        """The member check of OffsetCommit and TxnOffsetCommit, by the group's protocol;
+        `api_version` is OffsetCommit's (the cores ignore it for a transactional commit)."""
+        if self.consumer.is_consumer_group(group_id):
+            return self.consumer.validate_offset_commit(
+                group_id, member_id, generation_id, api_version, is_transactional=is_transactional, group_instance_id=group_instance_id
+            )
+        return self.coordinator.validate_offset_commit(
+            group_id, generation_id, member_id, group_instance_id, now_ms, is_transactional=is_transactional, api_version=api_version
+        )
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """OffsetFetch v9+: a consumer-protocol member fetches with its member epoch."""

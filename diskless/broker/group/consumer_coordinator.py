@@ -417,12 +417,16 @@ class ConsumerGroupCoordinator:
         return group is None or not group.members
 
     def validate_offset_commit(
-        self, group_id: str, member_id: str, member_epoch: int, api_version: int, *, is_transactional: bool = False
-    ) -> ErrorCode:
-        """OffsetCommit to a consumer group (Kafka's ConsumerGroup.validateOffsetCommit)."""
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int, *,
+        is_transactional: bool = False, group_instance_id: str | None = None,
+    ) -> ErrorCode:  # fmt: skip
+        """OffsetCommit or TxnOffsetCommit to a consumer group (Kafka's
+        ConsumerGroup.validateOffsetCommit)."""
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
             return ErrorCode.none  # the admin client, or a consumer using assign()
+        if is_transactional and member_epoch == -1 and member_id == "" and group_instance_id is None:
+            return ErrorCode.none  # TxnOffsetCommit v0-v2, or a producer without the consumer's group metadata
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id

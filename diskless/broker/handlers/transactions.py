@@ -176,6 +176,8 @@ async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
     unreadable = {t.name for t in body.topics if not broker.security.allowed(READ, TOPIC, t.name)}
     errors = {(o.topic, o.partition): ErrorCode.topic_authorization_failed for o in offsets if o.topic in unreadable}
     offsets = [o for o in offsets if o.topic not in unreadable]
+    # A request handed on by the group's coordinator (once, never back) was checked there.
+    handed_on = request.header.client_id == inter_broker.CLIENT_ID
     try:
         if not may_write(broker, body.transactional_id):
             error, errors = ErrorCode.transactional_id_authorization_failed, {}
@@ -183,9 +185,16 @@ async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
             error, errors = ErrorCode.group_authorization_failed, {}
         elif not offsets:
             error = ErrorCode.none  # every partition already answered
+        elif not handed_on and not is_coordinator(broker, body.group_id):
+            error = ErrorCode.not_coordinator  # only the group's coordinator knows its members
+        elif not handed_on and (member_error := broker.groups.validate_txn_offset_commit(
+            body.group_id, getattr(body, "generation_id", -1), getattr(body, "member_id", ""), getattr(body, "group_instance_id", None)
+        )) is not ErrorCode.none:  # fmt: skip
+            # KIP-447 (v3+): a zombie whose partitions a rebalance moved away commits nothing.
+            error = member_error
         elif await _coordinating(broker, body.transactional_id):
             error = await broker.transactions.txn_offset_commit(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, offsets)
-        elif is_coordinator(broker, body.group_id) and request.header.client_id != inter_broker.CLIENT_ID:  # handed on once, never back
+        elif not handed_on:
             readable = dataclasses.replace(body, topics=tuple(t for t in body.topics if t.name not in unreadable))
             error, forwarded = await _forward_txn_offset_commit(broker, readable)
             errors = {**forwarded, **errors}
@@ -399,7 +408,8 @@ async def verify_elsewhere(broker: BrokerApi, transactional_id: str | None, batc
     open their producer's transaction in a partition this broker leads. One DescribeTransactions
     to the coordinator answers for all of them (as Kafka's AddPartitionsToTxn v4 verifyOnly
     does). Unreachable, it is NOT_ENOUGH_REPLICAS, which producers retry (Kafka maps the
-    coordinator's unavailability so too); TRANSACTIONAL_ID_AUTHORIZATION_FAILED (the
+    coordinator's unavailability so too; Produce answers each code as given here,
+    errors.TxnVerificationFailed); TRANSACTIONAL_ID_AUTHORIZATION_FAILED (the
     inter-broker principal is no super user) accepts, as Kafka before 3.6 did. With the coordinator here, `broker.transactions.verify` answers in process."""
     if not batches or not transactional_id or is_coordinator(broker, transactional_id):
         return {}
