@@ -150,8 +150,12 @@ class PartitionLeader:
         # means another broker may have led (and been sent this broker's unacknowledged tail).
         last_here = last_leader_epoch(log.dir)
         led_since = last_here is None or leader_epoch > last_here + 1
+        kept = [log.log_end_offset]  # where the local log was cut, at the lowest
+        if wal is not None and led_since:
+            kept.append(_drop_copies_another_leader_replaced(log, remote, last_here, topic, index))
         if wal is not None and log.log_end_offset > remote.end_offset:
             await _drop_a_stale_tail(log, store, remote, topic, index, led_since, stored)
+        kept.append(log.log_end_offset)
         if remote.end_offset > log.log_end_offset:
             logger.warning(
                 "%s-%d: local log ends at %d but the bucket holds up to %d; continuing from the bucket",
@@ -159,7 +163,6 @@ class PartitionLeader:
             )  # fmt: skip
             log.truncate_fully_and_start_at(remote.end_offset)
         high_watermark = log.log_end_offset
-        kept = [log.log_end_offset]  # where the local log was cut, at the lowest
         if wal is not None:
             high_watermark = await recover_tail(
                 log, store, remote.storage.bucket, topic, index, remote.end_offset, now_ms, on_truncate=kept.append, stored=stored
@@ -723,6 +726,27 @@ class PartitionLeader:
     def dir(self) -> Path:
         """The local log's directory (deleting a topic removes it)."""
         return self._log.dir
+
+
+def _drop_copies_another_leader_replaced(log: Log, remote: RemoteLog, last_here: int | None, topic: str, index: int) -> int:
+    """Another broker may have led since this one last did (at `last_here`): the bucket's
+    segments uploaded at a later epoch hold, from their base on, what that leader wrote, where
+    the local log may hold this broker's own batches that never became durable (acks=1 while
+    the bucket was slow), whose producers sent them again to that leader. `_drop_a_stale_tail`
+    cuts only above the bucket's end; below it, the local copies from the first such segment
+    on go (they are read from the bucket), else they would be served in place of the
+    acknowledged records at their offsets. Returns where the local log was cut (its end if not)."""
+    bases = [s.base_offset for s in remote.segments if last_here is None or s.leader_epoch > last_here]
+    if not bases or min(bases) >= log.log_end_offset:
+        return log.log_end_offset
+    cut = min(bases)
+    logger.warning("%s-%d: another leader uploaded the bucket's segments from offset %d on; the local copies from there are "
+                   "dropped (read from the bucket)", topic, index, cut)  # fmt: skip
+    if cut > log.log_start_offset:
+        log.truncate_to(cut)
+    else:
+        log.truncate_fully_and_start_at(remote.end_offset)
+    return cut
 
 
 async def _drop_a_stale_tail(
