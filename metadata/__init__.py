@@ -32,6 +32,7 @@ from .errors import (
     UnknownTopicOrPartition,
     UnsupportedMetadataUrl,
     UnsupportedSchemaVersion,
+    WalBatchConflict,
 )
 from .model import (
     INITIAL_LEADER_EPOCH,
@@ -88,6 +89,7 @@ __all__ = [
     "UnknownTopicOrPartition",
     "UnsupportedMetadataUrl",
     "UnsupportedSchemaVersion",
+    "WalBatchConflict",
     "open_metadata_store",
     "parse_metadata_url",
     "sqlite_url",

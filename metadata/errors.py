@@ -135,6 +135,23 @@ class UnknownLeaderEpoch(MetadataError):
         self.current_leader_epoch = current_leader_epoch
 
 
+class WalBatchConflict(MetadataError):
+    """A write-ahead batch would replace the durable batch another leader epoch recorded at its
+    base offset: the writer's log diverged from the durable one (a write-ahead row is only
+    ever rewritten by its own epoch, a retried commit or upload). Nothing is written."""
+
+    def __init__(self, topic: str, partition: int, base_offset: int, leader_epoch: int, recorded_leader_epoch: int) -> None:
+        super().__init__(
+            f"{topic}-{partition}: the batch at offset {base_offset} of leader epoch {leader_epoch} would replace the"
+            f" durable batch of leader epoch {recorded_leader_epoch}"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = base_offset
+        self.leader_epoch = leader_epoch
+        self.recorded_leader_epoch = recorded_leader_epoch
+
+
 # --- remote segment catalogue ------------------------------------------------------------
 
 

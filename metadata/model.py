@@ -190,7 +190,12 @@ class PartitionLeadership:
 class WalBatch:
     """One record batch of a partition inside a write-ahead object: offsets [base_offset,
     last_offset] at bytes [position, position + size_bytes) of the object `object_key`,
-    appended under `leader_epoch`. Durable once its object is committed."""
+    appended under `leader_epoch`. Durable once its object is committed.
+
+    `topic_id`, given to a commit: the id of the topic the batch was appended to. A topic
+    deleted and made again under its name starts its partitions at the same epochs, so the
+    epoch alone would let a deleted topic's late commit land in the new one; with the id the
+    store refuses it (UnknownTopicId). None: whichever topic holds the name (listings return None)."""
 
     topic: str
     partition: int
@@ -200,6 +205,7 @@ class WalBatch:
     object_key: str
     position: int
     size_bytes: int
+    topic_id: uuid.UUID | None = None
 
     @property
     def next_offset(self) -> int:

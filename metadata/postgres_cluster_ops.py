@@ -42,6 +42,15 @@ async def register_broker(
     )
     if row is not None and row["incarnation"] != incarnation and row["alive"]:
         raise BrokerIdInUse(node_id, row["incarnation"])
+    if row is None or row["incarnation"] != incarnation:
+        # A new incarnation: fence the old one (store.py). Rows locked in (topic_id, partition)
+        # order, as a write-ahead commit locks them, so the two never deadlock.
+        await conn.execute(
+            "UPDATE partitions p SET leader_epoch = p.leader_epoch + 1"
+            " FROM (SELECT topic_id, partition FROM partitions WHERE leader_id = $1 ORDER BY topic_id, partition FOR UPDATE) AS l"
+            " WHERE p.topic_id = l.topic_id AND p.partition = l.partition",
+            node_id,
+        )
     await conn.execute(
         "INSERT INTO brokers (node_id, host, port, rack, incarnation, session_expires, listeners)"
         " VALUES ($1, $2, $3, $4, $5, clock_timestamp() + $6::interval, $7)"

@@ -43,6 +43,7 @@ from .errors import (
     UnknownRemoteSegment,
     UnknownTopic,
     UnknownTopicId,
+    WalBatchConflict,
 )
 from .model import (
     CommittedOffset,
@@ -554,11 +555,20 @@ _WAL_COLUMNS = "base_offset, last_offset, leader_epoch, object_key, position, si
 
 
 async def commit_wal_object(conn: Conn, object_key: str, batches: Sequence[WalBatch]) -> None:
-    # 1. Resolve every partition, in the caller's order, so the first unknown one is named.
+    # 1. Resolve every partition, in the caller's order, so the first unknown one is named. A
+    #    batch carrying a topic id goes to that topic only: one made again under its name has
+    #    another id, and its epochs start over (WalBatch).
     topics: dict[str, tuple[uuid.UUID, int]] = {}
     for b in batches:
         if b.topic not in topics:
-            topics[b.topic] = await _topic_row(conn, b.topic)
+            try:
+                topics[b.topic] = await _topic_row(conn, b.topic)
+            except UnknownTopic:
+                if b.topic_id is None:
+                    raise
+                raise UnknownTopicId(b.topic_id) from None
+        if b.topic_id is not None and b.topic_id != topics[b.topic][0]:
+            raise UnknownTopicId(b.topic_id)
         check_partition(b.topic, b.partition, topics[b.topic][1])
     # 2. Lock their rows FOR SHARE in (topic_id, partition) order, one statement: WAL commits
     #    of one partition run side by side, a bump waits for them, and two commits touching
@@ -576,21 +586,37 @@ async def commit_wal_object(conn: Conn, object_key: str, batches: Sequence[WalBa
     for b in batches:
         current = epochs.get((topics[b.topic][0], b.partition))
         if current is None:  # deleted since step 1
-            raise UnknownTopic(b.topic)
+            raise UnknownTopic(b.topic) if b.topic_id is None else UnknownTopicId(b.topic_id)
         check_leader_epoch(b.topic, b.partition, b.leader_epoch, current)
-    # 4. Write. A retried commit of the same object writes the same rows: replace, not fail.
+    # 4. Write, one statement. A retried commit of the same object (or upload) rewrites its
+    #    rows: replace, not fail; but never a row of another leader epoch (WalBatchConflict):
+    #    that one is neither replaced nor counted. A batch listed twice counts once (the last).
     await conn.execute("INSERT INTO wal_objects (object_key) VALUES ($1) ON CONFLICT DO NOTHING", object_key)
-    await conn.executemany(
-        f"INSERT INTO wal_batches (topic_id, partition, {_WAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+    written = {(topics[b.topic][0], b.partition, b.base_offset): b for b in batches}
+    status = await conn.execute(
+        f"INSERT INTO wal_batches (topic_id, partition, {_WAL_COLUMNS})"
+        " SELECT w.topic_id, w.partition, w.base_offset, w.last_offset, w.leader_epoch, $1, w.position, w.size_bytes"
+        " FROM unnest($2::uuid[], $3::int[], $4::bigint[], $5::bigint[], $6::int[], $7::bigint[], $8::bigint[])"
+        " AS w (topic_id, partition, base_offset, last_offset, leader_epoch, position, size_bytes)"
         " ON CONFLICT (topic_id, partition, base_offset) DO UPDATE SET last_offset = excluded.last_offset,"
-        " leader_epoch = excluded.leader_epoch, object_key = excluded.object_key, position = excluded.position,"
-        " size_bytes = excluded.size_bytes",
-        [
-            (topics[b.topic][0], b.partition, b.base_offset, b.last_offset, b.leader_epoch, object_key, b.position,
-             b.size_bytes)
-            for b in batches
-        ],
+        " object_key = excluded.object_key, position = excluded.position, size_bytes = excluded.size_bytes"
+        " WHERE wal_batches.leader_epoch = excluded.leader_epoch",
+        object_key, [k[0] for k in written], [k[1] for k in written], [k[2] for k in written],
+        [b.last_offset for b in written.values()], [b.leader_epoch for b in written.values()],
+        [b.position for b in written.values()], [b.size_bytes for b in written.values()],
     )  # fmt: skip
+    if _rowcount(status) < len(written):
+        conflict = await conn.fetchrow(
+            "SELECT w.i, b.leader_epoch FROM unnest($1::uuid[], $2::int[], $3::bigint[], $4::int[]) WITH ORDINALITY"
+            " AS w (topic_id, partition, base_offset, leader_epoch, i)"
+            " JOIN wal_batches b ON b.topic_id = w.topic_id AND b.partition = w.partition AND b.base_offset = w.base_offset"
+            " WHERE b.leader_epoch <> w.leader_epoch ORDER BY w.i LIMIT 1",
+            [topics[b.topic][0] for b in batches], [b.partition for b in batches], [b.base_offset for b in batches],
+            [b.leader_epoch for b in batches],
+        )  # fmt: skip
+        if conflict is not None:
+            b = batches[conflict["i"] - 1]
+            raise WalBatchConflict(b.topic, b.partition, b.base_offset, b.leader_epoch, conflict["leader_epoch"])
 
 
 async def list_wal_batches(conn: Conn, topic: str, partition: int, from_offset: int) -> list[WalBatch]:

@@ -42,6 +42,8 @@ def register_broker(
         row = conn.execute("SELECT incarnation, session_expires_ms FROM brokers WHERE node_id = ?", (node_id,)).fetchone()
         if row is not None and row[0] != incarnation and row[1] > now:
             raise BrokerIdInUse(node_id, row[0])
+        if row is None or row[0] != incarnation:  # a new incarnation: fence the old one (store.py)
+            conn.execute("UPDATE partitions SET leader_epoch = leader_epoch + 1 WHERE leader_id = ?", (node_id,))
         conn.execute(
             "INSERT OR REPLACE INTO brokers (node_id, host, port, rack, incarnation, session_expires_ms, listeners) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (node_id, host, port, rack, incarnation, now + session_timeout_ms, json.dumps(listeners)),

@@ -27,6 +27,7 @@ from .errors import (
     UnknownRemoteSegment,
     UnknownTopic,
     UnknownTopicId,
+    WalBatchConflict,
 )
 from .model import (
     CommittedOffset,
@@ -518,26 +519,58 @@ def commit_wal_object(conn: sqlite3.Connection, object_key: str, batches: Sequen
     # A fixed number of statements whatever the number of batches: this thread takes the GIL
     # back after every statement, and behind a busy event loop each wait is a switch interval
     # (5 ms); three statements per batch made a commit of 32 partitions take 30 ms.
-    rows = json.dumps([[b.topic, b.partition, b.base_offset, b.last_offset, b.leader_epoch, b.position, b.size_bytes] for b in batches])
+    rows = json.dumps([
+        [b.topic, b.partition, b.base_offset, b.last_offset, b.leader_epoch, b.position, b.size_bytes,
+         None if b.topic_id is None else str(b.topic_id)]
+        for b in batches
+    ])  # fmt: skip
+    # The topic a batch goes to: the one of its name, and of its id when it carries one (a
+    # topic made again under the name has another id, and its epochs start over).
+    topic_of_batch = "t.name = j.value ->> 0 AND t.topic_id = coalesce(j.value ->> 7, t.topic_id)"
     with _write(conn):
         conn.execute("INSERT OR IGNORE INTO wal_objects (object_key) VALUES (?)", (object_key,))
         stale = conn.execute(
             "SELECT 1 FROM json_each(?) AS j"
-            " LEFT JOIN topics AS t ON t.name = j.value ->> 0"
+            f" LEFT JOIN topics AS t ON {topic_of_batch}"
             " LEFT JOIN partitions AS p ON p.topic_id = t.topic_id AND p.partition = j.value ->> 1"
             " WHERE p.leader_epoch IS NOT j.value ->> 4 LIMIT 1",
             (rows,),
         ).fetchone()
-        if stale is not None:  # raise the precise error: unknown topic or partition, fenced or unknown epoch
+        if stale is not None:  # raise the precise error: topic gone or made again, unknown partition, fenced or unknown epoch
             for b in batches:
-                _fenced_partition(conn, b.topic, b.partition, b.leader_epoch)
-        # A retried commit of the same object writes the same rows: replace, not fail.
-        conn.execute(
-            f"INSERT OR REPLACE INTO wal_batches (topic_id, partition, {_WAL_COLUMNS})"
+                _check_wal_batch(conn, b)
+        # A retried commit of the same object (or upload) rewrites its rows: replace, not fail;
+        # but never a row of another leader epoch (WalBatchConflict). A row not replaced is not
+        # counted in rowcount. ("WHERE true": SQLite's upsert after a join needs a WHERE.)
+        written = conn.execute(
+            f"INSERT INTO wal_batches (topic_id, partition, {_WAL_COLUMNS})"
             " SELECT t.topic_id, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, ?, j.value ->> 5, j.value ->> 6"
-            " FROM json_each(?) AS j JOIN topics AS t ON t.name = j.value ->> 0",
+            f" FROM json_each(?) AS j JOIN topics AS t ON {topic_of_batch} WHERE true"
+            " ON CONFLICT (topic_id, partition, base_offset) DO UPDATE SET last_offset = excluded.last_offset,"
+            " object_key = excluded.object_key, position = excluded.position, size_bytes = excluded.size_bytes"
+            " WHERE wal_batches.leader_epoch = excluded.leader_epoch",
             (object_key, rows),
-        )
+        ).rowcount
+        if written < len(batches):
+            conflict = conn.execute(
+                "SELECT j.key, b.leader_epoch FROM json_each(?) AS j"
+                f" JOIN topics AS t ON {topic_of_batch}"
+                " JOIN wal_batches AS b ON b.topic_id = t.topic_id AND b.partition = j.value ->> 1 AND b.base_offset = j.value ->> 2"
+                " WHERE b.leader_epoch IS NOT j.value ->> 4 ORDER BY j.key LIMIT 1",
+                (rows,),
+            ).fetchone()
+            if conflict is not None:
+                b = batches[conflict[0]]
+                raise WalBatchConflict(b.topic, b.partition, b.base_offset, b.leader_epoch, conflict[1])
+
+
+def _check_wal_batch(conn: sqlite3.Connection, batch: WalBatch) -> None:
+    """Raise why `batch` may not commit, if it may not."""
+    if batch.topic_id is not None:
+        found = conn.execute("SELECT 1 FROM topics WHERE topic_id = ? AND name = ?", (str(batch.topic_id), batch.topic)).fetchone()
+        if found is None:
+            raise UnknownTopicId(batch.topic_id)
+    _fenced_partition(conn, batch.topic, batch.partition, batch.leader_epoch)
 
 
 def list_wal_batches(conn: sqlite3.Connection, topic: str, partition: int, from_offset: int) -> list[WalBatch]:

@@ -217,7 +217,11 @@ class MetadataStore(Protocol):
         Each batch is conditional on its partition's leader epoch (compare-and-set): one stale
         or unknown epoch raises FencedLeaderEpoch / UnknownLeaderEpoch naming that partition,
         and nothing is written. A batch whose partition (or topic) no longer exists raises
-        UnknownTopicOrPartition / UnknownTopic, and nothing is written."""
+        UnknownTopicOrPartition / UnknownTopic, and nothing is written; a batch carrying a
+        `topic_id` that its name no longer belongs to (the topic was deleted, perhaps made
+        again) raises UnknownTopicId, checked before its epoch. A batch recorded again (a
+        retried commit, or upload) replaces its row, but never a row of another leader epoch
+        at the same base offset: WalBatchConflict, and nothing is written."""
         ...
 
     async def list_wal_batches(self, topic: str, partition: int, from_offset: int = 0) -> list[WalBatch]:
@@ -276,7 +280,15 @@ class MetadataStore(Protocol):
         """Open (or renew) the broker's session, expiring `session_timeout_ms` from now (the
         store's clock). The same incarnation, or any incarnation once the old session expired,
         may register; another live incarnation raises BrokerIdInUse. `listeners`: (name, host,
-        port) of each of its listeners, for BrokerRegistration.endpoint."""
+        port) of each of its listeners, for BrokerRegistration.endpoint.
+
+        A new incarnation (another than the one registered, or none registered) also bumps the
+        leader epoch of every partition the node id leads, in the same transaction, as Kafka
+        fences a broker's old incarnation: the old process, perhaps alive behind a network
+        partition, has write-ahead commits and uploads in flight at the epochs it held, and
+        they must fail the epoch check rather than land beside (or over) the new process's
+        batches at the same offsets. The same incarnation (a restart of the same data
+        directory, or a lapsed session renewed) keeps its epochs: its log is the one it wrote."""
         ...
 
     async def heartbeat_broker(self, node_id: int, incarnation: str, session_timeout_ms: int) -> bool:

@@ -27,6 +27,7 @@ from metadata.errors import (
     UnknownTopicId,
     UnknownLeaderEpoch,
     UnknownTopicOrPartition,
+    WalBatchConflict,
 )
 
 from .partition_limits import PartitionPolicyViolation
@@ -187,6 +188,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (RecordsError, ErrorCode.corrupt_message),
     (RecordTooLarge, ErrorCode.message_too_large),
     (FencedLeaderEpoch, ErrorCode.fenced_leader_epoch),  # a newer leader took the partition
+    (WalBatchConflict, ErrorCode.not_leader_or_follower),  # another epoch's batch is durable there: this log diverged
     (UnknownLeaderEpoch, ErrorCode.unknown_leader_epoch),
     (LogClosed, ErrorCode.not_leader_or_follower),  # the partition was closed (deleted, or leadership moved)
     (MetadataStorageError, ErrorCode.kafka_storage_error),  # the metadata store failed: retriable

@@ -462,7 +462,7 @@ class PartitionLeader:
     # --- durability ---------------------------------------------------------------------------
 
     def _submit(self, wal: WalWriter, base_offset: int, last_offset: int, data: bytes | bytearray) -> None:
-        done = wal.submit(self.topic, self.index, self.leader_epoch, base_offset, last_offset, bytes(data))
+        done = wal.submit(self.topic, self.index, self.leader_epoch, base_offset, last_offset, bytes(data), topic_id=self.topic_id)
         self._in_flight.append((last_offset + 1, done))
         done.add_done_callback(self._on_durable)
 

@@ -17,7 +17,9 @@ Tail latency: a PUT slower than 90% of recent ones is sent a second time, identi
 Failures: a PUT or a store commit that fails is retried with backoff, the same object under
 the same key (a PUT that landed but whose answer was lost finds its key taken: that is the
 object itself). A partition whose leader epoch was fenced is dropped from the commit (its
-futures fail with the typed error) and the rest commits. Submitting past
+futures fail with the typed error) and the rest commits; so is a batch of a topic deleted
+since (UnknownTopicId: a batch submitted with its topic's id never commits into a topic made
+again under the same name, whose partitions start at the same epochs). Submitting past
 `wal.max.pending.bytes` not yet durable raises WalBackpressure: produce answers a retriable
 error instead of buffering without bound.
 
@@ -44,6 +46,7 @@ import asyncio
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -53,7 +56,7 @@ from cold_tier.layout import new_upload_id
 from cold_tier.store import ObjectStore
 from cold_tier.wal_format import WAL_PREFIX, encode_wal_object, parse_wal_object_key, wal_object_key
 from metadata import MetadataStore, WalBatch
-from metadata.errors import FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopic, UnknownTopicOrPartition
+from metadata.errors import FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopic, UnknownTopicId, UnknownTopicOrPartition, WalBatchConflict
 
 from .. import metrics
 from ..errors import WalBackpressure
@@ -63,6 +66,9 @@ log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_MS = 50
 RETRY_MAX_BACKOFF_MS = 5_000
+# What a commit raises for a partition that is no longer this writer's to commit (or whose
+# log diverged from the durable one): its batches fail, the rest commit.
+_NOT_OURS = (FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopicOrPartition, UnknownTopic, UnknownTopicId, WalBatchConflict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,12 @@ class _Pending:
     data: bytes
     done: asyncio.Future[None] = field(repr=False)
     submitted_s: float = 0.0  # time.perf_counter() at submission
+    topic_id: uuid.UUID | None = None  # the topic appended to; None: whichever holds the name at the commit
+
+    @property
+    def partition_key(self) -> tuple[str, int, uuid.UUID | None]:
+        """Which partition of which topic: two topics of one name (deleted, made again) are two."""
+        return self.topic, self.partition, self.topic_id
 
 
 class WalWriter:
@@ -108,12 +120,17 @@ class WalWriter:
 
     # --- what leaders call -----------------------------------------------------------------
 
-    def submit(self, topic: str, partition: int, leader_epoch: int, base_offset: int, last_offset: int, data: bytes) -> asyncio.Future[None]:
-        """Queue one appended batch; the future completes when it is durable."""
+    def submit(
+        self, topic: str, partition: int, leader_epoch: int, base_offset: int, last_offset: int, data: bytes,
+        topic_id: uuid.UUID | None = None,
+    ) -> asyncio.Future[None]:
+        """Queue one appended batch; the future completes when it is durable. `topic_id`: the
+        leader's topic, so that the commit is refused if the topic was deleted meanwhile, even
+        if made again under its name (WalBatch)."""
         if self._closing:
             raise WalBackpressure(self._pending_bytes, self.settings.max_pending_bytes, "the broker is shutting down")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._buffer.append(_Pending(topic, partition, base_offset, last_offset, leader_epoch, data, done, time.perf_counter()))
+        self._buffer.append(_Pending(topic, partition, base_offset, last_offset, leader_epoch, data, done, time.perf_counter(), topic_id))
         self._buffer_bytes += len(data)
         self._pending_bytes += len(data)
         metrics.WAL_PENDING_BYTES.set(self._pending_bytes)
@@ -194,21 +211,24 @@ class WalWriter:
                 await asyncio.wait([previous])  # commits in seal order (module header)
             live = list(zip(pending, entries))
             while live:
-                rows = [WalBatch(p.topic, p.partition, p.base_offset, p.last_offset, p.leader_epoch, key, e.position, e.size_bytes) for p, e in live]
+                rows = [
+                    WalBatch(p.topic, p.partition, p.base_offset, p.last_offset, p.leader_epoch, key, e.position, e.size_bytes, p.topic_id)
+                    for p, e in live
+                ]
                 try:
                     await self._retrying(f"commit of write-ahead object {key}", "commit", lambda: self.store.commit_wal_object(key, rows))
                     break
-                except (FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopicOrPartition, UnknownTopic) as exc:
+                except _NOT_OURS as exc:
                     # That partition is no longer ours (or no longer exists): its batches will
                     # never be durable through this broker; the others commit without them.
-                    stale = {(p.topic, p.partition) for p, _ in live if _names(exc, p)}
+                    stale = {p.partition_key for p, _ in live if _names(exc, p)}
                     if not stale:  # cannot tell which partition: give up on all rather than loop
-                        stale = {(p.topic, p.partition) for p, _ in live}
+                        stale = {p.partition_key for p, _ in live}
                     for p, _ in live:
-                        if (p.topic, p.partition) in stale:
+                        if p.partition_key in stale:
                             metrics.WAL_FENCED_BATCHES.inc()
                             self._finish(p, exc)
-                    live = [(p, e) for p, e in live if (p.topic, p.partition) not in stale]
+                    live = [(p, e) for p, e in live if p.partition_key not in stale]
             for p, _ in live:
                 self._finish(p, None)
             if live:
@@ -268,7 +288,7 @@ class WalWriter:
                 if failures:
                     log.info("%s succeeded after %d failed tr%s", what, failures, "y" if failures == 1 else "ies")
                 return
-            except (FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopicOrPartition, UnknownTopic):
+            except _NOT_OURS:
                 raise
             except asyncio.CancelledError:
                 raise
@@ -330,6 +350,8 @@ class WalWriter:
 
 def _names(exc: Exception, pending: _Pending) -> bool:
     """Whether a store error from a commit concerns `pending`'s partition."""
+    if isinstance(exc, UnknownTopicId):  # the deleted topic's batches, not those of a topic made again under its name
+        return exc.topic_id == pending.topic_id
     topic = getattr(exc, "topic", None) or getattr(exc, "name", None)
     partition = getattr(exc, "partition", None)
     return topic == pending.topic and (partition is None or partition == pending.partition)
