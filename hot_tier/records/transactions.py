@@ -145,6 +145,7 @@ class PartitionTxns:
         self._recorded_end = 0  # aborted transactions with a marker below it are in the store
         self._seen = False  # a transactional batch, or an aborted transaction from the store, was seen
         self._rebuilt_aborts: set[int] = set()  # offsets of the ABORT markers `rebuild` found, until `merge_aborted`
+        self._verifying: dict[int, object] = {}  # producer id -> guard of a verification in flight (begin_verification)
 
     @property
     def transaction_free(self) -> bool:
@@ -168,12 +169,29 @@ class PartitionTxns:
         """A transactional data batch was appended."""
         self._seen = True
         self._ongoing.setdefault(producer_id, first_offset)
+        self._verifying.pop(producer_id, None)
+
+    def begin_verification(self, producer_id: int) -> object:
+        """A guard for a KIP-890 verification of the producer's first batch here, asked of a
+        coordinator on another broker (Kafka's VerificationGuard): a marker of the producer
+        appended before the answer is used voids it (`verification_holds`), since the answer
+        may describe the transaction that marker ended. Requests verifying together share it."""
+        return self._verifying.setdefault(producer_id, object())
+
+    def verification_holds(self, producer_id: int, guard: object) -> bool:
+        return self._verifying.get(producer_id) is guard
+
+    def end_verification(self, producer_id: int, guard: object) -> None:
+        """The request that took `guard` is done with it (kept while another holds it: no matter)."""
+        if self._verifying.get(producer_id) is guard:
+            del self._verifying[producer_id]
 
     def on_marker(self, producer_id: int, marker_offset: int, commit: bool, default_first_offset: int) -> None:
         """A marker was appended at `marker_offset`; its transaction is stable once it is durable.
         A marker of a producer with no open transaction here (a second marker after a
         coordinator restart, or a transaction that wrote nothing to this partition) ends nothing."""
         self._seen = True
+        self._verifying.pop(producer_id, None)
         first = self._ongoing.pop(producer_id, None)
         if first is None:
             return

@@ -20,7 +20,9 @@ from kio.schema.errors import ErrorCode
 from diskless.broker.errors import TxnVerificationFailed, error_code_for
 from diskless.broker.handlers import produce
 from diskless.broker.partition.leader import PartitionLeader
+from hot_tier import AppendInfo
 from hot_tier.records import Record, encode_batch, read_header
+from hot_tier.records.transactions import PartitionTxns
 
 TOPIC, INDEX, PRODUCER_ID, PRODUCER_EPOCH = "orders", 0, 7, 2
 OUTCOMES = [ErrorCode.not_enough_replicas, ErrorCode.invalid_producer_epoch, ErrorCode.invalid_producer_id_mapping, ErrorCode.invalid_txn_state]
@@ -30,19 +32,34 @@ class Partition:
     """A leader with no transaction open for the producer: its first batch must be verified."""
 
     topic, index = TOPIC, INDEX
-    txns = SimpleNamespace(is_ongoing=lambda producer_id: False)
+
+    def __init__(self) -> None:
+        self.txns = PartitionTxns()
 
     def append(self, records: bytes, now_ms: int, verify: Any) -> Any:
         PartitionLeader._check_transactional(self, read_header(records, 0, check_crc=False), verify)  # type: ignore[arg-type]
         raise AssertionError("the batch was verified")
 
 
+class Appending(Partition):
+    """One that appends a verified batch at offset 0."""
+
+    log_start_offset = 0
+
+    def append(self, records: bytes, now_ms: int, verify: Any) -> Any:
+        PartitionLeader._check_transactional(self, read_header(records, 0, check_crc=False), verify)  # type: ignore[arg-type]
+        self.txns.on_data(PRODUCER_ID, 0)
+        return AppendInfo(0, 0, now_ms, -1, 0, 0)
+
+
 def broker(partition: Partition, in_process: ErrorCode) -> Any:
     async def until_open(keys: Any, timeout_s: float) -> None:
         return None
 
+    registry = SimpleNamespace(until_open=until_open, partition=partition)
+    registry.leader = lambda topic, index: registry.partition if (topic, index) == (TOPIC, INDEX) else None
     return SimpleNamespace(
-        registry=SimpleNamespace(until_open=until_open, leader=lambda topic, index: partition if (topic, index) == (TOPIC, INDEX) else None),
+        registry=registry,
         security=SimpleNamespace(allowed=lambda *args: True),
         transactions=SimpleNamespace(verify=lambda producer_id, epoch, topic, index: in_process),
         clock=lambda: 1_000,
@@ -95,3 +112,30 @@ def test_not_enough_replicas_stays_retriable_and_an_unknown_code_falls_back() ->
     assert error_code_for(TxnVerificationFailed(TOPIC, INDEX, PRODUCER_ID, int(ErrorCode.invalid_producer_epoch))) is ErrorCode.invalid_producer_epoch
     assert error_code_for(TxnVerificationFailed(TOPIC, INDEX, PRODUCER_ID, "refused")) is ErrorCode.invalid_txn_state
     assert error_code_for(TxnVerificationFailed(TOPIC, INDEX, PRODUCER_ID, ErrorCode.none)) is ErrorCode.invalid_txn_state
+
+
+async def test_a_verification_a_marker_overtook_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The coordinator elsewhere answered that the transaction holds the partition, but the
+    producer's marker (the end of that transaction, say an abort) reached the partition while
+    it was asked: the answer is stale (Kafka's VerificationGuard). Appended, the batch would
+    open a transaction no marker ends; the producer is told to retry instead, and verified again."""
+    target = Appending()
+    during: list[Any] = []
+
+    async def verify_elsewhere(broker: Any, transactional_id: str, batches: list[tuple[str, int, int, int]]) -> dict[tuple[str, int], ErrorCode]:
+        for event in during:
+            event()
+        return {(TOPIC, INDEX): ErrorCode.none}
+
+    monkeypatch.setattr(produce.transactions, "verify_elsewhere", verify_elsewhere)
+    stand_in = broker(target, in_process=ErrorCode.none)
+    during.append(lambda: target.txns.on_marker(PRODUCER_ID, 5, False, 0))
+    assert error_of(await produce.handle_produce(stand_in, request())) is ErrorCode.not_enough_replicas
+    during[:] = [lambda: setattr(stand_in.registry, "partition", Appending())]  # a new leadership meanwhile
+    assert error_of(await produce.handle_produce(stand_in, request())) is ErrorCode.not_enough_replicas
+    during.clear()
+    stand_in.registry.partition = target
+    [topic] = (await produce.handle_produce(stand_in, request())).responses
+    [answer] = topic.partition_responses
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 0)
+    assert target.txns.is_ongoing(PRODUCER_ID) and target.txns._verifying == {}  # the guard went with the request

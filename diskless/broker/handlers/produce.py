@@ -35,9 +35,14 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
     now = broker.clock()
     transactional_id = getattr(body, "transactional_id", None)  # only transactional producers send one
     refused_id = bool(transactional_id) and not transactions.may_write(broker, transactional_id)
-    verified = {}
+    verified: dict[tuple[str, int], ErrorCode] = {}
+    guards: dict[tuple[str, int], tuple[Any, int, object]] = {}  # (leader, producer id, guard) per partition verified elsewhere
     if transactional_id and not refused_id:
-        verified = await transactions.verify_elsewhere(broker, transactional_id, _opening_transactions(broker, body))
+        opening = _opening_transactions(broker, body)
+        for topic, index, producer_id, _ in opening:
+            leader = broker.registry.leader(topic, index)
+            guards[(topic, index)] = (leader, producer_id, leader.txns.begin_verification(producer_id))
+        verified = await transactions.verify_elsewhere(broker, transactional_id, opening)
     # topic -> [partition index, error, message, AppendInfo | None, leader | None, record errors], in request order.
     outcomes: dict[str, list[list[Any]]] = {}
     for topic_data in body.topic_data:
@@ -60,6 +65,8 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                     verify = broker.transactions.verify
                     if (topic_data.name, data.index) in verified:
                         code = verified[(topic_data.name, data.index)]
+                        if not _still_verified(guards.get((topic_data.name, data.index)), partition):
+                            code = ErrorCode.not_enough_replicas  # the answer may be stale: the producer retries, verified again
                         verify = lambda *_, code=code: code  # noqa: E731 (the coordinator elsewhere answered)
                     info = partition.append(data.records, now, verify)
                 except Exception as exc:
@@ -68,6 +75,8 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                     if error is not ErrorCode.unknown_server_error:
                         log.warning("produce to %s-%d from %s rejected: %s", topic_data.name, data.index, request.header.client_id, exc)
             results.append([data.index, error, message, info, partition, record_errors])
+    for leader, producer_id, guard in guards.values():
+        leader.txns.end_verification(producer_id, guard)
     if body.acks == 0:
         return None
     if body.acks == -1:
@@ -118,6 +127,16 @@ async def _until_durable(outcomes: dict[str, list[list[Any]]], timeout_ms: int) 
         if (failure := task.exception()) is not None:
             outcome = waits[task]
             outcome[1], outcome[2] = _durability_error(failure, f"produce to {outcome[4].topic}-{outcome[0]}"), str(failure)
+
+
+def _still_verified(guard: tuple[Any, int, object] | None, partition: Any) -> bool:
+    """Whether a verification asked of another broker still describes the partition: neither a
+    marker of the producer (it ended the transaction the answer saw) nor a new leadership (a
+    leader opened afresh) came while it was asked."""
+    if guard is None:
+        return True
+    leader, producer_id, token = guard
+    return leader is partition and partition.txns.verification_holds(producer_id, token)
 
 
 def _opening_transactions(broker: BrokerApi, body: Any) -> list[tuple[str, int, int, int]]:
