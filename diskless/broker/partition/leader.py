@@ -644,10 +644,16 @@ class PartitionLeader:
             self.remote.segments, self._log.segments,
             retention_ms=retention_ms, retention_bytes=retention_bytes, log_start_offset=self._deleted_below, now_ms=now_ms,
         )  # fmt: skip
+        if count:
+            # The store learns the new log start offset before the segments go: with the bucket
+            # emptied, it is all a next leader has to start from (the bucket's end is then 0).
+            # A failed write deletes nothing, so the next pass selects the same segments and
+            # writes again; a crash after it leaves segments below it, which it hides.
+            start = max(self.log_start_offset, self.remote.segments[count - 1].next_offset)
+            await self._store.set_log_start_offset(self.topic, self.index, start, leader_epoch=self.leader_epoch)
+            self._deleted_below = max(self._deleted_below, start)
         for _ in range(count):
             segment = await self.remote.delete_oldest(self.leader_epoch)
-            self._deleted_below = max(self._deleted_below, segment.next_offset)
-            await self._store.set_log_start_offset(self.topic, self.index, self.log_start_offset, leader_epoch=self.leader_epoch)
             logger.info(
                 "%s-%d: retention deleted segment %d-%d from the bucket; log start offset is %d",
                 self.topic, self.index, segment.base_offset, segment.last_offset, self.log_start_offset,

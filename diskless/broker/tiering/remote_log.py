@@ -25,7 +25,7 @@ from cold_tier.layout import CommittedSegment, new_upload_id, parse_commit_key
 from cold_tier.remote_log import RemoteLogReader
 from cold_tier.segments import delete_segment
 from cold_tier.store import ObjectStore
-from metadata import MetadataStore, RemoteSegment, RemoteSegmentState
+from metadata import InvalidRemoteSegmentTransition, MetadataStore, RemoteSegment, RemoteSegmentState
 
 from .. import metrics
 
@@ -137,8 +137,19 @@ class RemoteLog:
         return attempt
 
     async def commit(self, segment: CommittedSegment, leader_epoch: int) -> None:
-        """The upload's commit object is in the bucket: the segment joins the remote log."""
-        await self._storage.store.commit_remote_segment(self.topic, self.index, segment.base_offset, segment.commit_key, leader_epoch=leader_epoch)
+        """The upload's commit object is in the bucket: the segment joins the remote log.
+
+        The store's commit is not idempotent, and its answer can be lost after it took effect
+        (a timeout, a dropped connection): the uploader's retry then finds the row committed
+        already. Under this upload's own key (its upload id is unique, and the store checks
+        the epoch fence before the state) that is this very commit, done: the retry succeeds.
+        Raised instead, it retried forever, and the partition's uploads stopped behind it."""
+        try:
+            await self._storage.store.commit_remote_segment(self.topic, self.index, segment.base_offset, segment.commit_key, leader_epoch=leader_epoch)
+        except InvalidRemoteSegmentTransition as exc:
+            if not _committed_already(exc, segment):
+                raise
+            log.info("%s-%d: segment %d was committed by an earlier try whose answer was lost", self.topic, self.index, segment.base_offset)
         self._upload = None
         self._segments.append(segment)
 
@@ -246,6 +257,16 @@ class RemoteLog:
     def may_hold_timestamp(self, timestamp: int) -> bool:
         """CreateTime timestamps need not grow with offsets: any segment may hold the target."""
         return any(s.max_timestamp >= timestamp for s in self._segments)
+
+
+def _committed_already(exc: InvalidRemoteSegmentTransition, segment: CommittedSegment) -> bool:
+    """The refused commit found this segment's own row (same base offset, same commit key)
+    committed: an earlier commit of it took effect."""
+    return (
+        (exc.topic, exc.partition, exc.base_offset, exc.object_key) == (segment.topic, segment.partition, segment.base_offset, segment.commit_key)
+        and exc.state == RemoteSegmentState.COMMITTED
+        and exc.target == RemoteSegmentState.COMMITTED
+    )
 
 
 def _row(segment: CommittedSegment) -> RemoteSegment:
