@@ -163,6 +163,7 @@ class Registry:
             log.info("leading %d more partition(s); %d in all", len(opening), len(self._leaders))
 
     async def _open_leaders(self, opening: list[tuple[str, int]], mine: Mapping[tuple[str, int], PartitionLeadership]) -> None:
+        await self.uploader.stop_uploads(opening)  # of leaders closed here before: they settle nothing the new one reads
         # A few side by side: each waits mostly on the metadata store and on the bucket (a
         # long tail to rebuild), so one partition's waits overlap another's work.
         start_offsets = {name: await self.store.get_log_start_offsets(name) for name in dict.fromkeys(t for t, _ in opening)}

@@ -96,3 +96,30 @@ def test_aborted_transactions_are_recorded_before_the_segment_commits(tmp_path, 
     asyncio.run(uploader._upload_all(leader))  # type: ignore[arg-type]
     tries = ["begin", "publish", "record 200 failed"] * failures
     assert leader.steps == [*tries, "begin", "publish", "record 200", "commit 200", "committed"]
+
+
+def test_a_closed_leaders_upload_is_stopped_before_the_partition_opens_again(tmp_path, no_bucket_writes, monkeypatch) -> None:
+    """The registry stops the upload of a leader it closed before the partition opens again
+    (stop_uploads): left running, it wrote its commit object to the bucket after the new
+    leader's RemoteLog.load had found the upload unfinished and deleted its data."""
+    leader = Leader(tmp_path, failures=0)
+    uploader = Uploader(bucket=None, leaders=lambda: [leader], clock=lambda: 0)  # type: ignore[arg-type]
+
+    async def scenario() -> list[str]:
+        in_flight, release = asyncio.Event(), asyncio.Event()
+
+        async def slow_upload(*args, **kwargs):
+            in_flight.set()
+            await release.wait()  # the data PUTs, in flight when the leader closes
+
+        monkeypatch.setattr(uploader_module, "upload_committed", slow_upload)
+        uploader._tasks[("t", 0)] = asyncio.create_task(uploader._upload_all(leader))  # type: ignore[arg-type]  # as a pass starts it
+        await asyncio.wait_for(in_flight.wait(), 5)
+        leader.closed = True
+        await uploader.stop_uploads([("t", 0), ("t", 1)])
+        release.set()  # too late: the task was cancelled and awaited
+        await asyncio.sleep(0)
+        return leader.steps
+
+    assert asyncio.run(scenario()) == ["begin"]
+    assert uploader._tasks == {}

@@ -39,7 +39,7 @@ import logging
 import os
 import random
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from cold_tier.health import retry_wait
@@ -211,6 +211,18 @@ class Uploader:
         log.info("%s-%d: segment %d-%d (%d bytes) is in the bucket", leader.topic, leader.index,
                  committed.base_offset, committed.last_offset, committed.size_bytes)  # fmt: skip
         leader.drop_uploaded_local_copies(self.clock())
+
+    async def stop_uploads(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Cancel and await the uploads of these partitions, which are about to open here again
+        (the leaders that ran them were closed: a lost session, a new epoch). One left running
+        could write its commit object to the bucket after the new leader's `RemoteLog.load`
+        found its upload unfinished and deleted its data: a commit object the store does not
+        know, of missing data, which readers of the bucket alone (Spark) would take for the
+        segment at those offsets."""
+        tasks = [self._tasks.pop(key) for key in keys if key in self._tasks]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def delete_topic_objects(self, topic: str, leaders: list[PartitionLeader]) -> None:
         """Remove a deleted topic's objects (commits first, so readers stop seeing it at once).
