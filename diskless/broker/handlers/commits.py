@@ -2,25 +2,40 @@
 
 As in groups.py, committed offsets are reached only through `broker.groups`, and an exception
 while serving a group is logged once and answered with `coordinator_error`'s code.
+
+OffsetFetch with require_stable (KIP-447) answers UNSTABLE_OFFSET_COMMIT for a partition whose
+offset an open or committing transaction (Ongoing, PrepareCommit) holds. Kafka's group
+coordinator holds such pending offsets itself; here the transactional id's coordinator does
+(txn/transactions.py: the group's coordinator hands TxnOffsetCommit on to it), and that is
+usually another broker. Its state is asked where it is authoritative: in process for the
+transactional ids this broker coordinates, and in the metadata store for the others, since a
+coordinator writes every transition there (the pending offsets a TxnOffsetCommit added
+included) before it answers, and writes CompleteCommit only after the offsets. Nothing is
+remembered between requests, and a group whose coordinator moved still sees the pending
+offsets its previous coordinator handed on. The transaction state is read before the
+committed offsets: a transaction seen complete has already written its offsets. The cost: one
+read of the store's transactions while this broker does not coordinate every slot; the store
+failing answers the group's coordinator error (retriable), never a stale offset.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
+from metadata.transactions import ONGOING, PREPARE_COMMIT, TransactionRecord
 
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import DELETE, DESCRIBE, GROUP, READ, TOPIC
 from ..security.errors import GroupAuthorizationFailed
 from ..security.session import SESSION
-from .groups import answers_failure, coordinator_error
+from .groups import answers_failure, coordinator_error, is_coordinator
 
 
 def _offset_commit_response(request: Request, codes: Iterator[ErrorCode]) -> Any:
@@ -93,12 +108,12 @@ async def _fetch_group(
     commit answers UNSTABLE_OFFSET_COMMIT (retriable) instead of the offset it will replace."""
     if not broker.security.allowed(DESCRIBE, GROUP, group_id):
         raise GroupAuthorizationFailed(SESSION.get().principal, "DESCRIBE", "GROUP", group_id)
+    unstable = await _unstable_partitions(broker, group_id) if require_stable else set()  # before the offsets (module header)
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     committed = {(o.topic, o.partition): o for o in await broker.groups.fetch_offsets(group_id, wanted)}
     if wanted is None:  # as Kafka: every committed offset of the topics the principal may DESCRIBE
         wanted = [tp for tp in sorted(committed) if broker.security.allowed(DESCRIBE, TOPIC, tp[0])]
     by_topic: dict[str, list[Any]] = defaultdict(list)
-    unstable = broker.transactions.core.pending_offset_partitions(group_id) if require_stable else set()
     for topic, partition in wanted:
         if not broker.security.allowed(DESCRIBE, TOPIC, topic):
             by_topic[topic].append(_offset_fetch_partition(mod, partition_cls, partition, None, ErrorCode.topic_authorization_failed))
@@ -108,6 +123,29 @@ async def _fetch_group(
             continue
         by_topic[topic].append(_offset_fetch_partition(mod, partition_cls, partition, committed.get((topic, partition)), ErrorCode.none))
     return tuple(make(getattr(mod, topic_cls), name=topic, partitions=tuple(parts)) for topic, parts in by_topic.items())
+
+
+def pending_offset_partitions(records: Iterable[TransactionRecord], group_id: str) -> set[tuple[str, int]]:
+    """The partitions whose offsets in `group_id` a transaction of `records` holds while it is
+    open or committing (an aborting or complete one holds none)."""
+    return {
+        (o.topic, o.partition)
+        for r in records if r.state in (ONGOING, PREPARE_COMMIT)
+        for g, o in r.pending_offsets if g == group_id
+    }  # fmt: skip
+
+
+async def _unstable_partitions(broker: BrokerApi, group_id: str) -> set[tuple[str, int]]:
+    """The group's partitions a transaction is about to commit offsets for: each transaction as
+    its coordinator holds it, in process here, from the store when another broker coordinates
+    it (module header). A single broker, or one holding every slot, reads no store."""
+    await broker.transactions.ensure_loaded()  # the slots held here are in process
+    unstable = broker.transactions.core.pending_offset_partitions(group_id)
+    node = broker.settings.node_id
+    if is_coordinator(broker, group_id) and any(s.leader_id != node for s in broker.cluster.slots.values()):
+        records = [r for r in await broker.transactions.store.list_transactions() if not is_coordinator(broker, r.transactional_id)]
+        unstable |= pending_offset_partitions(records, group_id)
+    return unstable
 
 
 async def handle_offset_fetch(broker: BrokerApi, request: Request) -> Any:
