@@ -7,6 +7,10 @@ coordinator that restarts (or takes over) finishes the transaction it finds prep
 partitions and the offsets committed in the transaction (TxnOffsetCommit, applied to the
 group's committed offsets when the transaction commits) travel with the row.
 
+The `offsets` column holds JSON {"groups": [...], "offsets": [...], "last_producer_epoch": n};
+a row written before `last_producer_epoch` was kept has none, read as -1 (no previous epoch),
+and a reader that does not know the key ignores it, so no schema version is needed for it.
+
 Rows are keyed on the transactional id; partitions are named by topic name (a deleted topic's
 markers are skipped by the coordinator).
 """
@@ -35,7 +39,12 @@ class TransactionRecord:
     """One transactional id's state. `partitions` are (topic, partition), sorted; `groups`
     the consumer groups added with AddOffsetsToTxn; `pending_offsets` (group id, offset)
     pairs written by TxnOffsetCommit, visible once the transaction commits.
-    `txn_start_ms` is the last transaction's start, -1 before the first one."""
+    `txn_start_ms` is the last transaction's start, -1 before the first one.
+    `last_producer_epoch` is Kafka's lastProducerEpoch (KIP-360): the epoch a producer held
+    before it bumped its own epoch with InitProducerId naming it, so that a retry of that
+    request (its answer lost) gets the current epoch instead of PRODUCER_FENCED; -1 when the
+    last bump fenced a producer (a new InitProducerId, a timeout) or there was none. Kafka
+    keeps it in memory only; it is persisted here, so a coordinator move keeps it."""
 
     transactional_id: str
     producer_id: int
@@ -47,6 +56,7 @@ class TransactionRecord:
     pending_offsets: tuple[tuple[str, CommittedOffset], ...] = ()
     txn_start_ms: int = -1
     last_update_ms: int = -1
+    last_producer_epoch: int = -1
 
     def encode_partitions(self) -> str:
         return json.dumps([list(p) for p in self.partitions])
@@ -58,6 +68,7 @@ class TransactionRecord:
                 [g, o.topic, o.partition, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
                 for g, o in self.pending_offsets
             ],
+            "last_producer_epoch": self.last_producer_epoch,
         })
 
     @classmethod
@@ -71,7 +82,7 @@ class TransactionRecord:
             tuple((t, p) for t, p in json.loads(partitions)),
             tuple(parsed["groups"]),
             tuple((g, CommittedOffset(t, p, o, e, m, ts)) for g, t, p, o, e, m, ts in parsed["offsets"]),
-            start_ms, update_ms,
+            start_ms, update_ms, parsed.get("last_producer_epoch", -1),
         )  # fmt: skip
 
     def row(self) -> tuple:  # type: ignore[type-arg]

@@ -21,6 +21,17 @@ aborts it (with the bumped epoch, so the partitions fence the old producer too) 
 CONCURRENT_TRANSACTIONS, which the client retries. A transaction silent for its
 `transaction.timeout.ms` is aborted the same way (`timed_out`).
 
+KIP-360, as Kafka's TransactionMetadata.prepareIncrementProducerEpoch: a producer that names
+its own id and current epoch in InitProducerId (after an abortable error, once its
+transaction ended) bumps its epoch and the record keeps the epoch it had
+(`last_producer_epoch`), so a retry of that request whose answer was lost, naming the epoch
+before, gets the current one back, not bumped again. A bump that fences (an InitProducerId
+naming no producer, a transaction aborted for its timeout or by such an InitProducerId) keeps
+no previous epoch, as Kafka's prepareFenceProducerEpoch path: the producer whose transaction
+timed out is fenced for good (EndTxn and InitProducerId with its epoch answer PRODUCER_FENCED;
+librdkafka and the Java client raise a fatal error, and the application makes a new
+producer). EndTxn must name the current epoch (Kafka's EndTxn before v5, transaction version 1).
+
 No I/O, no clock: `now_ms` comes in. One instance per coordinator, used by the event-loop
 task only.
 """
@@ -151,25 +162,34 @@ class TransactionCoordinator:
                 return NeedProducerId()
             new = TransactionRecord(transactional_id, fresh_producer_id, 0, timeout_ms, EMPTY, last_update_ms=now_ms)
             return InitProducerIdDecision(ErrorCode.none, new.producer_id, new.producer_epoch, new)
+        named = expected_producer_id != NO_PRODUCER_ID
+        retry = named and record.last_producer_epoch != NO_PRODUCER_EPOCH and expected_epoch == record.last_producer_epoch
+        # KIP-360: a producer that names its id and epoch must be the current one, or the one
+        # just before the bump it asked for (a retry). Kafka checks only the id before an
+        # Ongoing transaction is fenced; the epoch is checked first here, so an older producer
+        # cannot abort the current producer's transaction.
+        if named and (expected_producer_id != record.producer_id or (expected_epoch != record.producer_epoch and not retry)):
+            return InitProducerIdDecision(ErrorCode.producer_fenced)
         if is_preparing(record):
             return InitProducerIdDecision(ErrorCode.concurrent_transactions)
-        # KIP-360: a producer that names its id and epoch must be the current one (or the one
-        # just before a bump this coordinator made, which we do not track: fenced then).
-        if expected_producer_id != NO_PRODUCER_ID and (
-            expected_producer_id != record.producer_id or expected_epoch != record.producer_epoch
-        ):
-            return InitProducerIdDecision(ErrorCode.producer_fenced)
         if record.state == ONGOING:
             # Fence the current producer and abort its transaction; the client retries.
             return InitProducerIdDecision(ErrorCode.concurrent_transactions, record=self._abort(record, now_ms, bump=True))
-        if record.producer_epoch + 1 >= MAX_PRODUCER_EPOCH:
+        empty = {"timeout_ms": timeout_ms, "state": EMPTY, "partitions": (), "groups": (), "pending_offsets": (),
+                 "txn_start_ms": -1, "last_update_ms": now_ms}  # fmt: skip
+        if retry:
+            # A retry of a bump already made: the current epoch, not bumped again.
+            new = replace(record, **empty)  # type: ignore[arg-type]
+        elif record.producer_epoch + 1 >= MAX_PRODUCER_EPOCH:
             if fresh_producer_id is None:
                 return NeedProducerId()
-            new = replace(record, producer_id=fresh_producer_id, producer_epoch=0, timeout_ms=timeout_ms, state=EMPTY,
-                          partitions=(), groups=(), pending_offsets=(), txn_start_ms=-1, last_update_ms=now_ms)  # fmt: skip
+            # Kafka also remembers the previous producer id to accept a retry of this move; not
+            # kept here, so such a retry is fenced (once per 32766 bumps of one producer id).
+            new = replace(record, producer_id=fresh_producer_id, producer_epoch=0,
+                          last_producer_epoch=NO_PRODUCER_EPOCH, **empty)  # type: ignore[arg-type]  # fmt: skip
         else:
-            new = replace(record, producer_epoch=record.producer_epoch + 1, timeout_ms=timeout_ms, state=EMPTY,
-                          partitions=(), groups=(), pending_offsets=(), txn_start_ms=-1, last_update_ms=now_ms)  # fmt: skip
+            last = record.producer_epoch if named else NO_PRODUCER_EPOCH  # a producer naming none fences the one before
+            new = replace(record, producer_epoch=record.producer_epoch + 1, last_producer_epoch=last, **empty)  # type: ignore[arg-type]
         return InitProducerIdDecision(ErrorCode.none, new.producer_id, new.producer_epoch, new)
 
     # --- within a transaction ----------------------------------------------------------------
@@ -259,8 +279,13 @@ class TransactionCoordinator:
         return Decision(ErrorCode.invalid_txn_state)
 
     def _abort(self, record: TransactionRecord, now_ms: int, *, bump: bool) -> TransactionRecord:
-        epoch = record.producer_epoch + 1 if bump and record.producer_epoch + 1 < MAX_PRODUCER_EPOCH else record.producer_epoch
-        return replace(record, producer_epoch=epoch, state=PREPARE_ABORT, last_update_ms=now_ms)
+        """PrepareAbort. `bump` fences the producer: its epoch is not kept as the previous one
+        (Kafka's endTransaction on an epoch fence sets lastProducerEpoch to -1), so neither
+        EndTxn nor InitProducerId with it is taken for a retry."""
+        if not bump:
+            return replace(record, state=PREPARE_ABORT, last_update_ms=now_ms)
+        epoch = record.producer_epoch + 1 if record.producer_epoch + 1 < MAX_PRODUCER_EPOCH else record.producer_epoch
+        return replace(record, producer_epoch=epoch, last_producer_epoch=NO_PRODUCER_EPOCH, state=PREPARE_ABORT, last_update_ms=now_ms)
 
     def complete(self, transactional_id: str, now_ms: int) -> TransactionRecord | None:
         """The record once every marker of a preparing transaction is durable (and, for a
