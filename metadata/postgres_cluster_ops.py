@@ -51,6 +51,9 @@ async def register_broker(
             " WHERE p.topic_id = l.topic_id AND p.partition = l.partition",
             node_id,
         )
+        # Its coordinator slots too: the old process's transaction and group writes are
+        # conditional on the slot's epoch (the coordinator epoch).
+        await conn.execute("UPDATE coordinator_slots SET epoch = epoch + 1 WHERE holder = $1", node_id)
     await conn.execute(
         "INSERT INTO brokers (node_id, host, port, rack, incarnation, session_expires, listeners)"
         " VALUES ($1, $2, $3, $4, $5, clock_timestamp() + $6::interval, $7)"

@@ -44,6 +44,7 @@ def register_broker(
             raise BrokerIdInUse(node_id, row[0])
         if row is None or row[0] != incarnation:  # a new incarnation: fence the old one (store.py)
             conn.execute("UPDATE partitions SET leader_epoch = leader_epoch + 1 WHERE leader_id = ?", (node_id,))
+            conn.execute("UPDATE coordinator_slots SET epoch = epoch + 1 WHERE holder = ?", (node_id,))
         conn.execute(
             "INSERT OR REPLACE INTO brokers (node_id, host, port, rack, incarnation, session_expires_ms, listeners) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (node_id, host, port, rack, incarnation, now + session_timeout_ms, json.dumps(listeners)),

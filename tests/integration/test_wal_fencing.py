@@ -182,6 +182,20 @@ async def test_a_new_incarnation_fences_the_epochs_its_node_id_held(store: Metad
     assert [p.leader_epoch for p in await leaderships(store, topic)] == [2, 2, 1]
 
 
+async def test_a_new_incarnation_fences_the_coordinator_slots_its_node_id_held(store: MetadataStore) -> None:
+    """Transaction and group state writes are conditional on the coordinator slot's epoch: the
+    old process's must fail once a new incarnation holds the node id."""
+    node, other = 111, 112
+    await store.create_coordinator_slots(4)
+    await store.register_broker(node, "127.0.0.1", 9092, None, "old", 1)
+    before = {s.partition: s.leader_epoch for s in await store.list_coordinator_slots()}
+    assert await store.set_coordinator_slots([(0, node, before[0]), (1, other, before[1])]) == [before[0] + 1, before[1] + 1]
+    await until_expired(store, node)
+    await store.register_broker(node, "127.0.0.1", 9093, None, "new", 60_000)
+    after = {s.partition: (s.leader_id, s.leader_epoch) for s in await store.list_coordinator_slots()}
+    assert (after[0], after[1]) == ((node, before[0] + 2), (other, before[1] + 1))
+
+
 async def test_a_wal_row_is_never_replaced_by_another_epochs_batch(store: MetadataStore) -> None:
     topic = name()
     await store.create_topic(topic, 2, {})
