@@ -8,12 +8,15 @@ leader answers a consumer whose `client.rack` names another rack with a live bro
 rack as its preferred read replica (chosen by partition, so a rack's brokers share them), and
 no records; the consumer then fetches there. Unset (Kafka's default), only leaders serve.
 
-What a read replica serves: consumers' fetches of partitions led elsewhere. A replica cannot
-tell an open or aborted transaction from a committed one, so a leader sends read_committed
-consumers to a replica only for partitions that never held a transactional batch, and the
-replica serves read_committed fetches up to the first transactional or control batch; one
-starting there is answered NOT_LEADER_OR_FOLLOWER, and the client goes back to the leader
-(which by then has seen that batch, so it serves it itself). Its view of a partition (log start, segments, the write-ahead batches above them)
+What a read replica serves: consumers' fetches of partitions led elsewhere whose every
+acknowledged batch is in the bucket (tiered, with write-ahead objects: a leader names no
+replica for the others). A replica cannot tell an open or aborted transaction from a
+committed one, so a leader sends read_committed consumers to a replica only for partitions
+that, as far as it saw every batch, never held a transactional one (`known_transaction_free`:
+a leader that opened above history only in the bucket cannot vouch for it), and the replica
+serves read_committed fetches up to the first transactional or control batch; one starting
+there is answered NOT_LEADER_OR_FOLLOWER, and the client goes back to the leader (which by
+then has seen that batch, so it serves it itself). Its view of a partition (log start, segments, the write-ahead batches above them)
 is read from the metadata store and kept `VIEW_MAX_AGE_S`, shared by every fetch of that
 partition; record bytes come through the broker-wide segment reader and ranged GETs of
 write-ahead objects. A fetch at the durable end long-polls by re-reading the view. Offsets

@@ -83,7 +83,7 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                 polling = polling or (error is ErrorCode.none and size == 0)
             elif partition is None:
                 error = absent(broker, fetch_topic.topic, fetch.partition)
-            elif replicas is not None and rack and (not read_committed or partition.txns.transaction_free) and (
+            elif replicas is not None and rack and partition.readable_elsewhere and (not read_committed or partition.known_transaction_free) and (
                 target := preferred_read_replica(broker.cluster.brokers.values(), broker.settings.node_id, rack, fetch_topic.topic, fetch.partition)
             ) is not None:
                 # As Kafka's leader: no records, the replica to fetch from next.

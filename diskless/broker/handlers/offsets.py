@@ -67,9 +67,10 @@ async def _list_offset(partition: PartitionLeader, timestamp: int, isolation_lev
         return (-1, partition.log_start_offset)
     if timestamp == EARLIEST_LOCAL:
         return (-1, partition.local_log_start_offset)
+    fetchable_below = partition.last_stable_offset if isolation_level == 1 else partition.high_watermark
     if timestamp == MAX_TIMESTAMP:
-        return await partition.max_timestamp_offset()
-    return await partition.offset_for_timestamp(timestamp)
+        return await partition.max_timestamp_offset(fetchable_below)
+    return await partition.offset_for_timestamp(timestamp, fetchable_below)
 
 
 async def handle_delete_records(broker: BrokerApi, request: Request) -> Any:

@@ -117,6 +117,7 @@ class PartitionLeader:
         self.txns = PartitionTxns()  # open transactions, last stable offset, aborted ones (txn/)
         self.txns.seed_ongoing(open_below)  # before the fold: its markers may end them
         self.txns.rebuild(transactional_batches(log), self.high_watermark)
+        self._saw_whole_log = log.log_start_offset <= log_start_offset  # known_transaction_free
         self._appended: asyncio.Future[None] | None = None
         self._tail_uploaded: tuple[int, asyncio.Future[None]] | None = None  # hand_over_tail's wait
         # Files written before this leadership's first write, not at open (_first_write).
@@ -201,6 +202,20 @@ class PartitionLeader:
     @property
     def tiered(self) -> bool:
         return self._rules.tiered
+
+    @property
+    def readable_elsewhere(self) -> bool:
+        """Every acknowledged batch is in the bucket (tiered, with write-ahead objects), so a
+        broker that does not lead the partition can serve it (replica_reads.py)."""
+        return self._rules.tiered and self._wal is not None
+
+    @property
+    def known_transaction_free(self) -> bool:
+        """No batch of the partition is transactional, as far as this leader can tell: it has
+        seen every batch (its local log held the whole log when it opened, or the partition was
+        made here) and none was. Transactions committed long ago, only in the bucket, leave no
+        trace in the store, so a leader that opened above them cannot vouch for their absence."""
+        return self._saw_whole_log and self.txns.transaction_free
 
     @property
     def closed(self) -> bool:
@@ -544,37 +559,52 @@ class PartitionLeader:
         last stable offset of a read_committed fetch): a FileSlice of the hot tier, bytes from
         the bucket, or None when there is nothing to send."""
         log_start_offset = self.log_start_offset
-        if not log_start_offset <= offset <= self.high_watermark:
+        # As Kafka: out of range only past the log end; between the high watermark and it
+        # (appended, not yet durable) nothing yet, and the fetch waits.
+        if not log_start_offset <= offset <= self._log.log_end_offset:
             raise OffsetOutOfRange(offset, log_start_offset, self._log.log_end_offset)
         limit = self.high_watermark if max_offset is None else min(max_offset, self.high_watermark)
+        if offset >= limit:
+            return None
         if offset < self._log.log_start_offset:
             data = await self.remote.read(offset, max_bytes, min_one_batch=min_one_batch)
             return data if data is None or max_offset is None else trim_to(data, limit)
-        if max_offset is not None and offset >= limit:
-            return None
         return self._log.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=limit)
 
-    async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+    async def offset_for_timestamp(self, timestamp: int, fetchable_below: int | None = None) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with a timestamp >= `timestamp`, or None.
         The bucket answers only below the local log, whose copies are what fetches read (a
-        compacted partition's local copies are cleaned, its bucket copies as written)."""
+        compacted partition's local copies are cleaned, its bucket copies as written). As
+        Kafka's, an answer at or above `fetchable_below` (the high watermark, or the last
+        stable offset for read_committed; default the high watermark) is None: a consumer
+        seeking there would be answered nothing, or out of range on another leader."""
+        found = None
         if self.remote.may_hold_timestamp(timestamp):
             found = await self.remote.offset_for_timestamp(timestamp, self.log_start_offset)
-            if found is not None and found[1] < self._log.log_start_offset:
-                return found
-        local = self._log.offset_for_timestamp(timestamp)
-        return None if local is None else (local.timestamp, local.offset)
+            if found is not None and found[1] >= self._log.log_start_offset:
+                found = None
+        if found is None:
+            local = self._log.offset_for_timestamp(timestamp)
+            found = None if local is None else (local.timestamp, local.offset)
+        return self._fetchable(found, fetchable_below)
 
-    async def max_timestamp_offset(self) -> tuple[int, int] | None:
+    async def max_timestamp_offset(self, fetchable_below: int | None = None) -> tuple[int, int] | None:
         """(timestamp, offset) of the record with the largest timestamp, or None (the bucket
-        answers only below the local log, as for offset_for_timestamp)."""
+        answers only below the local log, and only fetchable offsets, as for offset_for_timestamp)."""
         local = self._log.max_timestamp_offset()
+        found = None if local is None else (local.timestamp, local.offset)
         remote_max = self.remote.max_timestamp()
         if remote_max is not None and (local is None or remote_max > local.timestamp):
-            found = await self.remote.offset_for_timestamp(remote_max, self.log_start_offset)
-            if found is not None and found[1] < self._log.log_start_offset:
-                return found
-        return None if local is None else (local.timestamp, local.offset)
+            remote = await self.remote.offset_for_timestamp(remote_max, self.log_start_offset)
+            if remote is not None and remote[1] < self._log.log_start_offset:
+                found = remote
+        return self._fetchable(found, fetchable_below)
+
+    def _fetchable(self, found: tuple[int, int] | None, fetchable_below: int | None) -> tuple[int, int] | None:
+        limit = self.high_watermark if fetchable_below is None else min(fetchable_below, self.high_watermark)
+        if found is None or not self.log_start_offset <= found[1] < limit:
+            return None
+        return found
 
     def notify(self) -> None:
         """Wake every fetch waiting on this partition (the high watermark moved, or a deletion)."""
