@@ -53,6 +53,8 @@ class Leader:
     def segments_ready_to_upload(self):
         return [s for s in self.segments if s.next_offset > self.remote.end_offset]
 
+    segments_to_upload = segments_ready_to_upload  # the uploader's lag figures
+
     def producer_state_after(self, end):
         return None
 
@@ -98,14 +100,16 @@ def test_aborted_transactions_are_recorded_before_the_segment_commits(tmp_path, 
     assert leader.steps == [*tries, "begin", "publish", "record 200", "commit 200", "committed"]
 
 
-def test_a_closed_leaders_upload_is_stopped_before_the_partition_opens_again(tmp_path, no_bucket_writes, monkeypatch) -> None:
-    """The registry stops the upload of a leader it closed before the partition opens again
+def test_a_closed_leaders_upload_ends_before_the_partition_opens_again(tmp_path, no_bucket_writes, monkeypatch) -> None:
+    """The registry lets the upload of a leader it closed end before the partition opens again
     (stop_uploads): left running, it wrote its commit object to the bucket after the new
-    leader's RemoteLog.load had found the upload unfinished and deleted its data."""
+    leader's RemoteLog.load had found the upload unfinished and deleted its data. The attempt
+    in flight finishes (cancelled, a PUT already sent could still land later); one that does
+    not finish in time is cancelled."""
     leader = Leader(tmp_path, failures=0)
     uploader = Uploader(bucket=None, leaders=lambda: [leader], clock=lambda: 0)  # type: ignore[arg-type]
 
-    async def scenario() -> list[str]:
+    async def scenario() -> tuple[list[str], list[str]]:
         in_flight, release = asyncio.Event(), asyncio.Event()
 
         async def slow_upload(*args, **kwargs):
@@ -116,10 +120,25 @@ def test_a_closed_leaders_upload_is_stopped_before_the_partition_opens_again(tmp
         uploader._tasks[("t", 0)] = asyncio.create_task(uploader._upload_all(leader))  # type: ignore[arg-type]  # as a pass starts it
         await asyncio.wait_for(in_flight.wait(), 5)
         leader.closed = True
-        await uploader.stop_uploads([("t", 0), ("t", 1)])
-        release.set()  # too late: the task was cancelled and awaited
+        stopping = asyncio.create_task(uploader.stop_uploads([("t", 0), ("t", 1)]))
+        await asyncio.sleep(0.05)
+        assert not stopping.done()  # waits for the attempt in flight
+        release.set()
+        await asyncio.wait_for(stopping, 5)
+        # An attempt that does not end in time is cancelled.
+        stuck = Leader(tmp_path, failures=0)
+        in_flight.clear()
+        release.clear()
+        monkeypatch.setattr(uploader_module, "STOP_UPLOADS_S", 0.05)
+        uploader._tasks[("t", 0)] = asyncio.create_task(uploader._upload_all(stuck))  # type: ignore[arg-type]
+        await asyncio.wait_for(in_flight.wait(), 5)
+        stuck.closed = True
+        await asyncio.wait_for(uploader.stop_uploads([("t", 0)]), 5)
+        release.set()
         await asyncio.sleep(0)
-        return leader.steps
+        return leader.steps, stuck.steps
 
-    assert asyncio.run(scenario()) == ["begin"]
+    finished, cancelled = asyncio.run(scenario())
+    assert finished == ["begin", "publish", "record 200", "commit 200", "committed"]
+    assert cancelled == ["begin"]
     assert uploader._tasks == {}

@@ -60,6 +60,20 @@ UPLOAD_BACKOFF_MS = 200
 UPLOAD_MAX_BACKOFF_MS = 2_000
 LAG_LOG_INTERVAL_MS = 30_000
 PASS_INTERVAL_S = 1.0
+STOP_UPLOADS_S = 10.0  # how long a closed leader's upload may take to end before it is cancelled
+
+
+async def _drain(tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
+    """Wait for the upload tasks of closed leaders to end (each finishes the attempt in flight
+    and stops: its leader is closed), cancelling those still running after `timeout_s`.
+    Cancelled at once, an attempt's PUT already sent could still land in the bucket after
+    whatever comes next had looked at it (moto, or S3, completes a request whose client left)."""
+    if not tasks:
+        return
+    _, running = await asyncio.wait(tasks, timeout=timeout_s)
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class Uploader:
@@ -213,27 +227,21 @@ class Uploader:
         leader.drop_uploaded_local_copies(self.clock())
 
     async def stop_uploads(self, keys: Iterable[tuple[str, int]]) -> None:
-        """Cancel and await the uploads of these partitions, which are about to open here again
-        (the leaders that ran them were closed: a lost session, a new epoch). One left running
+        """Let the uploads of these partitions end, which are about to open here again (the
+        leaders that ran them were closed: a lost session, a new epoch). One left running
         could write its commit object to the bucket after the new leader's `RemoteLog.load`
         found its upload unfinished and deleted its data: a commit object the store does not
         know, of missing data, which readers of the bucket alone (Spark) would take for the
         segment at those offsets."""
-        tasks = [self._tasks.pop(key) for key in keys if key in self._tasks]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _drain([self._tasks.pop(key) for key in keys if key in self._tasks], STOP_UPLOADS_S)
 
     async def delete_topic_objects(self, topic: str, leaders: list[PartitionLeader]) -> None:
         """Remove a deleted topic's objects (commits first, so readers stop seeing it at once).
 
-        The topic's uploads are cancelled and awaited first: one left running would PUT its
-        commit object after the LIST below, a commit whose data objects were just deleted.
+        The topic's uploads end first: one left running would PUT its commit object after the
+        LIST below, a commit whose data objects were just deleted.
         """
-        tasks = [self._tasks.pop(key) for key in [key for key in self._tasks if key[0] == topic]]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _drain([self._tasks.pop(key) for key in [key for key in self._tasks if key[0] == topic]], STOP_UPLOADS_S)
         for leader in leaders:
             leader.remote.abandon_upload()
         try:
