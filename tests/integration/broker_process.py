@@ -80,7 +80,10 @@ class BrokerProcess:
         log.close()
 
         def exited(what: str) -> Exception:
-            if self._port_chosen_here and not self._started and "Address already in use" in self.log_text()[logged_before:]:
+            # Taken by another process, or the very port free_port() also gave a listener of
+            # the test's own (`--listeners`): either way, a first start takes another.
+            logged = self.log_text()[logged_before:]
+            if self._port_chosen_here and not self._started and ("Address already in use" in logged or "two listeners on one port" in logged):
                 return PortTaken(self.port)
             return RuntimeError(f"broker exited with {self.process.returncode} before {what}")
 
