@@ -416,6 +416,9 @@ class PostgresMetadataStore:
     async def expire_offsets(self, older_than_ms: int) -> int:
         return await self._call(ops.expire_offsets, older_than_ms, idempotent=False)
 
+    async def expire_group_offsets(self, group_id: str, older_than_ms: int) -> int:
+        return await self._call(ops.expire_group_offsets, group_id, older_than_ms, idempotent=False, key=("group", group_id))
+
     # --- producer ids and state ------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:

@@ -373,6 +373,12 @@ async def expire_offsets(conn: Conn, older_than_ms: int) -> int:
     return _rowcount(await conn.execute("DELETE FROM committed_offsets WHERE commit_timestamp_ms < $1", older_than_ms))
 
 
+async def expire_group_offsets(conn: Conn, group_id: str, older_than_ms: int) -> int:
+    return _rowcount(await conn.execute(
+        "DELETE FROM committed_offsets WHERE group_id = $1 AND commit_timestamp_ms < $2", group_id, older_than_ms
+    ))  # fmt: skip
+
+
 def _rowcount(status: str) -> int:
     """Rows affected, from a command tag such as 'DELETE 3'."""
     return int(status.rsplit(" ", 1)[1])

@@ -323,6 +323,13 @@ def expire_offsets(conn: sqlite3.Connection, older_than_ms: int) -> int:
         return conn.execute("DELETE FROM committed_offsets WHERE commit_timestamp_ms < ?", (older_than_ms,)).rowcount
 
 
+def expire_group_offsets(conn: sqlite3.Connection, group_id: str, older_than_ms: int) -> int:
+    with _write(conn):
+        return conn.execute(
+            "DELETE FROM committed_offsets WHERE group_id = ? AND commit_timestamp_ms < ?", (group_id, older_than_ms)
+        ).rowcount
+
+
 # --- producer ids and state --------------------------------------------------------------
 
 

@@ -142,6 +142,12 @@ class MetadataStore(Protocol):
         a group is empty long enough (KIP-211) is the coordinator's decision, not this one's."""
         ...
 
+    async def expire_group_offsets(self, group_id: str, older_than_ms: int) -> int:
+        """As expire_offsets, for one group: its coordinator found it empty long enough. One
+        conditional delete, so an offset committed again meanwhile (a newer
+        commit_timestamp_ms) stays. Returns how many were deleted."""
+        ...
+
     # --- producer ids and state ------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:

@@ -368,10 +368,12 @@ class Broker:
                 log.warning("deleting write-ahead objects failed (%s); will retry", exc)
 
     async def _offsets_expiry_loop(self) -> None:
+        """Expire the offsets of the groups this broker coordinates (groups.py): in a cluster,
+        the other brokers know nothing of a group's members."""
         while True:
             await asyncio.sleep(OFFSETS_RETENTION_CHECK_INTERVAL_MS / 1000)
             try:
-                await self.groups.expire_offsets()
+                await self.groups.expire_offsets(lambda group_id: self._coordinator_of(group_id) is not None)
             except Exception:
                 log.exception("expiring committed offsets failed; will retry")
 

@@ -75,6 +75,10 @@ class Groups:
         self._timer_changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._configs_task: asyncio.Task[None] | None = None
+        # Offsets expiry (expire_offsets): when a member of a group was last seen here, and
+        # since when the expiry passes have found this broker coordinating a group.
+        self._members_seen_ms: dict[str, int] = {}
+        self._coordinated_since_ms: dict[str, int] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run_timers(), name="group-timers")
@@ -84,6 +88,7 @@ class Groups:
         """Give up the groups `which` names: their coordinator slot moved to another broker."""
         self._deliver(self.coordinator.unload(self.clock(), which))
         self.consumer.unload(which)
+        self._coordinated_since_ms = {g: t for g, t in self._coordinated_since_ms.items() if not which(g)}
 
     async def stop(self) -> None:
         self._deliver(self.coordinator.unload(self.clock()))
@@ -100,6 +105,7 @@ class Groups:
 
     async def join_group(self, **request: Any) -> JoinGroupResponse:
         group_id = request["group_id"]
+        self._seen_members(group_id)
         if self.consumer.is_consumer_group(group_id):
             if not self.consumer.is_empty(group_id):
                 return JoinGroupResponse(error_code=ErrorCode.inconsistent_group_protocol, member_id=request["member_id"])
@@ -110,21 +116,25 @@ class Groups:
         return response or JoinGroupResponse(error_code=ErrorCode.unknown_member_id, member_id=request["member_id"])
 
     async def sync_group(self, **request: Any) -> SyncGroupResponse:
+        self._seen_members(request["group_id"])
         outcome = self.coordinator.sync_group(**request, now_ms=self.clock())
         response = await self._settle(outcome)
         return response or SyncGroupResponse(error_code=ErrorCode.unknown_member_id)
 
     def heartbeat(self, **request: Any) -> ErrorCode:
+        self._seen_members(request["group_id"])
         error = self.coordinator.heartbeat(**request, now_ms=self.clock())
         self._timer_changed.set()
         return error
 
     async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveGroupResponse:
+        self._seen_members(group_id)  # the group may become empty now
         return await self._settle(self.coordinator.leave_group(group_id, members, now_ms=self.clock()))
 
     def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: Iterable[Any]) -> HeartbeatResponse:
         """ConsumerGroupHeartbeat; `topics` are the cluster's TopicMetadata."""
         now = self.clock()
+        self._seen_members(request.group_id)
         if request.member_epoch == 0 and not self.consumer.is_consumer_group(request.group_id):
             classic = self.coordinator.group_overview(request.group_id)
             if classic is not None:
@@ -364,19 +374,49 @@ class Groups:
             await self.store.delete_offsets(group_id, deletable)
         return ErrorCode.none, errors
 
-    async def expire_offsets(self) -> int:
-        """Drop offsets of groups without members once older than offsets.retention.minutes."""
-        cutoff = self.clock() - self.offsets_retention_ms
+    # --- offsets expiry (offsets.retention.minutes, KIP-211) ------------------------------
+
+    # Only a group's coordinator expires its offsets, and only while the group has no members:
+    # the offsets of a group that became Empty expire once both their commit and the moment it
+    # became empty are older than the retention. That moment is known here only as a lower
+    # bound: the last time this coordinator saw a member (any membership request, or a pass
+    # finding members); before that, after a restart or a slot move, it is the commit time.
+    # A group whose slot just came here is given a grace of the longest session timeout, the
+    # time its live members take to find the new coordinator, before it counts as empty.
+
+    def _seen_members(self, group_id: str) -> None:
+        self._members_seen_ms[group_id] = self.clock()
+
+    def _has_members(self, group_id: str) -> bool:
+        if not self.consumer.is_empty(group_id):
+            return True
+        overview = self.coordinator.group_overview(group_id)
+        return overview is not None and overview.state not in (GroupState.EMPTY, GroupState.DEAD)
+
+    async def expire_offsets(self, coordinates: Callable[[str], bool]) -> int:
+        """Delete the committed offsets older than offsets.retention.minutes of the groups this
+        broker `coordinates` that have been empty as long (see above). The delete is
+        conditional on the commit time in the store: a commit landing meanwhile survives."""
+        now = self.clock()
+        cutoff = now - self.offsets_retention_ms
+        grace_ms = max(self.config.group_max_session_timeout_ms, self.config.group_consumer_max_session_timeout_ms)
+        groups = await self.store.list_groups_with_offsets()
         removed = 0
-        for group_id in await self.store.list_groups_with_offsets():
-            if not self.consumer.is_empty(group_id):
+        for group_id in groups:
+            if not coordinates(group_id):
+                self._coordinated_since_ms.pop(group_id, None)
                 continue
-            overview = self.coordinator.group_overview(group_id)
-            if overview is not None and overview.state not in (GroupState.EMPTY, GroupState.DEAD):
+            since_ms = self._coordinated_since_ms.setdefault(group_id, now)
+            if self._has_members(group_id):
+                self._members_seen_ms[group_id] = now
                 continue
-            stale = [(o.topic, o.partition) for o in await self.store.fetch_offsets(group_id, None) if o.commit_timestamp_ms < cutoff]
-            if stale:
-                removed += await self.store.delete_offsets(group_id, stale)
+            if now - since_ms < grace_ms or self._members_seen_ms.get(group_id, cutoff) > cutoff:
+                continue
+            removed += await self.store.expire_group_offsets(group_id, cutoff)
+        # Forget what no longer decides anything: groups without offsets, members seen too long ago.
+        listed = set(groups)
+        self._coordinated_since_ms = {g: t for g, t in self._coordinated_since_ms.items() if g in listed}
+        self._members_seen_ms = {g: t for g, t in self._members_seen_ms.items() if t > cutoff}
         if removed:
             log.info("expired %d committed offsets older than offsets.retention.minutes", removed)
         return removed

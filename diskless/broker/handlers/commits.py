@@ -148,15 +148,25 @@ async def _unstable_partitions(broker: BrokerApi, group_id: str) -> set[tuple[st
     return unstable
 
 
+def _refusal(broker: BrokerApi, group_id: str) -> ErrorCode:
+    """Why this broker does not answer a group's offsets, in Kafka's order: the principal may
+    not DESCRIBE the group, or another broker coordinates it. NOT_COORDINATOR makes the client
+    look the coordinator up again, as Kafka; a stale coordinator answering from the store would
+    also miss what is pending for the group (require_stable, module header)."""
+    if not broker.security.allowed(DESCRIBE, GROUP, group_id):
+        return ErrorCode.group_authorization_failed
+    return ErrorCode.none if is_coordinator(broker, group_id) else ErrorCode.not_coordinator
+
+
 async def handle_offset_fetch(broker: BrokerApi, request: Request) -> Any:
     body, version = request.body, request.header.api_version
     mod = response_module(9, version)
     if version >= 8:
         groups = []
-        for group in body.groups:
-            error, topics = ErrorCode.none, ()
+        for group in body.groups:  # each group answered by its own coordinator check (KIP-709)
+            error, topics = _refusal(broker, group.group_id), ()
             try:
-                if version >= 9:  # a consumer-protocol member fetches with its member epoch (KIP-848)
+                if error is ErrorCode.none and version >= 9:  # a consumer-protocol member fetches with its member epoch (KIP-848)
                     error = broker.groups.validate_offset_fetch(group.group_id, group.member_id, group.member_epoch)
                 if error is ErrorCode.none:
                     topics = await _fetch_group(
@@ -166,23 +176,26 @@ async def handle_offset_fetch(broker: BrokerApi, request: Request) -> Any:
                 error = coordinator_error(exc, "OffsetFetch", (group.group_id,), request)
             groups.append(make(mod.OffsetFetchResponseGroup, group_id=group.group_id, topics=topics, error_code=error))
         return make(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
-    try:
-        topics = await _fetch_group(
-            broker, mod, body.group_id, body.topics, "OffsetFetchResponsePartition", "OffsetFetchResponseTopic", getattr(body, "require_stable", False)
-        )
-    except Exception as exc:
-        error = coordinator_error(exc, "OffsetFetch", (body.group_id,), request)
-        if version >= 2:
-            return make(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(), error_code=error)
-        # v1 has no group-level error: Kafka puts it on every partition asked for.
-        topics = tuple(
-            make(
-                mod.OffsetFetchResponseTopic,
-                name=t.name,
-                partitions=tuple(_offset_fetch_partition(mod, "OffsetFetchResponsePartition", p, None, error) for p in t.partition_indexes),
+    error = _refusal(broker, body.group_id)
+    if error is ErrorCode.none:
+        try:
+            topics = await _fetch_group(
+                broker, mod, body.group_id, body.topics, "OffsetFetchResponsePartition", "OffsetFetchResponseTopic", getattr(body, "require_stable", False)
             )
-            for t in body.topics
+            return make(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=ErrorCode.none)
+        except Exception as exc:
+            error = coordinator_error(exc, "OffsetFetch", (body.group_id,), request)
+    if version >= 2:
+        return make(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(), error_code=error)
+    # v1 has no group-level error: Kafka puts it on every partition asked for.
+    topics = tuple(
+        make(
+            mod.OffsetFetchResponseTopic,
+            name=t.name,
+            partitions=tuple(_offset_fetch_partition(mod, "OffsetFetchResponsePartition", p, None, error) for p in t.partition_indexes),
         )
+        for t in body.topics
+    )
     return make(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=ErrorCode.none)
 
 
