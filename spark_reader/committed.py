@@ -8,19 +8,25 @@ What the bucket holds for it (cold_tier/layout.py):
   (its first offset), when the broker had one to give.
 
 The last stable offset is found by folding, with hot_tier/records/transactions.py's
-`PartitionTxns`, the batch headers above the newest segment snapshot (the write-ahead tail,
-and any segment uploaded without a snapshot) onto the open transactions that snapshot names:
-the first offset of the oldest transaction still open, else the bucket's log end offset.
+`PartitionTxns`, the batch headers from the newest segment snapshot at or below the segments'
+end E (the write-ahead tail, and any segment uploaded without a usable snapshot) onto the open
+transactions that snapshot names: the first offset of the oldest transaction still open, else
+the bucket's log end offset. The fold must start at or below E: an abort marker at or above E
+is in no `.txnindex`, so only the fold finds it. A snapshot above E (the broker uploads the
+first one it has at or after a segment's end) does not do: a transaction open at E whose
+marker lies between E and it is in neither its open transactions nor the fold, and its
+records below E would be read committed. An older segment's snapshot is taken instead, and
+the segments above it are folded whole (a rare case: a snapshot at the roll failed).
 Aborted transactions are the `.txnindex` entries of every segment from the range's start on
 (an abort marker may lie beyond the range, even beyond the last stable offset) plus the aborts
 the fold met. A transactional batch is then skipped when one of its producer's aborted
 transactions spans it (`AbortedRanges`); control batches are never returned.
 
 Requests, per partition read: one GET of the newest `.snapshot` (more while segments have
-none), the tail's batches (one ranged GET per write-ahead slice), and one small GET of
-`.txnindex` per segment from the start offset on, in parallel. A segment uploaded before
-transaction indexes existed has none: `MissingTransactionIndex` says so, rather than
-returning its aborted records. Runs on the driver (planning).
+none, or one above the segments' end), the tail's batches (one ranged GET per write-ahead
+slice), and one small GET of `.txnindex` per segment from the start offset on, in parallel.
+A segment uploaded before transaction indexes existed has none: `MissingTransactionIndex`
+says so, rather than returning its aborted records. Runs on the driver (planning).
 """
 
 from __future__ import annotations
@@ -54,11 +60,12 @@ class MissingTransactionIndex(SparkReaderError):
 
 
 def with_last_stable_offset(bucket: Bucket, log: PartitionLog) -> PartitionLog:
-    """`log` with its last stable offset and the aborts met folding above the newest snapshot
-    (unchanged if the bucket holds nothing of the partition)."""
+    """`log` with its last stable offset and the aborts met folding from the newest snapshot at
+    or below the segments' end (unchanged if the bucket holds nothing of the partition)."""
     end = log.bucket_log_end_offset
     if end is None:
         return log
+    segments_end = log.segments_end_offset
     txns = PartitionTxns()
     folded_from = log.earliest if log.earliest is not None else 0
     for segment in reversed(log.segments):
@@ -66,7 +73,10 @@ def with_last_stable_offset(bucket: Bucket, log: PartitionLog) -> PartitionLog:
             data = bucket.get(segment.producer_snapshot_key)
         except ObjectNotFound:
             continue
-        folded_from, entries = decode_snapshot(data)
+        snapshot_offset, entries = decode_snapshot(data)
+        if segments_end is not None and snapshot_offset > segments_end:
+            continue  # taken above the segments' end: see the module header
+        folded_from = snapshot_offset
         txns.seed_ongoing((e.producer_id, e.current_txn_first_offset) for e in entries if e.current_txn_first_offset >= 0)
         break
     txns.rebuild(_batches_from(bucket, log, folded_from), end)
@@ -105,7 +115,7 @@ def _batches_from(bucket: Bucket, log: PartitionLog, offset: int) -> Iterator[tu
             start = piece.start_position
             data = memoryview(bucket.get(piece.key, start, piece.end_position))
             for ref in piece.batches:
-                if ref.base_offset >= offset:
+                if ref.base_offset >= max(offset, piece.base_offset):  # not a straddling batch's (wal.py rule 1)
                     batch = data[ref.position - start : ref.position - start + ref.size_bytes]
                     yield read_header(batch, 0), batch
             continue

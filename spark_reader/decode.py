@@ -9,8 +9,9 @@ each a 61-byte header then its records section, compressed as one block. A recor
 
 Decoding runs in three steps, so that the per-record work stays in C:
 
-1. `select_batches` reads each header (checking its CRC), keeps the batches that can hold a
-   wanted row (offset range, and max_timestamp against a timestamp lower bound) and leaves out
+1. `select_batches` reads each header (checking its CRC, and that base offsets, which the CRC
+   does not cover, increase and stay in the segment), keeps the batches that can hold a wanted
+   row (offset range, and max_timestamp against a timestamp lower bound) and leaves out
    control batches, which Kafka consumers never return either.
 2. One Python loop walks the record length prefixes of the kept batches' records sections
    (decompressed and joined into one buffer) and notes where each record's body starts and
@@ -39,6 +40,7 @@ from hot_tier.records import (
     TIMESTAMP_LOG_APPEND_TIME,
     BatchHeader,
     Compression,
+    CorruptBatch,
     decode_batch,
     decompress,
     peek_size,
@@ -94,18 +96,30 @@ class Selection:
     reached_end: bool  # met a batch at or past bounds.end_offset: nothing later is wanted
 
 
-def select_batches(buf: bytes | memoryview, bounds: RecordBounds) -> Selection:
-    """Walk the whole batches of `buf`, keeping those that may hold wanted records."""
+def select_batches(
+    buf: bytes | memoryview, bounds: RecordBounds, first_base_offset: int = 0, last_offset: int = NO_LIMIT
+) -> Selection:
+    """Walk the whole batches of `buf`, keeping those that may hold wanted records.
+
+    A batch's base offset is outside its CRC (as in Kafka), so it is checked here: each batch
+    must start at or after the previous one's next offset (the first at or after
+    `first_base_offset`) and end at or before `last_offset` (a segment's range), else
+    CorruptBatch at its position. Without it a bad base offset gives rows twice or ends the
+    read early without an error."""
     headers: list[BatchHeader] = []
     position = 0
     total = len(buf)
     next_offset: int | None = None
     min_timestamp_ms = bounds.min_timestamp_ms
+    lowest = first_base_offset  # where the next batch may start
     while position < total:
         size = peek_size(buf, position)
         if size is None or position + size > total:
             break  # the rest of this batch is in the next chunk
         header = read_header(buf, position)
+        if header.base_offset < lowest or header.last_offset > last_offset:
+            raise CorruptBatch(position, _misplaced(header, lowest, last_offset))
+        lowest = header.next_offset
         if header.base_offset >= bounds.end_offset:
             return Selection(headers, position, next_offset, True)
         position += header.size_bytes
@@ -118,6 +132,13 @@ def select_batches(buf: bytes | memoryview, bounds: RecordBounds) -> Selection:
             continue  # every record of the batch is older than the lower bound
         headers.append(header)
     return Selection(headers, position, next_offset, False)
+
+
+def _misplaced(header: BatchHeader, lowest: int, last_offset: int) -> str:
+    offsets = f"the batch's offsets {header.base_offset}-{header.last_offset}"
+    if header.base_offset < lowest:
+        return f"{offsets} start below {lowest}, where the batch before it ends (or the segment begins)"
+    return f"{offsets} end after the segment's last offset {last_offset}"
 
 
 class _Malformed(Exception):

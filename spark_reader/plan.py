@@ -113,7 +113,7 @@ class PartitionLog:
     broker: BrokerOffsets | None = None
     wal: tuple[WalSlice, ...] = ()  # the write-ahead tail from the segments' end (wal.py)
     last_stable_offset: int | None = None  # read_committed only (committed.py)
-    folded_aborted: tuple[AbortedTxn, ...] = ()  # aborts met finding it, above the newest producer snapshot
+    folded_aborted: tuple[AbortedTxn, ...] = ()  # aborts met finding it, from the producer snapshot it starts at
 
     @property
     def segments_end_offset(self) -> int | None:
@@ -169,7 +169,9 @@ def resolve_offset(
         name = "startingOffsetsByTimestamp" if starting else "endingOffsetsByTimestamp"
         timestamp_ms = _required(spec.timestamps_ms, tp, name)
     found = lookup(log, timestamp_ms)
-    if found is not None:
+    if found is not None and found < latest:
+        # Kafka's ListOffsets answers only offsets a consumer may fetch: below the last stable
+        # offset read_committed (a match above it is no match), below the high watermark else.
         return found
     if starting and not strategy_latest:
         raise NoOffsetForTimestamp(log.topic, log.partition, timestamp_ms)

@@ -15,10 +15,12 @@ wal_read.read_wal_slice, one ranged GET each; a slice whose object is gone (the 
 an object once committed segments hold all its batches) is read from the partition's
 catalogue as it is now, listed again.
 
-Every batch is checked (length, magic, CRC) before it is decoded, and decoding stops at the
-first batch past the range. A segment whose objects are gone (retention deleted it after
-planning) is `DataLoss` with failOnDataLoss=true, else skipped with a warning, as Spark's Kafka
-source skips offsets that are no longer there. Bytes that fail a check (a bad CRC, a .log
+Every batch is checked (length, magic, CRC, and a base offset at or after the previous
+batch's next offset and inside the segment's commit range, since the CRC does not cover it)
+before it is decoded, and decoding stops at the first batch past the range. A segment whose
+objects are gone (retention deleted it after planning) is `DataLoss` with
+failOnDataLoss=true, else skipped with a warning, as Spark's Kafka source skips offsets that
+are no longer there. Bytes that fail a check (a bad CRC, a base offset out of place, a .log
 shorter than its commit says, a write-ahead batch that is not the one its index names) are
 `CorruptSegment` / `CorruptWriteAheadObject`, naming the object, the byte and the offsets read;
 with failOnDataLoss=false the rest of that segment or slice is skipped with a warning. Rows
@@ -140,10 +142,11 @@ def _read_segment(
         start_position, end_position = position_range(index, segment.size_bytes, start_offset, bounds.end_offset)
     log_key = layout.log_key(topic, partition, segment.base_offset, segment.upload_id)
     chunks = _Chunks(bucket, log_key, start_position, end_position, chunk_bytes)
+    lowest = segment.base_offset  # where the next batch may start (its base offset is outside its CRC)
     try:
         while (window := chunks.next()) is not None:
             try:
-                selection = select_batches(window, bounds)
+                selection = select_batches(window, bounds, lowest, segment.last_offset)
                 batch = batches_to_arrow(window, selection.headers, topic, partition, bounds, include_headers)
             except CorruptBatch as error:
                 raise chunks.corrupt(error) from error
@@ -152,6 +155,7 @@ def _read_segment(
             if selection.reached_end:
                 return
             chunks.consume(selection.consumed_bytes)
+            lowest = lowest if selection.next_offset is None else selection.next_offset
         chunks.finish()
     finally:
         chunks.close()
@@ -249,9 +253,10 @@ def _offset_in_segment(bucket: Bucket, topic: str, partition: int, segment: Segm
     position, _ = position_range(index, segment.size_bytes, start_offset, segment.next_offset)
     log_key = layout.log_key(topic, partition, segment.base_offset, segment.upload_id)
     chunks = _Chunks(bucket, log_key, position, segment.size_bytes, CHUNK_BYTES)
+    lowest = segment.base_offset
     while (window := chunks.next()) is not None:
         try:
-            selection = select_batches(window, RecordBounds(start_offset=start_offset))
+            selection = select_batches(window, RecordBounds(start_offset=start_offset), lowest, segment.last_offset)
             for header in selection.headers:
                 if header.max_timestamp < timestamp_ms:
                     continue
@@ -261,5 +266,6 @@ def _offset_in_segment(bucket: Bucket, topic: str, partition: int, segment: Segm
         except CorruptBatch as error:
             raise chunks.corrupt(error) from error
         chunks.consume(selection.consumed_bytes)
+        lowest = lowest if selection.next_offset is None else selection.next_offset
     chunks.finish()
     return None

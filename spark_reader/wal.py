@@ -9,7 +9,8 @@ which batch holds each offset of a partition by these rules, in this order:
 
 1. Committed segments win: only offsets from the partition's bucket log end offset (the last
    committed segment's next offset) are taken from write-ahead objects; a batch that ends
-   below it is skipped, and of a batch that straddles it only the records from it are read.
+   below it is skipped, and of a batch that straddles it only the records from it are read
+   (the slice's `base_offset` is then that end, and no reader goes below it).
 2. A higher leader epoch truncates a lower one, as Kafka's leader epoch cache does: once an
    epoch e has a batch starting at offset S, batches of epochs below e that end at or after S
    are what a fenced leader wrote and never made durable; they are left out. (The epoch's
@@ -50,14 +51,19 @@ class WalBatchRef:
 
 @dataclass(frozen=True, slots=True)
 class WalSlice:
-    """Consecutive batches of one partition, in offset order, all in the object `key`."""
+    """Consecutive batches of one partition, in offset order, all in the object `key`. It
+    yields their records from `base_offset` on: its first batch may start below the end of the
+    piece before it (rule 1), and those offsets are that piece's, never the slice's."""
 
     key: str
     batches: tuple[WalBatchRef, ...]
+    start_offset: int | None = None  # the end of the piece before it, when the first batch straddles it
 
     @property
     def base_offset(self) -> int:
-        return self.batches[0].base_offset
+        """The first offset it yields (readers and planning start it here, not at its first batch)."""
+        first = self.batches[0].base_offset
+        return first if self.start_offset is None else max(first, self.start_offset)
 
     @property
     def last_offset(self) -> int:
@@ -103,13 +109,13 @@ def resolve_wal_tail(candidates: Iterable[WalCandidate], bucket_log_end_offset: 
     entries = _truncate_by_epoch(entries)
     winners = _resolve_overlaps(entries)
     cursor = bucket_log_end_offset if bucket_log_end_offset is not None else winners[0].base_offset
-    chain: list[WalCandidate] = []
+    chain: list[tuple[WalCandidate, int]] = []  # with the offset it is read from
     for candidate in winners:
         if candidate.last_offset < cursor:
             continue  # rule 1: a committed segment (or an earlier winner) holds it
         if candidate.base_offset > cursor:
             break  # rule 4: a gap ends the tail
-        chain.append(candidate)
+        chain.append((candidate, cursor))  # a batch straddling `cursor` is read from it only
         cursor = candidate.last_offset + 1
     return _slices(chain)
 
@@ -143,17 +149,20 @@ def _resolve_overlaps(entries: Sequence[WalCandidate]) -> list[WalCandidate]:
     return accepted
 
 
-def _slices(chain: Sequence[WalCandidate]) -> tuple[WalSlice, ...]:
+def _slices(chain: Sequence[tuple[WalCandidate, int]]) -> tuple[WalSlice, ...]:
     slices: list[WalSlice] = []
     run: list[WalBatchRef] = []
     key = None
-    for candidate in chain:
+    start: int | None = None
+    for candidate, read_from in chain:
         if candidate.key != key and run:
-            slices.append(WalSlice(key, tuple(run)))  # type: ignore[arg-type]
+            slices.append(WalSlice(key, tuple(run), start))  # type: ignore[arg-type]
             run = []
         key = candidate.key
         e = candidate.entry
+        if not run:
+            start = read_from if read_from > e.base_offset else None
         run.append(WalBatchRef(e.base_offset, e.last_offset, e.position, e.size_bytes))
     if run:
-        slices.append(WalSlice(key, tuple(run)))  # type: ignore[arg-type]
+        slices.append(WalSlice(key, tuple(run), start))  # type: ignore[arg-type]
     return tuple(slices)

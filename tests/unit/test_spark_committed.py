@@ -142,3 +142,49 @@ def test_a_stream_reads_committed_up_to_the_last_stable_offset(tmp_path) -> None
     assert end == {"t": {"0": 3}}
     (task,) = [p.value for p in reader.partitions(start, end)]
     assert (task.start_offset, task.end_offset, task.aborted) == (0, 3, (AbortedTxn(P1, 0, 2),))
+
+
+def two_segments(tail: list[bytes], newest_snapshot_at: int) -> tuple[MemoryBucket, PartitionLog]:
+    """SEGMENT split in two, 0-3 and 4-5, each with a producer snapshot: the first at its end
+    (4: P2 open from 3), the newest at `newest_snapshot_at`, at or after its end (6), as the
+    broker uploads the first snapshot it has there; then `tail` from 6."""
+    bucket = MemoryBucket()
+    segments = []
+    for base, last, snapshot_at in ((0, 3, 4), (4, 5, newest_snapshot_at)):
+        log = b"".join(SEGMENT[base : last + 1])
+        segment = CommittedSegment("t", 0, base, last, 1_700_000_000_000 + base, 1_700_000_000_000 + last, len(log), 1, f"{base:016x}")
+        bucket.objects[segment.log_key] = log
+        bucket.objects[segment.index_key] = b""
+        bucket.objects[segment.txn_index_key] = encode_txn_index([AbortedTxn(P1, 0, 2)] if base == 0 else [])
+        # Open at the snapshot's offset: P2 until its commit at 9, P3 (from 5) until its abort at 6.
+        open_ones = [ProducerStateEntry(P2, 0, (), 3, 0, -1, 3)] if snapshot_at <= 9 else []
+        open_ones += [ProducerStateEntry(P3, 0, (), 5, 0, -1, 5)] if 5 < snapshot_at <= 6 else []
+        bucket.objects[segment.producer_snapshot_key] = encode_snapshot(snapshot_at, open_ones)
+        segments.append(segment)
+    bucket.objects[WAL_KEY], entries = encode_wal_object([("t", 0, offset, offset, 1, batch) for offset, batch in enumerate(tail, start=6)])
+    refs = tuple(WalBatchRef(e.base_offset, e.last_offset, e.position, e.size_bytes) for e in entries)
+    return bucket, PartitionLog("t", 0, tuple(segments), wal=(WalSlice(WAL_KEY, refs),) if refs else ())
+
+
+def read_all(bucket: MemoryBucket, log: PartitionLog, start: int, end: int) -> list[int]:
+    pieces = (*(SegmentRef(s.base_offset, s.last_offset, s.size_bytes, s.upload_id, s.max_timestamp) for s in log.segments), *log.wal)
+    task = BucketRange("t", 0, start, end, pieces, aborted_transactions(bucket, log, start, end))
+    return [o for b in read_bucket_range(bucket, task, RecordBounds(), False, True) for o in b.column("offset").to_pylist()]
+
+
+def test_an_abort_between_the_segments_end_and_a_later_snapshot_is_folded() -> None:
+    """The newest snapshot is at 8, after P3's abort marker at 6 (above the segments' end, 6, so
+    in no .txnindex): folding from the snapshot's offset missed it and returned P3's record 5."""
+    bucket, log = two_segments(TAIL, newest_snapshot_at=8)
+    log = with_last_stable_offset(bucket, log)
+    assert read_all(bucket, log, 0, 10) == [1, 3, 4, 7, 8]
+    assert log.last_stable_offset == 10 and AbortedTxn(P3, 5, 6) in log.folded_aborted
+    # P2, open at the segments' end, still holds the last stable offset before its commit:
+    # known from the older snapshot at 4, not from its first batch the fold meets (8).
+    bucket, log = two_segments(TAIL[:3], newest_snapshot_at=8)
+    assert with_last_stable_offset(bucket, log).last_stable_offset == 3
+    # The newest snapshot exactly at the segments' end is used as it is.
+    bucket, log = two_segments(TAIL, newest_snapshot_at=6)
+    log = with_last_stable_offset(bucket, log)
+    assert (log.last_stable_offset, log.folded_aborted) == (10, (AbortedTxn(P3, 5, 6),))
+    assert read_all(bucket, log, 0, 10) == [1, 3, 4, 7, 8]

@@ -69,6 +69,22 @@ def test_timestamps_use_the_lookup_and_spark_fallbacks() -> None:
     assert calls == [5, 6, 6, 6]
 
 
+def test_read_committed_a_timestamp_match_at_or_above_the_last_stable_offset_is_no_match() -> None:
+    """Kafka's ListOffsets with read_committed (and so Spark's Kafka source): only offsets
+    below the last stable offset are answered; otherwise the no-match rules apply."""
+    committed = PartitionLog("t", 0, LOG.segments, last_stable_offset=350)
+
+    def lookup(log, timestamp_ms):
+        return timestamp_ms  # the first record that recent, above the last stable offset or not
+
+    assert resolve_offset(GlobalTimestamp(349), committed, starting=True, lookup=lookup) == 349
+    with pytest.raises(NoOffsetForTimestamp):
+        resolve_offset(GlobalTimestamp(350), committed, starting=True, lookup=lookup)
+    assert resolve_offset(GlobalTimestamp(360), committed, starting=True, lookup=lookup, strategy_latest=True) == 350
+    assert resolve_offset(PartitionTimestamps({("t", 0): 360}), committed, starting=False, lookup=lookup) == 350
+    assert resolve_offset(GlobalTimestamp(360), LOG, starting=True, lookup=lookup) == 360  # read_uncommitted: the log's end, 400
+
+
 def test_ranges_outside_the_log_are_data_loss_or_clamped() -> None:
     assert clamp_range(LOG, 150, 350, RecordBounds(), True) == (150, 350)
     assert clamp_range(LOG, 150, 350, RecordBounds(160, 170), True) == (160, 170)

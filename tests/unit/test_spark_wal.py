@@ -10,7 +10,8 @@ from cold_tier.wal_format import WalEntry, encode_wal_object, wal_object_key
 from hot_tier.records import Record, encode_batch
 from spark_reader.decode import RecordBounds
 from spark_reader.errors import CorruptWriteAheadObject
-from spark_reader.plan import PartitionLog, plan_tasks
+from spark_reader.plan import BucketRange, PartitionLog, plan_tasks, split_ranges
+from spark_reader.read import read_bucket_range
 from spark_reader.wal import WalCandidate, WalSlice, resolve_wal_tail
 from spark_reader.wal_read import list_wal_candidates, read_wal_slice
 
@@ -83,8 +84,9 @@ class MemoryBucket:
         return self.objects[key][start:end]
 
 
-def batch(base: int, count: int) -> bytes:
-    data = bytearray(encode_batch([Record(i, 1_700_000_000_000 + base + i, None, f"v{base + i}".encode()) for i in range(count)]))
+def batch(base: int, count: int, prefix: str = "v", first_timestamp_ms: int | None = None) -> bytes:
+    first_timestamp_ms = 1_700_000_000_000 + base if first_timestamp_ms is None else first_timestamp_ms
+    data = bytearray(encode_batch([Record(i, first_timestamp_ms + i, None, f"{prefix}{base + i}".encode()) for i in range(count)]))
     data[0:8] = base.to_bytes(8, "big")  # the broker writes the base offset; the CRC does not cover it
     return bytes(data)
 
@@ -116,3 +118,40 @@ def test_objects_are_read_back_exactly_and_corruption_names_the_object_and_offse
         list_wal_candidates(bucket, lambda topic, partition: True, True)
     skipped = list_wal_candidates(bucket, lambda topic, partition: True, False)
     assert offsets(resolve_wal_tail(skipped[("t", 0)], None)) == [(0, 4), (5, 9)]
+
+
+def test_a_slice_straddling_the_segments_end_yields_only_the_offsets_above_it() -> None:
+    """A fenced leader's batch 110-119 (never committed) beside the new leader's segment 0-112:
+    offsets 110-112 come from the segment only, once, and 113-119 from the slice."""
+    log_bytes = b"".join(batch(base, 10) for base in range(0, 110, 10)) + batch(110, 3)
+    segment = CommittedSegment("t", 0, 0, 112, 1_700_000_000_000, 1_700_000_000_112, len(log_bytes), 6, UPLOAD)
+    fenced = wal_object_key(1, 1, UPLOAD)
+    data, entries = encode_wal_object([("t", 0, 110, 119, 5, batch(110, 10, prefix="x", first_timestamp_ms=1_700_000_001_000))])
+    bucket = MemoryBucket({segment.log_key: log_bytes, segment.index_key: b"", fenced: data})  # sparse index: no entry
+    tail = resolve_wal_tail([WalCandidate(fenced, 1, UPLOAD, e) for e in entries], segment.next_offset)
+    log = PartitionLog("t", 0, (segment,), wal=tail)
+    assert (log.earliest, log.latest) == (0, 120)
+
+    def read(start: int, end: int, bounds: RecordBounds | None = None) -> list[tuple[int, bytes]]:
+        bounds = bounds or RecordBounds()
+        runs, _ = plan_tasks(log, start, end, bounds, True)
+        rows = []
+        for s, e, pieces in runs:
+            for arrow in read_bucket_range(bucket, BucketRange("t", 0, s, e, pieces), bounds, False, True):
+                rows.extend(zip(arrow.column("offset").to_pylist(), arrow.column("value").to_pylist()))
+        return rows
+
+    rows = read(0, 120)
+    assert [o for o, _ in rows] == list(range(120))
+    assert offsets(tail) == [(110, 119)] and tail[0].base_offset == 113  # the batch whole, read from 113
+    assert dict(rows)[111] == b"v111" and dict(rows)[113] == b"x113"  # 110-112 from the segment
+    # Pruned by a timestamp filter, the segment is not in the task: the slice still starts at 113.
+    newer = RecordBounds(min_timestamp_us=1_700_000_000_500 * 1000)
+    assert [o for o, _ in read(0, 120, newer)] == list(range(113, 120))
+    # Split mid-segment, as minPartitions does: each offset once.
+    (task,) = [BucketRange("t", 0, s, e, p) for s, e, p in plan_tasks(log, 0, 120, RecordBounds(), True)[0]]
+    assert sorted(o for part in split_ranges([task], 4, None) for o in offsets_read(bucket, part)) == list(range(120))
+
+
+def offsets_read(bucket: MemoryBucket, task: BucketRange) -> list[int]:
+    return [o for arrow in read_bucket_range(bucket, task, RecordBounds(), False, True) for o in arrow.column("offset").to_pylist()]
