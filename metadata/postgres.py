@@ -119,12 +119,14 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
-async def commit_offsets(conn: asyncpg.Connection, group_id: str, offsets: list[CommittedOffset]) -> None:
-    """The store's OffsetCommit (named so for error messages). One round trip when every partition exists (the common case); else the transaction
-    that finds the typed error."""
-    if not await ops.commit_offsets_at_once(conn, group_id, offsets):
+async def commit_offsets(
+    conn: asyncpg.Connection, group_id: str, offsets: list[CommittedOffset], coordinator: tuple[int, int] | None
+) -> None:
+    """The store's OffsetCommit (named so for error messages). One round trip when every partition exists and the
+    coordinator's slot is at its epoch (the common case); else the transaction that finds the typed error."""
+    if not await ops.commit_offsets_at_once(conn, group_id, offsets, coordinator):
         async with conn.transaction():
-            await ops.commit_offsets(conn, group_id, offsets)
+            await ops.commit_offsets(conn, group_id, offsets, coordinator)
 
 
 class _OrderedKeys:
@@ -390,9 +392,11 @@ class PostgresMetadataStore:
 
     # --- consumer group offsets ------------------------------------------------------------
 
-    async def commit_offsets(self, group_id: str, offsets: Iterable[CommittedOffset]) -> None:
+    async def commit_offsets(
+        self, group_id: str, offsets: Iterable[CommittedOffset], coordinator: tuple[int, int] | None = None
+    ) -> None:
         await self._call(
-            commit_offsets, group_id, list(offsets), idempotent=True, key=("group", group_id), transaction=False
+            commit_offsets, group_id, list(offsets), coordinator, idempotent=True, key=("group", group_id), transaction=False
         )
 
     async def fetch_offsets(
@@ -401,14 +405,16 @@ class PostgresMetadataStore:
         wanted = None if partitions is None else list(partitions)
         return await self._call(ops.fetch_offsets, group_id, wanted, idempotent=True)
 
-    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> int:
+    async def delete_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]], coordinator: tuple[int, int] | None = None
+    ) -> int:
         # Not idempotent: a retry after a lost COMMIT would count 0.
         return await self._call(
-            ops.delete_offsets, group_id, list(partitions), idempotent=False, key=("group", group_id)
+            ops.delete_offsets, group_id, list(partitions), coordinator, idempotent=False, key=("group", group_id)
         )
 
-    async def delete_group(self, group_id: str) -> int:
-        return await self._call(ops.delete_group, group_id, idempotent=False, key=("group", group_id))
+    async def delete_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> int:
+        return await self._call(ops.delete_group, group_id, coordinator, idempotent=False, key=("group", group_id))
 
     async def list_groups_with_offsets(self) -> list[str]:
         return await self._call(ops.list_groups_with_offsets, idempotent=True)
@@ -416,8 +422,12 @@ class PostgresMetadataStore:
     async def expire_offsets(self, older_than_ms: int) -> int:
         return await self._call(ops.expire_offsets, older_than_ms, idempotent=False)
 
-    async def expire_group_offsets(self, group_id: str, older_than_ms: int) -> int:
-        return await self._call(ops.expire_group_offsets, group_id, older_than_ms, idempotent=False, key=("group", group_id))
+    async def expire_group_offsets(
+        self, group_id: str, older_than_ms: int, coordinator: tuple[int, int] | None = None
+    ) -> int:
+        return await self._call(
+            ops.expire_group_offsets, group_id, older_than_ms, coordinator, idempotent=False, key=("group", group_id)
+        )
 
     # --- producer ids and state ------------------------------------------------------------
 

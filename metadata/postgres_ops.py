@@ -36,6 +36,7 @@ from dataclasses import replace
 import asyncpg
 
 from .errors import (
+    CoordinatorFenced,
     RemoteSegmentAlreadyExists,
     RemoteSegmentOverlap,
     TopicAlreadyExists,
@@ -276,12 +277,28 @@ async def bump_leader_epoch(conn: Conn, topic: str, partition: int) -> int:
 
 # --- consumer group offsets --------------------------------------------------------------
 
+# A coordinator's writes read its slot's row FOR SHARE and compare the epoch before writing, in
+# the same transaction: a slot move (an UPDATE of the row) waits for the write, or the write
+# sees the move and raises CoordinatorFenced. The slot row is locked before any topic row.
 
-async def commit_offsets_at_once(conn: Conn, group_id: str, offsets: Sequence[CommittedOffset]) -> bool:
+
+async def _check_coordinator(conn: Conn, coordinator: tuple[int, int] | None) -> None:
+    """CoordinatorFenced unless the slot is at the epoch (always passes for None)."""
+    if coordinator is not None:
+        slot, epoch = coordinator
+        found = await conn.fetchval("SELECT epoch FROM coordinator_slots WHERE slot = $1 FOR SHARE", slot)
+        if found != epoch:
+            raise CoordinatorFenced(slot, epoch, found)
+
+
+async def commit_offsets_at_once(
+    conn: Conn, group_id: str, offsets: Sequence[CommittedOffset], coordinator: tuple[int, int] | None = None
+) -> bool:
     """OffsetCommit's common case in one statement, one round trip, outside any explicit
-    transaction (the statement is its own): every offset is written if every (topic,
-    partition) exists, none otherwise. Returns whether it wrote them; when it did not, the
-    caller runs `commit_offsets`, which finds the typed error to raise."""
+    transaction (the statement is its own): every offset is written if the coordinator's slot
+    is at its epoch (CTE `s`, FOR SHARE as `_check_coordinator`) and every (topic, partition)
+    exists, none otherwise. Returns whether it wrote them; when it did not, the caller runs
+    `commit_offsets`, which finds the typed error to raise."""
     for o in offsets:
         check_offset(o.topic, o.partition, o.offset)
     # The last commit of a partition within one request wins, as in `commit_offsets`.
@@ -291,11 +308,13 @@ async def commit_offsets_at_once(conn: Conn, group_id: str, offsets: Sequence[Co
         written = await conn.fetchval(
             "WITH w AS (SELECT * FROM unnest($2::text[], $3::int[], $4::bigint[], $5::int[], $6::bytea[], $7::bigint[])"
             "   AS w (topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp_ms)),"
+            " s AS (SELECT epoch FROM coordinator_slots WHERE slot = $9 FOR SHARE),"
             " k AS (SELECT w.*, t.topic_id FROM w JOIN topics t"
             "   ON t.name = w.topic AND w.partition >= 0 AND w.partition < t.num_partitions),"
             " ins AS (INSERT INTO committed_offsets (group_id, topic_id, partition, committed_offset, leader_epoch,"
             "   metadata, commit_timestamp_ms) SELECT $1, topic_id, partition, committed_offset, leader_epoch, metadata,"
             "   commit_timestamp_ms FROM k WHERE (SELECT count(*) FROM k) = $8"
+            "   AND ($9::int IS NULL OR (SELECT epoch FROM s) = $10::int)"
             "   ON CONFLICT (group_id, topic_id, partition) DO UPDATE SET committed_offset = excluded.committed_offset,"
             "   leader_epoch = excluded.leader_epoch, metadata = excluded.metadata,"
             "   commit_timestamp_ms = excluded.commit_timestamp_ms RETURNING 1)"
@@ -303,15 +322,19 @@ async def commit_offsets_at_once(conn: Conn, group_id: str, offsets: Sequence[Co
             group_id, [o.topic for o in rows], [o.partition for o in rows], [o.offset for o in rows],
             [o.leader_epoch for o in rows], [_encode_metadata(o.metadata) for o in rows],
             [o.commit_timestamp_ms for o in rows], len(rows),
+            *(coordinator if coordinator is not None else (None, None)),
         )  # fmt: skip
     except asyncpg.ForeignKeyViolationError:  # a topic deleted under us: let commit_offsets say which
         return False
     return written == len(rows)
 
 
-async def commit_offsets(conn: Conn, group_id: str, offsets: Sequence[CommittedOffset]) -> None:
+async def commit_offsets(
+    conn: Conn, group_id: str, offsets: Sequence[CommittedOffset], coordinator: tuple[int, int] | None = None
+) -> None:
     for o in offsets:
         check_offset(o.topic, o.partition, o.offset)
+    await _check_coordinator(conn, coordinator)
     topics: dict[str, tuple[uuid.UUID, int]] = {}
     rows = []
     for o in offsets:
@@ -348,7 +371,10 @@ async def fetch_offsets(conn: Conn, group_id: str, partitions: Iterable[tuple[st
     ]
 
 
-async def delete_offsets(conn: Conn, group_id: str, partitions: Iterable[tuple[str, int]]) -> int:
+async def delete_offsets(
+    conn: Conn, group_id: str, partitions: Iterable[tuple[str, int]], coordinator: tuple[int, int] | None = None
+) -> int:
+    await _check_coordinator(conn, coordinator)
     pairs = sorted(set(partitions))
     if not pairs:
         return 0
@@ -360,7 +386,8 @@ async def delete_offsets(conn: Conn, group_id: str, partitions: Iterable[tuple[s
     return _rowcount(status)
 
 
-async def delete_group(conn: Conn, group_id: str) -> int:
+async def delete_group(conn: Conn, group_id: str, coordinator: tuple[int, int] | None = None) -> int:
+    await _check_coordinator(conn, coordinator)
     return _rowcount(await conn.execute("DELETE FROM committed_offsets WHERE group_id = $1", group_id))
 
 
@@ -373,7 +400,10 @@ async def expire_offsets(conn: Conn, older_than_ms: int) -> int:
     return _rowcount(await conn.execute("DELETE FROM committed_offsets WHERE commit_timestamp_ms < $1", older_than_ms))
 
 
-async def expire_group_offsets(conn: Conn, group_id: str, older_than_ms: int) -> int:
+async def expire_group_offsets(
+    conn: Conn, group_id: str, older_than_ms: int, coordinator: tuple[int, int] | None = None
+) -> int:
+    await _check_coordinator(conn, coordinator)
     return _rowcount(await conn.execute(
         "DELETE FROM committed_offsets WHERE group_id = $1 AND commit_timestamp_ms < $2", group_id, older_than_ms
     ))  # fmt: skip

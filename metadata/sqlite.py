@@ -193,19 +193,23 @@ class SqliteMetadataStore:
 
     # --- consumer group offsets ------------------------------------------------------------
 
-    async def commit_offsets(self, group_id: str, offsets: Iterable[CommittedOffset]) -> None:
-        await self._call(ops.commit_offsets, group_id, list(offsets))
+    async def commit_offsets(
+        self, group_id: str, offsets: Iterable[CommittedOffset], coordinator: tuple[int, int] | None = None
+    ) -> None:
+        await self._call(ops.commit_offsets, group_id, list(offsets), coordinator)
 
     async def fetch_offsets(
         self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
     ) -> list[CommittedOffset]:
         return await self._call(ops.fetch_offsets, group_id, None if partitions is None else list(partitions))
 
-    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> int:
-        return await self._call(ops.delete_offsets, group_id, list(partitions))
+    async def delete_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]], coordinator: tuple[int, int] | None = None
+    ) -> int:
+        return await self._call(ops.delete_offsets, group_id, list(partitions), coordinator)
 
-    async def delete_group(self, group_id: str) -> int:
-        return await self._call(ops.delete_group, group_id)
+    async def delete_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> int:
+        return await self._call(ops.delete_group, group_id, coordinator)
 
     async def list_groups_with_offsets(self) -> list[str]:
         return await self._call(ops.list_groups_with_offsets)
@@ -213,8 +217,10 @@ class SqliteMetadataStore:
     async def expire_offsets(self, older_than_ms: int) -> int:
         return await self._call(ops.expire_offsets, older_than_ms)
 
-    async def expire_group_offsets(self, group_id: str, older_than_ms: int) -> int:
-        return await self._call(ops.expire_group_offsets, group_id, older_than_ms)
+    async def expire_group_offsets(
+        self, group_id: str, older_than_ms: int, coordinator: tuple[int, int] | None = None
+    ) -> int:
+        return await self._call(ops.expire_group_offsets, group_id, older_than_ms, coordinator)
 
     # --- producer ids and state ------------------------------------------------------------
 

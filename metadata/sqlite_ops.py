@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from .errors import (
+    CoordinatorFenced,
     RemoteSegmentAlreadyExists,
     RemoteSegmentOverlap,
     TopicAlreadyExists,
@@ -262,12 +263,28 @@ def bump_leader_epoch(conn: sqlite3.Connection, topic: str, partition: int) -> i
 
 # --- consumer group offsets --------------------------------------------------------------
 
+# A coordinator's writes check its slot's epoch inside their BEGIN IMMEDIATE: a slot move
+# (set_coordinator_slots, register_broker) writes too, so it lands before the check or after
+# the write, never between.
 
-def commit_offsets(conn: sqlite3.Connection, group_id: str, offsets: Iterable[CommittedOffset]) -> None:
+
+def _check_coordinator(conn: sqlite3.Connection, coordinator: tuple[int, int] | None) -> None:
+    """CoordinatorFenced unless the slot is at the epoch (always passes for None)."""
+    if coordinator is not None:
+        slot, epoch = coordinator
+        row = conn.execute("SELECT epoch FROM coordinator_slots WHERE slot = ?", (slot,)).fetchone()
+        if row is None or row[0] != epoch:
+            raise CoordinatorFenced(slot, epoch, None if row is None else row[0])
+
+
+def commit_offsets(
+    conn: sqlite3.Connection, group_id: str, offsets: Iterable[CommittedOffset], coordinator: tuple[int, int] | None = None
+) -> None:
     offsets = list(offsets)
     for o in offsets:
         check_offset(o.topic, o.partition, o.offset)
     with _write(conn):
+        _check_coordinator(conn, coordinator)
         topics: dict[str, tuple[str, int]] = {}
         rows = []
         for o in offsets:
@@ -299,8 +316,11 @@ def fetch_offsets(
     return [CommittedOffset(*row) for row in rows if wanted is None or (row[0], row[1]) in wanted]
 
 
-def delete_offsets(conn: sqlite3.Connection, group_id: str, partitions: Iterable[tuple[str, int]]) -> int:
+def delete_offsets(
+    conn: sqlite3.Connection, group_id: str, partitions: Iterable[tuple[str, int]], coordinator: tuple[int, int] | None = None
+) -> int:
     with _write(conn):
+        _check_coordinator(conn, coordinator)
         cursor = conn.executemany(
             "DELETE FROM committed_offsets WHERE group_id = ? AND partition = ?"
             " AND topic_id = (SELECT topic_id FROM topics WHERE name = ?)",
@@ -309,8 +329,9 @@ def delete_offsets(conn: sqlite3.Connection, group_id: str, partitions: Iterable
         return cursor.rowcount
 
 
-def delete_group(conn: sqlite3.Connection, group_id: str) -> int:
+def delete_group(conn: sqlite3.Connection, group_id: str, coordinator: tuple[int, int] | None = None) -> int:
     with _write(conn):
+        _check_coordinator(conn, coordinator)
         return conn.execute("DELETE FROM committed_offsets WHERE group_id = ?", (group_id,)).rowcount
 
 
@@ -323,8 +344,11 @@ def expire_offsets(conn: sqlite3.Connection, older_than_ms: int) -> int:
         return conn.execute("DELETE FROM committed_offsets WHERE commit_timestamp_ms < ?", (older_than_ms,)).rowcount
 
 
-def expire_group_offsets(conn: sqlite3.Connection, group_id: str, older_than_ms: int) -> int:
+def expire_group_offsets(
+    conn: sqlite3.Connection, group_id: str, older_than_ms: int, coordinator: tuple[int, int] | None = None
+) -> int:
     with _write(conn):
+        _check_coordinator(conn, coordinator)
         return conn.execute(
             "DELETE FROM committed_offsets WHERE group_id = ? AND commit_timestamp_ms < ?", (group_id, older_than_ms)
         ).rowcount

@@ -111,9 +111,19 @@ class MetadataStore(Protocol):
 
     # --- consumer group offsets ------------------------------------------------------------
 
-    async def commit_offsets(self, group_id: str, offsets: Iterable[CommittedOffset]) -> None:
+    # A group's coordinator writes its offsets with `coordinator`, the (slot, epoch) of the
+    # group's coordinator slot it believes it holds (a transaction coordinator: its
+    # transactional id's slot): the write lands only while that slot is at that epoch, checked
+    # in the same transaction, else CoordinatorFenced and nothing is written (Kafka: an append
+    # to __consumer_offsets fails once its broker lost the partition's leadership). None
+    # writes unconditionally, for callers that coordinate nothing.
+
+    async def commit_offsets(
+        self, group_id: str, offsets: Iterable[CommittedOffset], coordinator: tuple[int, int] | None = None
+    ) -> None:
         """OffsetCommit: store all of them or none. A later commit of the same partition
-        replaces the earlier one. Raises UnknownTopic, UnknownTopicOrPartition, InvalidOffset."""
+        replaces the earlier one. Raises UnknownTopic, UnknownTopicOrPartition, InvalidOffset,
+        CoordinatorFenced."""
         ...
 
     async def fetch_offsets(
@@ -124,12 +134,16 @@ class MetadataStore(Protocol):
         unknown topics, are simply absent."""
         ...
 
-    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> int:
-        """OffsetDelete: forget these partitions' offsets. Returns how many existed."""
+    async def delete_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]], coordinator: tuple[int, int] | None = None
+    ) -> int:
+        """OffsetDelete: forget these partitions' offsets. Returns how many existed. Fenced as
+        commit_offsets."""
         ...
 
-    async def delete_group(self, group_id: str) -> int:
-        """DeleteGroups (the offsets part). Returns how many offsets were deleted."""
+    async def delete_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> int:
+        """DeleteGroups (the offsets part). Returns how many offsets were deleted. Fenced as
+        commit_offsets."""
         ...
 
     async def list_groups_with_offsets(self) -> list[str]:
@@ -142,10 +156,12 @@ class MetadataStore(Protocol):
         a group is empty long enough (KIP-211) is the coordinator's decision, not this one's."""
         ...
 
-    async def expire_group_offsets(self, group_id: str, older_than_ms: int) -> int:
+    async def expire_group_offsets(
+        self, group_id: str, older_than_ms: int, coordinator: tuple[int, int] | None = None
+    ) -> int:
         """As expire_offsets, for one group: its coordinator found it empty long enough. One
         conditional delete, so an offset committed again meanwhile (a newer
-        commit_timestamp_ms) stays. Returns how many were deleted."""
+        commit_timestamp_ms) stays. Returns how many were deleted. Fenced as commit_offsets."""
         ...
 
     # --- producer ids and state ------------------------------------------------------------

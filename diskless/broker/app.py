@@ -171,7 +171,8 @@ class Broker:
             group_consumer_heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
             group_consumer_min_heartbeat_interval_ms=c.group_consumer_min_heartbeat_interval_ms,
         )
-        self.groups = Groups(group_config, self.store, self.clock, c.offsets_retention_minutes * 60_000)
+        # Offset writes are conditional on the group's coordinator slot epoch (groups.py).
+        self.groups = Groups(group_config, self.store, self.clock, c.offsets_retention_minutes * 60_000, self._coordinator_of)
         self.groups.start()
         # Transactional ids hash to the same coordinator slots as groups (cluster/slots.py).
         self.transactions = Transactions(

@@ -18,6 +18,14 @@ as Kafka loads it from __consumer_offsets (group/views.py decides how it is show
 Error codes are kio's `ErrorCode`. Metadata-store failures propagate as exceptions; the
 handler answering the request turns them into an error code.
 
+Every write of committed offsets is fenced by the group's coordinator slot: it carries the
+(slot, epoch) this broker holds by its last cluster view (`coordinator_of`), and the store
+writes only while the slot is still at that epoch. A broker whose view is stale (a stall)
+after the controller moved the slot on gets CoordinatorFenced and answers NOT_COORDINATOR
+(clients look the coordinator up again), so its members cannot overwrite the offsets committed
+through the new coordinator, as Kafka's old coordinator fails to append to __consumer_offsets
+once it lost the partition's leadership.
+
 Only the event-loop task calls this class.
 """
 
@@ -32,7 +40,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from metadata import CommittedOffset, MetadataStore
+from metadata import CommittedOffset, CoordinatorFenced, MetadataStore
 
 from .group import group_configs
 from .group.assignors import TopicInfo
@@ -64,13 +72,24 @@ GROUP_CONFIGS_REFRESH_S = 5.0
 
 
 class Groups:
-    def __init__(self, config: GroupConfig, store: MetadataStore, clock: Callable[[], int], offsets_retention_ms: int) -> None:
+    def __init__(
+        self,
+        config: GroupConfig,
+        store: MetadataStore,
+        clock: Callable[[], int],
+        offsets_retention_ms: int,
+        coordinator_of: Callable[[str], tuple[int, int] | None] | None = None,
+    ) -> None:
+        """`coordinator_of`: the (slot, epoch) of a group id's coordinator slot while this broker
+        holds it, else None. Without it (a store with no coordinator slots, as some tests run
+        it) offset writes are not fenced."""
         self.config = config
         self.coordinator = GroupCoordinator(config)
         self.consumer = ConsumerGroupCoordinator(config)
         self.store = store
         self.clock = clock
         self.offsets_retention_ms = offsets_retention_ms
+        self._coordinator_of = coordinator_of
         self._waiters: dict[Any, asyncio.Future[Any]] = {}
         self._timer_changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -299,8 +318,22 @@ class Groups:
                 errors.append(ErrorCode.none)
                 accepted.append(CommittedOffset(topic, partition, offset, leader_epoch, metadata or "", now))
         if accepted:
-            await self.store.commit_offsets(group_id, accepted)
+            try:
+                await self.store.commit_offsets(group_id, accepted, self._fence(group_id))
+            except CoordinatorFenced as exc:
+                log.info("OffsetCommit of group %s fenced: %s; answering NOT_COORDINATOR", group_id, exc)
+                return [ErrorCode.not_coordinator if e is ErrorCode.none else e for e in errors]
         return errors
+
+    def _fence(self, group_id: str) -> tuple[int, int] | None:
+        """The coordinator (slot, epoch) the group's offset writes are conditional on; raises
+        CoordinatorFenced once the last view no longer gives this broker the slot."""
+        if self._coordinator_of is None:
+            return None
+        coordinator = self._coordinator_of(group_id)
+        if coordinator is None:
+            raise CoordinatorFenced(-1, -1, None)  # the view lost the slot since the request was checked (slot unknown here)
+        return coordinator
 
     def validate_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         """TxnOffsetCommit v3+ (KIP-447), checked by the group's coordinator before the offsets go
@@ -347,7 +380,11 @@ class Groups:
         if error is ErrorCode.group_id_not_found and group_id in await self.store.list_groups_with_offsets():
             error = ErrorCode.none  # known only by its offsets (e.g. after a restart)
         if error is ErrorCode.none:
-            await self.store.delete_group(group_id)
+            try:
+                await self.store.delete_group(group_id, self._fence(group_id))
+            except CoordinatorFenced as exc:
+                log.info("DeleteGroups of group %s fenced: %s; answering NOT_COORDINATOR", group_id, exc)
+                return ErrorCode.not_coordinator
             log.info("deleted group %s", group_id)
         return error
 
@@ -371,7 +408,11 @@ class Groups:
         errors = {tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else ErrorCode.none for tp in partitions}
         deletable = [tp for tp, error in errors.items() if error is ErrorCode.none]
         if deletable:
-            await self.store.delete_offsets(group_id, deletable)
+            try:
+                await self.store.delete_offsets(group_id, deletable, self._fence(group_id))
+            except CoordinatorFenced as exc:
+                log.info("OffsetDelete of group %s fenced: %s; answering NOT_COORDINATOR", group_id, exc)
+                return ErrorCode.not_coordinator, {}
         return ErrorCode.none, errors
 
     # --- offsets expiry (offsets.retention.minutes, KIP-211) ------------------------------
@@ -412,7 +453,10 @@ class Groups:
                 continue
             if now - since_ms < grace_ms or self._members_seen_ms.get(group_id, cutoff) > cutoff:
                 continue
-            removed += await self.store.expire_group_offsets(group_id, cutoff)
+            try:
+                removed += await self.store.expire_group_offsets(group_id, cutoff, self._fence(group_id))
+            except CoordinatorFenced as exc:  # the slot moved on: the next coordinator expires them
+                log.info("expiring the offsets of group %s fenced: %s", group_id, exc)
         # Forget what no longer decides anything: groups without offsets, members seen too long ago.
         listed = set(groups)
         self._coordinated_since_ms = {g: t for g, t in self._coordinated_since_ms.items() if g in listed}

@@ -145,9 +145,9 @@ class CommitDuringExpiry:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def expire_group_offsets(self, group_id: str, older_than_ms: int) -> int:
+    async def expire_group_offsets(self, group_id: str, older_than_ms: int, coordinator: tuple[int, int] | None = None) -> int:
         await self._store.commit_offsets(*self._commit)
-        return await self._store.expire_group_offsets(group_id, older_than_ms)
+        return await self._store.expire_group_offsets(group_id, older_than_ms, coordinator)
 
 
 async def test_a_commit_landing_during_the_pass_survives(sqlite_store: MetadataStore) -> None:

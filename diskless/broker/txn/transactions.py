@@ -299,7 +299,18 @@ class Transactions:
             for group_id, offset in record.pending_offsets:
                 by_group.setdefault(group_id, []).append(offset)
             for group_id, offsets in by_group.items():
-                await self._retry(lambda g=group_id, o=offsets: self.store.commit_offsets(g, o))
+                # Conditional on this transaction's coordinator slot, the writer's authority (the
+                # group's slot is often another broker's): a stale holder writes no offsets over
+                # commits made since; the slot's next holder commits them and completes.
+                held = self._coordinator_of(record.transactional_id)
+                try:
+                    if held is not None:
+                        await self._retry(lambda g=group_id, o=offsets, c=held: self.store.commit_offsets(g, o, c))
+                except CoordinatorFenced:
+                    held = None
+                if held is None:
+                    log.info("transaction %r: coordinator slot moved on; the next coordinator commits its offsets", record.transactional_id)
+                    return
         async with self._lock(record.transactional_id):
             if not self._is_current(record):
                 self._superseded(record)

@@ -1,0 +1,146 @@
+"""Committed offsets are fenced by the group's coordinator slot: a write carrying a (slot,
+epoch) the store has moved past raises CoordinatorFenced and writes nothing (every backend),
+and the broker answers NOT_COORDINATOR, so the members of a coordinator whose cluster view is
+stale (a stall) cannot write an older offset over one committed through the slot's new holder.
+
+The store scenario runs on every backend; the handler scenario drives OffsetCommit and
+OffsetDelete through `Groups` over a real SQLite store, with the broker's own `_coordinator_of`
+reading a view the test holds back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v8 import request as offset_commit_v8
+from kio.schema.offset_delete.v0 import request as offset_delete_v0
+
+from diskless.broker.app import Broker
+from diskless.broker.cluster.slots import slot_of
+from diskless.broker.group import GroupConfig
+from diskless.broker.groups import Groups
+from diskless.broker.handlers.commits import handle_offset_commit, handle_offset_delete
+from diskless.wire import Request, RequestHeader
+from metadata import CommittedOffset, CoordinatorFenced, MetadataStore, PartitionLeadership, open_metadata_store, sqlite_url
+from metadata.model import COORDINATOR_SLOTS
+
+from .test_metadata_store import backend, store, url  # noqa: F401 (fixtures: every backend)
+
+SLOTS = 4
+OFFSET_COMMIT_KEY, OFFSET_DELETE_KEY = 8, 47
+RETENTION_MS = 7 * 86_400_000
+CONFIG = GroupConfig(group_initial_rebalance_delay_ms=0)
+
+
+def offset(topic: str, partition: int, value: int, ts: int = 1_000) -> CommittedOffset:
+    return CommittedOffset(topic, partition, value, None, "", ts)
+
+
+async def committed(opened: MetadataStore, group_id: str) -> dict[int, int]:
+    return {o.partition: o.offset for o in await opened.fetch_offsets(group_id)}
+
+
+async def test_a_stale_slot_epoch_writes_nothing_and_the_current_one_writes(store: MetadataStore) -> None:  # noqa: F811
+    topic = (await store.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})).name
+    await store.create_coordinator_slots(SLOTS)
+    assert await store.set_coordinator_slots([(2, 1, 0)]) == [1]  # broker 1 holds slot 2 at epoch 1
+    await store.commit_offsets("g", [offset(topic, 0, 10), offset(topic, 1, 11)], (2, 1))
+    assert await store.set_coordinator_slots([(2, 7, 1)]) == [2]  # the slot moves to broker 7
+
+    await store.commit_offsets("g", [offset(topic, 0, 20)], (2, 2))  # through the new holder
+    with pytest.raises(CoordinatorFenced) as fenced:
+        await store.commit_offsets("g", [offset(topic, 0, 15), offset(topic, 1, 15)], (2, 1))  # the old holder, not told yet
+    assert (fenced.value.slot, fenced.value.expected_epoch, fenced.value.found_epoch) == (2, 1, 2)
+    with pytest.raises(CoordinatorFenced):
+        await store.commit_offsets("g", [offset(topic, 0, 15), offset(f"t-{uuid.uuid4().hex[:10]}", 0, 1)], (2, 1))  # fenced first
+    with pytest.raises(CoordinatorFenced):
+        await store.commit_offsets("g", [offset(topic, 0, 15)], (9, 0))  # no such slot
+    with pytest.raises(CoordinatorFenced):
+        await store.delete_offsets("g", [(topic, 0)], (2, 1))
+    with pytest.raises(CoordinatorFenced):
+        await store.delete_group("g", (2, 1))
+    with pytest.raises(CoordinatorFenced):
+        await store.expire_group_offsets("g", 10_000, (2, 1))
+    assert await committed(store, "g") == {0: 20, 1: 11}  # nothing of the stale holder landed
+
+    assert await store.delete_offsets("g", [(topic, 1)], (2, 2)) == 1
+    assert await store.expire_group_offsets("g", 500, (2, 2)) == 0
+    assert await committed(store, "g") == {0: 20}
+    await store.commit_offsets("g", [offset(topic, 1, 30)])  # unconditional: a caller that coordinates nothing
+    assert await store.delete_group("g", (2, 2)) == 2
+    assert await committed(store, "g") == {}
+
+
+# --- the broker: OffsetCommit and OffsetDelete answer NOT_COORDINATOR once fenced ----------
+
+
+class View:
+    """What a broker's `_coordinator_of` reads: its node id and its last cluster view."""
+
+    def __init__(self, node_id: int, slots: list[PartitionLeadership]) -> None:
+        self.config = SimpleNamespace(node_id=node_id)
+        self.cluster = SimpleNamespace(slots={s.partition: s for s in slots})
+
+    def coordinator_of(self, key: str) -> tuple[int, int] | None:
+        return Broker._coordinator_of(self, key)  # type: ignore[arg-type]
+
+
+def broker(opened: MetadataStore, view: View, topic: str, clock: list[int]) -> Any:
+    return SimpleNamespace(
+        groups=Groups(CONFIG, opened, lambda: clock[0], RETENTION_MS, view.coordinator_of),
+        security=SimpleNamespace(allowed=lambda *_: True),
+        registry=SimpleNamespace(topics={topic: SimpleNamespace(num_partitions=2)}),
+        cluster=view.cluster,
+        settings=SimpleNamespace(node_id=view.config.node_id),
+    )
+
+
+async def offset_commit(at: Any, group: str, topic: str, offsets: dict[int, int]) -> list[ErrorCode]:
+    mod = offset_commit_v8
+    body = mod.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=(mod.OffsetCommitRequestTopic(name=topic, partitions=tuple(
+            mod.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
+            for p, o in offsets.items()
+        )),),
+    )  # fmt: skip
+    answer = await handle_offset_commit(at, Request(RequestHeader(OFFSET_COMMIT_KEY, 8, 1, "test"), body))
+    return [p.error_code for t in answer.topics for p in t.partitions]
+
+
+async def offset_delete(at: Any, group: str, topic: str, partition: int) -> ErrorCode:
+    mod = offset_delete_v0
+    body = mod.OffsetDeleteRequest(
+        group_id=group, topics=(mod.OffsetDeleteRequestTopic(name=topic, partitions=(mod.OffsetDeleteRequestPartition(partition_index=partition),)),)
+    )
+    return (await handle_offset_delete(at, Request(RequestHeader(OFFSET_DELETE_KEY, 0, 1, "test"), body))).error_code
+
+
+async def test_a_coordinator_with_a_stale_view_answers_not_coordinator(tmp_path: Any) -> None:
+    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
+    try:
+        topic = (await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})).name
+        group = f"g-{uuid.uuid4().hex[:10]}"
+        slot = slot_of(group, SLOTS)
+        await opened.create_coordinator_slots(SLOTS)
+        assert await opened.set_coordinator_slots([(slot, 1, 0)]) == [1]
+        clock = [1_000]
+        a = broker(opened, View(1, [PartitionLeadership(COORDINATOR_SLOTS, s, 1, 1 if s == slot else 0) for s in range(SLOTS)]), topic, clock)
+        assert await offset_commit(a, group, topic, {0: 5, 1: 5}) == [ErrorCode.none] * 2
+        assert await a.groups.expire_offsets(lambda _: True) == 0  # the group is seen empty here from now
+
+        # The controller moves the slot to broker 2; broker 1 stalls and still believes it holds it.
+        assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
+        b = broker(opened, View(2, [PartitionLeadership(COORDINATOR_SLOTS, s, 2, 2) for s in range(SLOTS)]), topic, clock)
+        assert await offset_commit(b, group, topic, {0: 9}) == [ErrorCode.none]
+        assert await offset_commit(a, group, topic, {0: 6, 1: 6}) == [ErrorCode.not_coordinator] * 2  # a zombie member's
+        assert await offset_delete(a, group, topic, 1) is ErrorCode.not_coordinator
+        clock[0] += RETENTION_MS + max(CONFIG.group_max_session_timeout_ms, CONFIG.group_consumer_max_session_timeout_ms)
+        assert await a.groups.expire_offsets(lambda _: True) == 0  # partition 1's offset is past retention: fenced
+        assert await committed(opened, group) == {0: 9, 1: 5}
+    finally:
+        await opened.close()
