@@ -6,7 +6,8 @@ that one would pass `batch_size`. A partition's first batch is *ready* when it i
 another batch waits behind it), when it has waited `linger_ms`, or when a flush is under way;
 and it is *sendable* when its partition has a known leader and no retry backoff pending.
 `drain()` takes, per broker, at most one batch per partition (Kafka allows one batch per
-partition per Produce request) until `max_request_size` is reached.
+partition per Produce request) until `max_request_size` is reached. A batch is closed to
+appends when drain first builds it, even if it then waits for a later request.
 
 Ordering: batches of a partition leave in order. With idempotence, a batch gets its base
 sequence when first drained and keeps it through retries; a retried batch goes back to the
@@ -260,6 +261,13 @@ class Accumulator:
         return {node: batches for node, batches in drained.items() if batches}
 
     def _build(self, batch: ProducerBatch, state: _PartitionState) -> bytes:
+        # Once built, the batch's records are fixed: its bytes are encoded and its sequence
+        # range is taken. It is closed to appends here, not when it leaves the queue, since a
+        # built batch may stay queued (it did not fit in this request); a record appended to
+        # it then would be acknowledged with the batch but never sent.
+        batch.full = True
+        if state.open is batch:
+            state.open = None
         if self.params.idempotent and self.producer_id >= 0:
             if batch.producer_id != self.producer_id or batch.producer_epoch != self.producer_epoch or batch.base_sequence < 0:
                 batch.base_sequence = state.next_sequence

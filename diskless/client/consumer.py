@@ -37,6 +37,7 @@ from .fetcher import Fetcher
 from .group import GroupMember, RebalanceListener
 from .membership import ConsumerGroupMember
 from .offsets import EARLIEST, LATEST, list_offsets
+from .records import deserialize
 from .structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from .subscription import SubscriptionState
 
@@ -216,7 +217,9 @@ class Consumer:
             records = fetcher.drain(limit, wanted)
             if records:
                 if self._key_deserializer is not None or self._value_deserializer is not None:
-                    return {tp: self._deserialized(batch) for tp, batch in records.items()}
+                    records = self._deserialized(records)
+                    if not records:
+                        continue  # the first record failed: its error is raised above
                 return records
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._closed:
@@ -225,16 +228,22 @@ class Consumer:
             if self._closed:
                 raise ClientClosedError("consumer")
 
-    def _deserialized(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
-        key_deserializer = self._key_deserializer
-        value_deserializer = self._value_deserializer
-        return [
-            record._replace(
-                key=record.key if key_deserializer is None else key_deserializer(record.key),
-                value=record.value if value_deserializer is None else value_deserializer(record.value),
-            )
-            for record in records
-        ]
+    def _deserialized(self, records: dict[TopicPartition, list[ConsumerRecord]]) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """The records deserialized. A partition stops at a record that fails: its position
+        goes back to that record (the fetcher had moved past it) and the error is raised by the
+        next `getmany`, after the records before it are returned (Java does the same)."""
+        fetcher = self._fetcher
+        assert fetcher is not None
+        out = {}
+        for tp, batch in records.items():
+            good, error = deserialize(batch, self._key_deserializer, self._value_deserializer)
+            if good:
+                out[tp] = good
+            if error is not None:
+                self._subscription.state(tp).seek(error.offset)  # drops what was fetched after it
+                fetcher.errors.append(error)
+                fetcher.wake()
+        return out
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
         """The next record (waiting as long as it takes)."""

@@ -105,6 +105,32 @@ class CorruptRecordError(KafkaError):
         self.reason = reason
 
 
+class RecordDeserializationError(KafkaError):
+    """The consumer's key or value deserializer raised on a record (its error is the
+    `__cause__`). As Java's RecordDeserializationException: the partition's position stays at
+    that record, so the next `getmany` meets it again; `seek` past it to go on."""
+
+    def __init__(self, topic: str, partition: int, offset: int, part: str) -> None:
+        super().__init__(f"cannot deserialize the {part} of the record in {topic}-{partition} at offset {offset}")
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.part = part  # "key" or "value"
+
+
+class TransactionAbortableError(KafkaError):
+    """A record batch of the open transaction failed for good (`error`, also the `__cause__`),
+    so the transaction cannot commit: as the Java producer's abortable error state, `send`,
+    `send_offsets_to_transaction` and `commit_transaction` raise this until
+    `abort_transaction()`, which aborts and lets the next transaction begin."""
+
+    def __init__(self, transactional_id: str, error: BaseException) -> None:
+        super().__init__(f"transaction of {transactional_id!r} must be aborted: a record batch failed: {error}")
+        self.transactional_id = transactional_id
+        self.error = error
+        self.__cause__ = error
+
+
 class NoOffsetForPartitionError(KafkaError):
     """A partition has no committed offset and auto_offset_reset is "none": seek first."""
 

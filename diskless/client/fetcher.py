@@ -121,7 +121,12 @@ class CompletedFetch:
             self.position = at + batch_length + 12
             return True
         if attributes & ATTR_CONTROL:
-            if self.aborting:
+            if self.aborted or self.aborting:
+                # As Java's consumeAbortedTransactionsUpTo: the aborted transactions that began
+                # before this marker are taken first, so that a fetch starting at an abort
+                # marker leaves no entry for its producer behind to catch the next transaction.
+                while self.aborted and self.aborted[0][0] < next_offset:
+                    self.aborting.add(self.aborted.pop(0)[1])
                 (producer_id,) = _PRODUCER_ID.unpack_from(data, at + 43)
                 self.aborting.discard(producer_id)  # its marker ends the aborted transaction
             self.position = at + batch_length + 12

@@ -188,12 +188,13 @@ class Producer:
         )
         self._loop = asyncio.get_running_loop()
         self._cluster = cluster
-        self._sender = Sender(self.config, accumulator, cluster, self._batch_done)
         if config.transactional_id is not None:
-            # The producer id comes from the transaction coordinator, before the sender runs.
             self._txn = TransactionManager(
                 config.transactional_id, config.transaction_timeout_ms, cluster, config.retry_backoff_ms, config.max_block_ms
             )
+        self._sender = Sender(self.config, accumulator, cluster, self._batch_done, self._txn)
+        if self._txn is not None:
+            # The producer id comes from the transaction coordinator, before the sender runs.
             accumulator.reset_producer_id(*await self._txn.init())
             self._sender._need_producer_id = False
         self._sender.start()
@@ -271,6 +272,8 @@ class Producer:
             await self.start()
             accumulator = self._accumulator
             assert accumulator is not None
+            if self._closed:
+                raise ClientClosedError("producer")
         cluster = self._cluster
         assert cluster is not None
         found = cluster.metadata.topics.get(topic)
@@ -278,6 +281,8 @@ class Producer:
             num_partitions = len(found.partitions)
         else:
             num_partitions = await cluster.wait_for_topic(topic, self.config.max_block_ms)
+            if self._closed:  # close() may have run meanwhile: its abort_all() would miss this record
+                raise ClientClosedError("producer")
         if headers:
             header_tuple = _checked_headers(headers)
             size = record_size_bytes(key, value, header_tuple)
@@ -295,6 +300,8 @@ class Producer:
             raise ValueError(f"partition {partition} is not in the range [0, {num_partitions}) of topic {topic!r}")
         if self._txn is not None:
             await self._txn.add_partition(topic, partition)  # AddPartitionsToTxn before its first record
+            if self._closed:
+                raise ClientClosedError("producer")
         if size > self.config.max_request_size:
             raise MessageSizeTooLargeError(
                 f"the record is {size} bytes, more than max_request_size={self.config.max_request_size}", topic=topic
@@ -360,6 +367,8 @@ class Producer:
             await self.start()
             accumulator = self._accumulator
             assert accumulator is not None
+            if self._closed:
+                raise ClientClosedError("producer")
         cluster = self._cluster
         assert cluster is not None
         found = cluster.metadata.topics.get(topic)
@@ -367,6 +376,8 @@ class Producer:
             num_partitions = len(found.partitions)
         else:
             num_partitions = await cluster.wait_for_topic(topic, self.config.max_block_ms)
+            if self._closed:  # as in send()
+                raise ClientClosedError("producer")
         config = self.config
         if keys is None and None not in values:
             largest = 21 + max(map(len, values))
@@ -409,6 +420,8 @@ class Producer:
                         stop += 1
             if self._txn is not None:
                 await self._txn.add_partition(topic, target)  # AddPartitionsToTxn before its first record
+                if self._closed:
+                    raise ClientClosedError("producer")
             key = keys[position] if keys is not None else None
             value = values[position]
             first_bytes = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
@@ -494,16 +507,21 @@ class Producer:
         self._transactions().begin()
 
     async def commit_transaction(self) -> None:
-        """Wait for every record of the transaction, then commit it (EndTxn)."""
+        """Wait for every record of the transaction, then commit it (EndTxn). Raises
+        `TransactionAbortableError` if a record batch failed for good: abort then."""
         txn = self._transactions()
         await self.flush()
         await txn.end(commit=True)
 
     async def abort_transaction(self) -> None:
-        """Abort the transaction: its records (sent first) are never read committed."""
+        """Abort the transaction: its records (sent first) are never read committed. After a
+        record batch failed for good (commit raised `TransactionAbortableError`), this also
+        takes a new producer epoch, and the next transaction may begin."""
         txn = self._transactions()
         await self.flush()
-        await txn.end(commit=False)
+        if await txn.end(commit=False):
+            assert self._accumulator is not None
+            self._accumulator.reset_producer_id(txn.producer_id, txn.producer_epoch)
 
     async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
         """Commit `group_id`'s offsets (the next offset to read) with the transaction."""

@@ -13,6 +13,11 @@ leader also asks for a metadata refresh. With idempotence the sender first gets 
 id (InitProducerId); when a batch with a sequence number fails for good, the sequences of its
 partition have a gap, so the sender waits for the requests in flight and gets a new producer
 id before sending more (Java bumps the epoch for the same reason).
+
+A transactional producer's id comes from its transaction manager (transaction.py), never from
+the sender: a batch that fails for good (UNKNOWN_PRODUCER_ID included) puts the transaction
+in its abortable error state, the batches not yet sent fail with it, and the new epoch is
+taken when the application aborts.
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ from .errors import (
     KafkaError,
     KafkaTimeoutError,
     OutOfOrderSequenceNumberError,
+    TransactionAbortableError,
     UnknownProducerIdError,
     error_for,
 )
 from .structs import TopicPartition
+from .transaction import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +51,16 @@ _NEVER_MS = 1 << 30
 
 
 class Sender:
-    def __init__(self, config: ProducerConfig, accumulator: Accumulator, cluster: Cluster, on_done: Callable[[ProducerBatch], None]) -> None:
+    def __init__(
+        self,
+        config: ProducerConfig,
+        accumulator: Accumulator,
+        cluster: Cluster,
+        on_done: Callable[[ProducerBatch], None],
+        txn: TransactionManager | None = None,
+    ) -> None:
         self.config = config
+        self._txn = txn
         self.accumulator = accumulator
         self.cluster = cluster
         self._on_done = on_done  # the producer's bookkeeping once a batch is settled
@@ -102,6 +117,13 @@ class Sender:
         now = now_ms()
         for batch in accumulator.expire(now, self.config.delivery_timeout_ms):
             self._fail(batch, KafkaTimeoutError(f"delivering records to {batch.tp.topic}-{batch.tp.partition}", self.config.delivery_timeout_ms))
+        txn = self._txn
+        if txn is not None and txn.error is not None and accumulator.has_unsent():
+            # The transaction will be aborted (or the producer is fenced): what is not sent yet
+            # is not sent at all (Java's abortUndrainedBatches).
+            error = txn.fatal if txn.fatal is not None else TransactionAbortableError(txn.transactional_id, txn.error)
+            for batch in accumulator.abort_all():
+                self._fail(batch, error)
         if self._need_producer_id:
             if accumulator.in_flight_count():
                 return _NEVER_MS  # a response will wake us
@@ -237,7 +259,9 @@ class Sender:
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         self.accumulator.completed(batch)
-        if self.accumulator.params.idempotent and batch.base_sequence >= 0:
+        if self._txn is not None:
+            self._txn.batch_failed(error)  # the new epoch comes when the transaction is aborted
+        elif self.accumulator.params.idempotent and batch.base_sequence >= 0:
             self._need_producer_id = True  # a gap in this partition's sequences
         if not batch.future.done():
             batch.future.set_exception(error)
@@ -247,7 +271,7 @@ class Sender:
         retriable = error.retriable
         if isinstance(error, OutOfOrderSequenceNumberError) and self._earlier_batch_retrying(batch):
             retriable = True  # an earlier batch failed: this one arrived out of order because of it
-        if isinstance(error, UnknownProducerIdError):
+        if isinstance(error, UnknownProducerIdError) and self._txn is None:
             self._need_producer_id = True
             retriable = True
         if error.invalid_metadata:

@@ -15,6 +15,13 @@ make the next attempt look the coordinator up again; CONCURRENT_TRANSACTIONS (th
 transaction still finishing) is retried after `retry_backoff_ms`; PRODUCER_FENCED and
 INVALID_PRODUCER_EPOCH are fatal: another producer with the same transactional id took over.
 
+A record batch that fails for good (the sender calls `batch_failed`) puts the manager in
+Java's abortable error state: the transaction lacks those records, so adding to it and
+committing it raise `TransactionAbortableError` until it is aborted; the producer then takes a
+new epoch (InitProducerId with the transactional id, as Java after KIP-360), since the failed
+batch left a gap in its partition's sequence numbers. Fenced while producing is fatal. A
+transactional producer never gets a producer id without its transactional id.
+
 Used from the producer's event loop only.
 """
 
@@ -27,12 +34,13 @@ from typing import Any
 
 from . import protocol
 from .cluster import Cluster
-from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_for
+from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, TransactionAbortableError, error_for
 from .structs import TopicPartition
 
 TRANSACTION_KEY = 1
 _COORDINATOR_ERRORS = (14, 15, 16)  # loading, not available, not coordinator
 _CONCURRENT_TRANSACTIONS = 51
+_FENCED = (47, 90)  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN = protocol.ADD_PARTITIONS_TO_TXN, protocol.ADD_OFFSETS_TO_TXN
 END_TXN, TXN_OFFSET_COMMIT = protocol.END_TXN, protocol.TXN_OFFSET_COMMIT
 
@@ -50,6 +58,20 @@ class TransactionManager:
         self.partitions: set[tuple[str, int]] = set()
         self.offsets_added = False
         self.fatal: KafkaError | None = None
+        self.abortable: BaseException | None = None  # why the open transaction must be aborted
+
+    @property
+    def error(self) -> BaseException | None:
+        """The fatal or abortable error the manager is in, if any."""
+        return self.fatal if self.fatal is not None else self.abortable
+
+    def batch_failed(self, error: BaseException) -> None:
+        """A record batch of the open transaction failed for good (Java's abortable error;
+        fatal when the producer was fenced)."""
+        if getattr(error, "errno", None) in _FENCED:
+            self.fatal = error  # type: ignore[assignment]
+        elif self.abortable is None:
+            self.abortable = error
 
     # --- requests to the coordinator ---------------------------------------------------------
 
@@ -72,7 +94,7 @@ class TransactionManager:
                 if code in _COORDINATOR_ERRORS:
                     self.cluster.forget_coordinator(self.transactional_id, TRANSACTION_KEY)
                 error = error_for(code)
-                if code in (47, 90):  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
+                if code in _FENCED:
                     self.fatal = error
                     raise error
                 if not (error.retriable or code == _CONCURRENT_TRANSACTIONS):
@@ -98,12 +120,23 @@ class TransactionManager:
     def _check(self) -> None:
         if self.fatal is not None:
             raise self.fatal
+        if self.abortable is not None:
+            raise TransactionAbortableError(self.transactional_id, self.abortable)
         if not self.in_transaction:
+            raise IllegalStateError("no transaction is open: call begin_transaction() first")
+
+    def check_end(self, commit: bool) -> None:
+        """Whether the open transaction may end so: abort is allowed in the abortable state."""
+        if commit or self.fatal is not None:
+            self._check()
+        elif not self.in_transaction:
             raise IllegalStateError("no transaction is open: call begin_transaction() first")
 
     def begin(self) -> None:
         if self.fatal is not None:
             raise self.fatal
+        if self.abortable is not None:
+            raise TransactionAbortableError(self.transactional_id, self.abortable)
         if self.in_transaction:
             raise IllegalStateError("a transaction is already open")
         self.in_transaction = True
@@ -167,10 +200,15 @@ class TransactionManager:
         # Kafka sends TxnOffsetCommit to the group coordinator, which is the same broker here.
         await self._coordinator_call(TXN_OFFSET_COMMIT, commit, error_of)
 
-    async def end(self, commit: bool) -> None:
+    async def end(self, commit: bool) -> bool:
         """EndTxn, once every record of the transaction is acknowledged (the caller flushed).
-        A transaction that added nothing ends without a request, as the Java client's."""
-        self._check()
+        A transaction that added nothing ends without a request, as the Java client's.
+
+        Aborting in the abortable error state also takes a new epoch (InitProducerId with the
+        transactional id); returns True then: the producer's sequences restart at 0. If that
+        fails, the transaction stays open in its error state, and aborting again retries it
+        without a second EndTxn."""
+        self.check_end(commit)
         if self.partitions or self.offsets_added:
 
             def make(version: int) -> Any:
@@ -179,9 +217,14 @@ class TransactionManager:
                                       producer_epoch=self.producer_epoch, committed=commit)  # fmt: skip
 
             await self._coordinator_call(END_TXN, make, lambda r: r.error_code)
+            self.partitions = set()
+            self.offsets_added = False
+        renewed = self.abortable is not None
+        if renewed:
+            await self.init()
         self.in_transaction = False
-        self.partitions = set()
-        self.offsets_added = False
+        self.abortable = None
+        return renewed
 
 
 def _nested(request_cls: type, name: str) -> type:

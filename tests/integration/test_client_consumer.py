@@ -8,7 +8,7 @@ import time
 import pytest
 
 from diskless.client import Admin, ClientClosedError, Consumer, Producer, TopicPartition
-from diskless.client.errors import IllegalStateError, NoOffsetForPartitionError
+from diskless.client.errors import IllegalStateError, NoOffsetForPartitionError, RecordDeserializationError
 
 from .test_client_brokers import RunningBroker, kafka_broker, make_topic, new_name  # noqa: F401
 
@@ -222,3 +222,34 @@ async def test_a_closed_consumer_fails_fast(kafka_broker: RunningBroker) -> None
         consumer.assign([TopicPartition("x", 0)])
     with pytest.raises(IllegalStateError):
         Consumer(bootstrap_servers=kafka_broker.bootstrap).subscribe(["x"])
+
+
+async def test_a_value_the_deserializer_rejects_stops_the_partition_at_that_record(kafka_broker: RunningBroker) -> None:
+    """As Java's RecordDeserializationException: the records before the bad one are returned,
+    the error names the bad one, and the position stays there until the application seeks."""
+    topic = await make_topic(kafka_broker.bootstrap, 1)
+    tp = TopicPartition(topic, 0)
+    await produce(kafka_broker.bootstrap, topic, [b"0", b"bad", b"2"])
+    async with Consumer(bootstrap_servers=kafka_broker.bootstrap, auto_offset_reset="earliest", value_deserializer=int) as consumer:
+        consumer.assign([tp])
+        got = []
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            assert time.monotonic() < deadline, f"no error after {len(got)} records"
+            try:
+                batches = await consumer.getmany(timeout_ms=1000, max_records=10)
+            except RecordDeserializationError as exc:
+                error = exc
+                break
+            for records in batches.values():
+                got += records
+        assert [(r.offset, r.value) for r in got] == [(0, 0)]
+        assert (error.topic, error.partition, error.offset, error.part) == (topic, 0, 1, "value")
+        assert isinstance(error.__cause__, ValueError)
+        assert await consumer.position(tp) == 1
+        with pytest.raises(RecordDeserializationError):
+            await take(consumer, 1)  # not seeking past it: the same record fails again
+        assert await consumer.position(tp) == 1
+        consumer.seek(tp, 2)
+        assert [(r.offset, r.value) for r in await take(consumer, 1)] == [(2, 2)]
+

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from diskless.client import Admin, ClientClosedError, Consumer, KafkaTimeoutError, Producer, TopicPartition
-from diskless.client.errors import MessageSizeTooLargeError
+from diskless.client.errors import MessageSizeTooLargeError, TransactionAbortableError
 from diskless.client.partitioner import partition_for_key
 
 from .test_client_brokers import RunningBroker, kafka_broker, make_topic, new_name  # noqa: F401
@@ -100,6 +100,34 @@ async def test_close_drains_pending_records(kafka_broker: RunningBroker) -> None
         await producer.send(topic, b"late")
     with pytest.raises(ClientClosedError):
         await producer.flush()
+
+
+async def test_a_send_waiting_for_metadata_while_close_completes_fails(kafka_broker: RunningBroker) -> None:
+    """close() runs while a send() waits for its topic's metadata: the send must raise
+    ClientClosedError, not add its record after close() has failed the queued ones (its
+    delivery would then never resolve)."""
+    producer = Producer(kafka_broker.bootstrap)
+    await producer.start()
+    topic = await make_topic(kafka_broker.bootstrap, 1)  # after start: not in the producer's metadata yet
+    cluster = producer._cluster
+    assert topic not in cluster.metadata.topics
+    real_wait_for_topic = cluster.wait_for_topic
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    async def wait_for_topic(name: str, timeout_ms: int) -> int:
+        count = await real_wait_for_topic(name, timeout_ms)
+        entered.set()
+        await gate.wait()
+        return count
+
+    cluster.wait_for_topic = wait_for_topic
+    sending = asyncio.ensure_future(producer.send(topic, b"late"))
+    await asyncio.wait_for(entered.wait(), 20)
+    await asyncio.wait_for(producer.close(), 20)
+    gate.set()
+    with pytest.raises(ClientClosedError):
+        delivery = await asyncio.wait_for(sending, 20)
+        await asyncio.wait_for(delivery, 5)
 
 
 async def test_a_record_larger_than_max_request_size_is_refused(kafka_broker: RunningBroker) -> None:
@@ -222,3 +250,30 @@ async def test_serializers_and_deserializers_as_in_aiokafka(kafka_broker: Runnin
     finally:
         await consumer.stop()
     assert [(r.offset, r.key, r.value) for r in got] == [(0, "a", {"n": 1}), (1, None, [2])]
+
+
+async def test_a_transaction_with_a_failed_batch_cannot_commit_and_recovers_after_abort(kafka_broker: RunningBroker) -> None:
+    """As Java's abortable error: a batch the broker refuses for good (MESSAGE_TOO_LARGE here)
+    makes commit raise; abort works, and the next transaction (same transactional id, a new
+    epoch) commits and is read committed."""
+    if kafka_broker.kind == "tansu":
+        pytest.skip("transactions against our broker only")
+    small = await make_topic(kafka_broker.bootstrap, 1, {"max.message.bytes": "2000"})
+    topic = await make_topic(kafka_broker.bootstrap, 1)
+    async with Producer(kafka_broker.bootstrap, transactional_id=new_name("tx")) as producer:
+        await producer.begin_transaction()
+        kept = await producer.send(topic, b"aborted")
+        refused = await producer.send(small, b"x" * 5000)
+        with pytest.raises(TransactionAbortableError) as info:
+            await producer.commit_transaction()
+        assert isinstance(info.value.error, MessageSizeTooLargeError)
+        with pytest.raises(MessageSizeTooLargeError):
+            await refused
+        await kept
+        with pytest.raises(TransactionAbortableError):
+            await producer.send(topic, b"refused too")
+        await producer.abort_transaction()
+        async with producer.transaction():
+            await producer.send(topic, b"committed")
+    got = await consume_all(kafka_broker.bootstrap, topic, 1, partitions=1, isolation_level="read_committed")
+    assert [r.value for r in got] == [b"committed"]

@@ -249,3 +249,31 @@ def test_a_record_the_builder_rejects_leaves_the_accumulator_as_it_was() -> None
     assert (index, batch.record_count) == (1, 2)
     records = decode_batch(batch.builder.build()).records
     assert [(r.offset, r.timestamp, r.value) for r in records] == [(0, 1000, VALUE), (1, 1001, b"good")]
+
+
+def test_a_batch_built_but_left_behind_by_max_request_size_takes_no_more_records() -> None:
+    # Two partitions on one broker; the second batch is built (sequence given, bytes encoded)
+    # but does not fit in the request. Records appended afterwards must not go into it: its
+    # bytes and sequence range are fixed, so they would be reported delivered but never sent.
+    acc = make(batch_size=10000, linger_ms=0, max_request_size=500, idempotent=True)
+    acc.reset_producer_id(5, 0)
+    for tp in (A0, A1):
+        for _ in range(3):
+            acc.append(tp, 0, None, VALUE, (), now=0)
+    first = acc.drain(0, [1], leader_one)[1]
+    assert len(first) == 1
+    left = next(tp for tp in (A0, A1) if tp != first[0].tp)
+    later, index, _created, _filled = acc.append(left, 0, None, b"late", (), now=0)
+    sent = {}
+    while True:
+        drained = acc.drain(0, [1], leader_one)
+        if not drained:
+            break
+        for batch in drained[1]:
+            sent[batch.tp] = sent.get(batch.tp, []) + [batch]
+            acc.completed(batch)
+    wire = [r.value for batch in sent[left] for r in decode_batch(batch.data).records]
+    assert wire == [VALUE, VALUE, VALUE, b"late"]
+    assert sum(batch.record_count for batch in sent[left]) == 4
+    header = decode_batch(later.data).header
+    assert header.base_sequence + index == 3  # the late record's sequence follows the first three

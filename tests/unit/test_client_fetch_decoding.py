@@ -103,6 +103,22 @@ def test_a_producer_commits_then_aborts_then_commits() -> None:
     assert state.position == 9
 
 
+def test_a_fetch_that_starts_at_an_abort_marker_keeps_the_next_committed_transaction() -> None:
+    """The broker still lists the aborted transaction whose marker the fetch starts at; the
+    marker must consume that entry, or it would mark the producer's next (committed)
+    transaction in the same answer as aborted."""
+
+    def marker(offset: int, kind: int) -> bytes:  # kind 0 = abort, 1 = commit
+        return encode_batch([Record(offset, 0, b"\x00\x00\x00" + bytes([kind]), b"\x00\x00")], base_offset=offset,
+                            is_control=True, is_transactional=True, producer_id=7, producer_epoch=0)  # fmt: skip
+
+    data = marker(3, 0) + batch(4, 2, is_transactional=True, producer_id=7, producer_epoch=0, base_sequence=3) + marker(6, 1)
+    state = PartitionState(position=3, fetch_offset=3)
+    records = take_all(CompletedFetch(TP, 0, data, len(data), [(0, 7)]), state)
+    assert [r.offset for r in records] == [4, 5]
+    assert state.position == 7
+
+
 def test_a_batch_whose_last_records_were_compacted_away_still_advances_the_position() -> None:
     records = [Record(0, 1, None, b"a"), Record(1, 1, None, b"b")]
     data = bytearray(encode_batch(records, base_offset=0))

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diskless.client.records import iter_records
+from diskless.client.errors import RecordDeserializationError
+from diskless.client.records import deserialize, iter_records
 from diskless.client.structs import ConsumerRecord
 from hot_tier.records import Compression, CorruptBatch, Record, decode_batch, encode_batch, read_header
 
@@ -58,3 +59,16 @@ def test_leftover_bytes_after_the_declared_records_are_corrupt() -> None:
     data[57:61] = (1).to_bytes(4, "big")  # the header now claims one record; two are there
     with pytest.raises(CorruptBatch):
         list(iter_records(bytes(data), read_header(data, check_crc=False), "t", 0, 0))
+
+
+def test_deserialize_stops_at_the_first_record_that_fails_and_names_it() -> None:
+    records = [ConsumerRecord("t", 3, offset, 0, 0, b"k", value) for offset, value in ((10, b"1"), (11, b"2"), (12, b"x"), (13, b"4"))]
+    good, error = deserialize(records, None, int)
+    assert [(r.offset, r.key, r.value) for r in good] == [(10, b"k", 1), (11, b"k", 2)]
+    assert isinstance(error, RecordDeserializationError)
+    assert (error.topic, error.partition, error.offset, error.part) == ("t", 3, 12, "value")
+    assert isinstance(error.__cause__, ValueError)
+    good, error = deserialize(records, lambda key: key.decode(), None)
+    assert error is None and [r.key for r in good] == ["k"] * 4 and good[0].value == b"1"
+    good, error = deserialize(records[:1], int, None)
+    assert good == [] and error is not None and (error.offset, error.part) == (10, "key")
