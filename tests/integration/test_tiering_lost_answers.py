@@ -180,3 +180,21 @@ async def test_a_retention_pass_stopped_after_the_log_start_write_hides_what_it_
     assert leader.remote.segments == () and await committed_rows(store) == []
     assert produce(leader, 1) == [end]
     leader.close()
+
+
+async def test_local_copies_that_outlive_the_buckets_go_with_retention(parts) -> None:
+    """Local copies kept (local.retention -1, as a compacted topic's) of segments retention
+    deleted from the bucket go too: the local log never starts below the log start offset, so a
+    lookup by timestamp finds the first record at or above it, not one fetches refuse."""
+    storage, store, tmp_path = parts
+    leaders: list[PartitionLeader] = []
+    uploader = Uploader(storage.bucket, lambda: leaders, lambda: NOW_MS)
+    leader = await open_leader(storage, store, tmp_path / "broker-a" / f"{TOPIC}-0", leaders, uploader)
+    end = await two_rolled_segments(leader)
+    await asyncio.wait_for(uploader._upload_all(leader), timeout=10)
+    assert produce(leader, 2) == [end, end + 1]
+    await leader.enforce_remote_retention(NOW_MS)
+    assert leader.remote.segments == ()
+    assert (leader.log_start_offset, leader.local_log_start_offset) == (end, end)
+    assert await leader.offset_for_timestamp(0, fetchable_below=end + 2) == (0, end)
+    leader.close()

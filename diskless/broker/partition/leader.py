@@ -682,6 +682,11 @@ class PartitionLeader:
             start = max(self.log_start_offset, self.remote.segments[count - 1].next_offset)
             await self._store.set_log_start_offset(self.topic, self.index, start, leader_epoch=self.leader_epoch)
             self._deleted_below = max(self._deleted_below, start)
+            if self._log.log_start_offset < start <= self._log.log_end_offset:
+                # Local copies that outlived the bucket's (a compacted topic keeps them) go too,
+                # as Kafka's local log never starts below the log start offset: lookups by
+                # timestamp there found offsets fetches then answered out of range.
+                self._log.advance_log_start_offset(start)
         for _ in range(count):
             segment = await self.remote.delete_oldest(self.leader_epoch)
             logger.info(
