@@ -5,18 +5,8 @@ Same contract as postgres_ops.py (each runs inside the store's transaction or ca
 
 from __future__ import annotations
 
-from .errors import CoordinatorFenced
-from .postgres_ops import Conn, _fenced_partition, _partition_row
+from .postgres_ops import Conn, _check_coordinator, _fenced_partition, _partition_row
 from .transactions import COLUMNS, TransactionRecord
-
-
-async def _check_coordinator(conn: Conn, coordinator: tuple[int, int] | None) -> None:
-    """FOR SHARE: a slot move (an UPDATE of the row) waits for this write, or this one sees it."""
-    if coordinator is not None:
-        slot, epoch = coordinator
-        found = await conn.fetchval("SELECT epoch FROM coordinator_slots WHERE slot = $1 FOR SHARE", slot)
-        if found != epoch:
-            raise CoordinatorFenced(slot, epoch, found)
 
 
 async def put_transaction(conn: Conn, record: TransactionRecord, coordinator: tuple[int, int] | None = None) -> None:

@@ -8,16 +8,8 @@ from __future__ import annotations
 import sqlite3
 
 from .errors import CoordinatorFenced
-from .sqlite_ops import _fenced_partition, _partition_row, _read, _write
+from .sqlite_ops import _check_coordinator, _fenced_partition, _partition_row, _read, _write
 from .transactions import COLUMNS, TransactionRecord
-
-
-def _check_coordinator(conn: sqlite3.Connection, coordinator: tuple[int, int] | None) -> None:
-    if coordinator is not None:
-        slot, epoch = coordinator
-        row = conn.execute("SELECT epoch FROM coordinator_slots WHERE slot = ?", (slot,)).fetchone()
-        if row is None or row[0] != epoch:
-            raise CoordinatorFenced(slot, epoch, None if row is None else row[0])
 
 
 def put_transactions(
