@@ -18,9 +18,14 @@ catalogue as it is now, listed again.
 Every batch is checked (length, magic, CRC, and a base offset at or after the previous
 batch's next offset and inside the segment's commit range, since the CRC does not cover it)
 before it is decoded, and decoding stops at the first batch past the range. A segment whose
-objects are gone (retention deleted it after planning) is `DataLoss` with
-failOnDataLoss=true, else skipped with a warning, as Spark's Kafka source skips offsets that
-are no longer there. Bytes that fail a check (a bad CRC, a base offset out of place, a .log
+objects are gone when read (a compacted copy swapped in after planning, whose replaced data
+goes after `file.delete.delay.ms`; an orphan commit whose data is missing) is read, from the
+first offset not yet handed to Spark, from what holds those offsets now: the partition's
+catalogue listed again (one LIST per task; segments found missing are left out of it, so what
+they shadowed wins), then, for offsets no segment holds, the write-ahead objects (one LIST of
+`wal~/` and their indexes). Offsets nothing holds (retention deleted them) are `DataLoss`
+with failOnDataLoss=true, else skipped with a warning, as Spark's Kafka source skips offsets
+that are no longer there. Bytes that fail a check (a bad CRC, a base offset out of place, a .log
 shorter than its commit says, a write-ahead batch that is not the one its index names) are
 `CorruptSegment` / `CorruptWriteAheadObject`, naming the object, the byte and the offsets read;
 with failOnDataLoss=false the rest of that segment or slice is skipped with a warning. Rows
@@ -50,8 +55,8 @@ from .decode import MIN_TIMESTAMP_US, RecordBounds, batches_to_arrow, select_bat
 from .errors import CorruptSegment, CorruptWriteAheadObject, DataLoss
 from .plan import BucketRange, PartitionLog, SegmentRef, plan_tasks
 from .segment_index import first_offset_not_older_than, parse_offset_index, parse_time_index, position_range
-from .wal import WalSlice
-from .wal_read import offset_in_wal, read_wal_slice
+from .wal import WalCandidate, WalSlice, resolve_wal_tail
+from .wal_read import list_wal_candidates, offset_in_wal, read_wal_slice
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,19 @@ def read_bucket_range(
     fail_on_data_loss: bool,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[pa.RecordBatch]:
+    relisted = _Relisted(bucket, task.topic, task.partition, fail_on_data_loss)
+    yield from _read_pieces(bucket, task, bounds, include_headers, fail_on_data_loss, chunk_bytes, relisted)
+
+
+def _read_pieces(
+    bucket: Bucket,
+    task: BucketRange,
+    bounds: RecordBounds,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    chunk_bytes: int,
+    relisted: _Relisted,
+) -> Iterator[pa.RecordBatch]:
     aborted = AbortedRanges(task.aborted) if task.aborted else bounds.aborted
     for segment in task.segments:
         start = max(task.start_offset, segment.base_offset, bounds.start_offset)
@@ -77,12 +95,15 @@ def read_bucket_range(
         if start >= end:
             continue
         segment_bounds = RecordBounds(start, end, bounds.min_timestamp_us, bounds.max_timestamp_us, aborted)
+        resume, gone = start, None  # the first offset not yet handed to Spark; the object found missing
         try:
             if isinstance(segment, WalSlice):
-                yield from _read_wal(bucket, task, segment, segment_bounds, include_headers, fail_on_data_loss, chunk_bytes)
+                yield from _read_wal(bucket, task, segment, segment_bounds, include_headers, fail_on_data_loss, chunk_bytes, relisted)
                 continue
             for batch in _read_segment(bucket, task.topic, task.partition, segment, segment_bounds, include_headers, chunk_bytes):
                 yield from _slices(batch)
+                if batch.num_rows:
+                    resume = batch.column("offset")[-1].as_py() + 1
         except CorruptSegment as corrupt:
             if corrupt.topic is None:
                 corrupt = CorruptSegment(corrupt.key, corrupt.position, corrupt.reason, task.topic, task.partition, start)
@@ -94,29 +115,114 @@ def read_bucket_range(
                 raise
             log.warning("skipping offsets [%d, %d) after %s (failOnDataLoss=false)", start, end, corrupt)
         except ObjectNotFound as missing:
-            if fail_on_data_loss:
-                raise DataLoss(
-                    task.topic, task.partition, start, None, f"the segment object {missing.key!r} is gone (deleted by retention?)"
-                ) from None
-            log.warning(
-                "%s-%d: skipping offsets [%d, %d): segment object %r is gone (failOnDataLoss=false)",
-                task.topic, task.partition, start, end, missing.key,
-            )  # fmt: skip
+            gone = missing.key
+        if gone is not None and resume < end:
+            # Replaced since planning (a compacted copy swapped in), or an orphan commit whose
+            # data never was or is no longer there: read the offsets from what holds them now.
+            assert isinstance(segment, SegmentRef)
+            relisted.gone.add((segment.base_offset, segment.upload_id))
+            moved = replace(segment_bounds, start_offset=resume)
+            yield from _read_elsewhere(bucket, task, gone, moved, include_headers, fail_on_data_loss, chunk_bytes, relisted)
+
+
+class _Relisted:
+    """What a task learns of its partition when an object planned is gone: the catalogue as it
+    is now (one LIST of its commits, made once per task), the segments found missing since
+    (left out of it, so that what they shadowed wins), and, only when segments do not hold
+    some offsets, the write-ahead objects (one LIST of `wal~/` and their indexes)."""
+
+    def __init__(self, bucket: Bucket, topic: str, partition: int, fail_on_data_loss: bool) -> None:
+        self._bucket, self._topic, self._partition, self._fail_on_data_loss = bucket, topic, partition, fail_on_data_loss
+        self._commits: list[layout.CommittedSegment] | None = None
+        self._wal: list[WalCandidate] | None = None
+        self.gone: set[tuple[int, str]] = set()  # (base offset, upload id) of segments whose data is missing
+
+    def segments(self) -> list[layout.CommittedSegment]:
+        if self._commits is None:
+            keys = self._bucket.list_keys(layout.commits_prefix(self._topic, self._partition))
+            self._commits = [layout.parse_commit_key(key) for key in keys if key.endswith(layout.COMMIT_SUFFIX)]
+        return layout.resolve_overlaps(s for s in self._commits if (s.base_offset, s.upload_id) not in self.gone)
+
+    def wal_from(self, offset: int) -> tuple[WalSlice, ...]:
+        if self._wal is None:
+            wanted = (self._topic, self._partition)
+            found = list_wal_candidates(self._bucket, lambda topic, partition: (topic, partition) == wanted, self._fail_on_data_loss)
+            self._wal = found.get(wanted, [])
+        return resolve_wal_tail(self._wal, offset)
+
+
+def _read_elsewhere(
+    bucket: Bucket,
+    task: BucketRange,
+    missing_key: str,
+    bounds: RecordBounds,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    chunk_bytes: int,
+    relisted: _Relisted,
+) -> Iterator[pa.RecordBatch]:
+    """Offsets [bounds.start_offset, bounds.end_offset) of a segment whose object `missing_key`
+    is gone, from the committed segments listed now and, where none holds them, the write-ahead
+    objects; what neither holds was deleted by retention: `DataLoss`, or skipped."""
+    pieces: list[SegmentRef | WalSlice] = []
+    lost: list[tuple[int, int, int | None]] = []  # (start, end, next available)
+    cursor, end = bounds.start_offset, bounds.end_offset
+
+    def fill(to: int) -> None:
+        nonlocal cursor
+        for slice_ in relisted.wal_from(cursor):
+            if slice_.base_offset >= to or slice_.base_offset > cursor:
+                break
+            pieces.append(slice_)
+            cursor = slice_.next_offset
+        if cursor < to:
+            lost.append((cursor, to, to if to < end else None))
+            cursor = to
+
+    for segment in relisted.segments():
+        if segment.next_offset <= cursor:
+            continue
+        if segment.base_offset >= end:
+            break
+        if segment.base_offset > cursor:
+            fill(segment.base_offset)
+        pieces.append(SegmentRef(segment.base_offset, segment.last_offset, segment.size_bytes, segment.upload_id, segment.max_timestamp))
+        cursor = segment.next_offset
+    if cursor < end:
+        fill(end)
+    for lost_start, lost_end, available in lost:
+        if fail_on_data_loss:
+            reason = f"the segment object {missing_key!r} is gone (deleted by retention?) and nothing in the bucket holds them now"
+            raise DataLoss(task.topic, task.partition, lost_start, available, reason)
+        log.warning(
+            "%s-%d: skipping offsets [%d, %d): segment object %r is gone (failOnDataLoss=false)",
+            task.topic, task.partition, lost_start, lost_end, missing_key,
+        )  # fmt: skip
+    if pieces:
+        found = BucketRange(task.topic, task.partition, bounds.start_offset, end, tuple(pieces))
+        yield from _read_pieces(bucket, found, bounds, include_headers, fail_on_data_loss, chunk_bytes, relisted)
 
 
 def _read_wal(
-    bucket: Bucket, task: BucketRange, slice_: WalSlice, bounds: RecordBounds, include_headers: bool, fail_on_data_loss: bool, chunk_bytes: int
+    bucket: Bucket,
+    task: BucketRange,
+    slice_: WalSlice,
+    bounds: RecordBounds,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    chunk_bytes: int,
+    relisted: _Relisted,
 ) -> Iterator[pa.RecordBatch]:
     try:
         batch = read_wal_slice(bucket, task.topic, task.partition, slice_, bounds, include_headers)
     except ObjectNotFound:
         # Uploaded into a segment and deleted since planning: read those offsets from there.
-        segments = layout.resolve_overlaps(layout.parse_catalogue(bucket.list_keys(layout.commits_prefix(task.topic, task.partition))))
-        moved = PartitionLog(task.topic, task.partition, tuple(segments))
+        moved = PartitionLog(task.topic, task.partition, tuple(relisted.segments()))
         runs, _ = plan_tasks(moved, bounds.start_offset, bounds.end_offset, bounds, fail_on_data_loss)
         for start, end, pieces in runs:
-            yield from read_bucket_range(
-                bucket, BucketRange(task.topic, task.partition, start, end, pieces), bounds, include_headers, fail_on_data_loss, chunk_bytes
+            yield from _read_pieces(
+                bucket, BucketRange(task.topic, task.partition, start, end, pieces), bounds, include_headers, fail_on_data_loss,
+                chunk_bytes, relisted,
             )  # fmt: skip
         return
     if batch is not None:
