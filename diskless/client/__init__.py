@@ -22,6 +22,7 @@ from .errors import (
 from .producer import DeliveryFuture, Producer
 from .structs import (
     ConfigEntry,
+    ConsumerGroupMetadata,
     ConsumerRecord,
     NewTopic,
     OffsetAndMetadata,
@@ -66,6 +67,7 @@ __all__ = [
     "ClientSecurity",
     "ConfigEntry",
     "Consumer",
+    "ConsumerGroupMetadata",
     "RebalanceListener",
     "ConsumerRecord",
     "KafkaConnectionError",

@@ -81,13 +81,14 @@ class AccumulatorParams:
 
 
 class _PartitionState:
-    __slots__ = ("queue", "open", "in_flight", "next_sequence")
+    __slots__ = ("queue", "open", "in_flight", "next_sequence", "acked_sequence")
 
     def __init__(self) -> None:
         self.queue: deque[ProducerBatch] = deque()
         self.open: ProducerBatch | None = None  # the batch appends go to, until it is full
         self.in_flight = 0
-        self.next_sequence = 0
+        self.next_sequence = 0  # the base sequence the next new batch takes
+        self.acked_sequence = 0  # the sequence after the last acknowledged batch's (Java's lastAckedSequence + 1)
 
 
 class Accumulator:
@@ -284,13 +285,23 @@ class Accumulator:
 
     # --- outcomes --------------------------------------------------------------------------
 
-    def completed(self, batch: ProducerBatch) -> None:
+    def completed(self, batch: ProducerBatch, acknowledged: bool = False) -> None:
         """The batch was acknowledged or failed for good: it leaves the accumulator."""
         state = self.partitions[batch.tp]
+        if acknowledged and batch.base_sequence >= 0 and (batch.producer_id, batch.producer_epoch) == (self.producer_id, self.producer_epoch):
+            state.acked_sequence = (batch.base_sequence + batch.record_count) % SEQUENCE_WRAP
         if batch.in_flight:
             batch.in_flight = False
             state.in_flight -= 1
         self._release(batch)
+
+    def is_next_sequence(self, batch: ProducerBatch) -> bool:
+        """Whether `batch` comes right after the last acknowledged batch of its partition (Java's
+        isNextSequence). An OUT_OF_ORDER_SEQUENCE answer to a batch that does not is caused by
+        an earlier batch still in flight or retrying (e.g. at an old leader): retry it; to the
+        next batch it means the broker lost sequences, and the batch fails."""
+        state = self.partitions[batch.tp]
+        return batch.base_sequence == state.acked_sequence and (batch.producer_id, batch.producer_epoch) == (self.producer_id, self.producer_epoch)
 
     def reenqueue(self, batch: ProducerBatch, now: int, backoff_ms: int) -> None:
         """Put a failed in-flight batch back for a retry, in sequence order at the front."""
@@ -339,7 +350,7 @@ class Accumulator:
         not yet acknowledged get new sequences when next drained."""
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         for state in self.partitions.values():
-            state.next_sequence = 0
+            state.next_sequence = state.acked_sequence = 0
             for batch in state.queue:
                 batch.base_sequence = -1
 

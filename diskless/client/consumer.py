@@ -38,7 +38,7 @@ from .group import GroupMember, RebalanceListener
 from .membership import ConsumerGroupMember
 from .offsets import EARLIEST, LATEST, list_offsets
 from .records import deserialize
-from .structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from .subscription import SubscriptionState
 
 
@@ -358,6 +358,14 @@ class Consumer:
         else:
             wanted = {tp: v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(v) for tp, v in offsets.items()}
         await self._group.commit(wanted)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group id, generation (or KIP-848 member epoch), member id and instance id, for
+        `Producer.send_offsets_to_transaction` (Java's `groupMetadata()`, KIP-447)."""
+        self._check()
+        if self._group is None:
+            raise IllegalStateError("group_metadata() needs a group_id")
+        return self._group.group_metadata()
 
     async def committed(self, partition: TopicPartition) -> int | None:
         """The group's committed offset of `partition`, None if there is none."""

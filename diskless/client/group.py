@@ -46,7 +46,7 @@ from .consumer_protocol import (
 from .errors import KafkaError, RebalanceInProgressError, error_for
 from .offsets import committed_offsets, offset_fetch_request
 from .retry import is_retriable, retrying
-from .structs import OffsetAndMetadata, TopicPartition
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 from .subscription import SubscriptionState
 
 log = logging.getLogger(__name__)
@@ -198,6 +198,15 @@ class GroupMember:
                         raise error_for(p.error_code, None, group=self.group_id, topic=t.name, partition=p.partition_index)
 
         await self._with_retries(attempt, retriable=self._commit_retriable)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The member's current generation and id (KIP-447), for TxnOffsetCommit; a member
+        that is not subscribed commits as a simple group (generation -1)."""
+        generation, member_id = self._current_identity() if self.subscription.subscribed else (-1, "")
+        return ConsumerGroupMetadata(self.group_id, generation, member_id, self.config.group_instance_id)
+
+    def _current_identity(self) -> tuple[int, str]:
+        return self.generation_id, self.member_id
 
     def _commit_identity(self) -> tuple[int, str]:
         """(generation or member epoch, member id) to commit with; raises while that is unsettled."""

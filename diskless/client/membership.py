@@ -133,6 +133,9 @@ class ConsumerGroupMember(GroupMember):
     def _commit_identity(self) -> tuple[int, str]:
         return self.member_epoch, self.member_id
 
+    def _current_identity(self) -> tuple[int, str]:
+        return self.member_epoch, self.member_id
+
     def _check_offset_commit_version(self, version: int) -> None:
         if version < _OFFSET_COMMIT_MIN_VERSION:
             low, high = protocol.CLIENT_VERSIONS[protocol.OFFSET_COMMIT][1:]

@@ -33,7 +33,7 @@ from .config import ProducerConfig
 from .errors import ClientClosedError, IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
 from .partitioner import StickyPartitioner, partition_for_key
 from .sender import Sender
-from .structs import RecordMetadata, TopicPartition
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 from .transaction import TransactionManager
 
 log = logging.getLogger(__name__)
@@ -209,6 +209,10 @@ class Producer:
         if self._closed:
             return
         self._closed = True
+        if self._starting is not None and not self._starting.done():
+            # A start in progress finishes first, so what it opens (connections, the sender) is
+            # closed here rather than left running; a start that fails left nothing to close.
+            await asyncio.wait((self._starting,))
         if not self._started:
             return
         try:
@@ -523,8 +527,13 @@ class Producer:
             assert self._accumulator is not None
             self._accumulator.reset_producer_id(txn.producer_id, txn.producer_epoch)
 
-    async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
-        """Commit `group_id`'s offsets (the next offset to read) with the transaction."""
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], group_id: str | ConsumerGroupMetadata
+    ) -> None:
+        """Commit the group's offsets (the next offset to read) with the transaction, at the
+        group's coordinator. `group_id` is a group id (aiokafka) or, better, the consumer's
+        `group_metadata()` (Java, KIP-447): then a consumer that lost its generation gets
+        IllegalGenerationError, and the transaction must be aborted."""
         await self._transactions().send_offsets(offsets, group_id)
 
     @contextlib.asynccontextmanager

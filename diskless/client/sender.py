@@ -252,7 +252,7 @@ class Sender:
     # --- outcomes --------------------------------------------------------------------------
 
     def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
-        self.accumulator.completed(batch)
+        self.accumulator.completed(batch, acknowledged=True)
         if not batch.future.done():
             batch.future.set_result((base_offset, log_append_time))
         self._on_done(batch)
@@ -269,8 +269,8 @@ class Sender:
 
     def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         retriable = error.retriable
-        if isinstance(error, OutOfOrderSequenceNumberError) and self._earlier_batch_retrying(batch):
-            retriable = True  # an earlier batch failed: this one arrived out of order because of it
+        if isinstance(error, OutOfOrderSequenceNumberError) and (self._need_producer_id or not self.accumulator.is_next_sequence(batch)):
+            retriable = True  # an earlier batch is unanswered or retrying: this one overtook it
         if isinstance(error, UnknownProducerIdError) and self._txn is None:
             self._need_producer_id = True
             retriable = True
@@ -288,12 +288,6 @@ class Sender:
             self.accumulator.reenqueue(batch, now, backoff)
         else:
             self._fail(batch, error)
-
-    def _earlier_batch_retrying(self, batch: ProducerBatch) -> bool:
-        state = self.accumulator.partitions.get(batch.tp)
-        if state is None or self._need_producer_id:
-            return self._need_producer_id
-        return any(b.attempts and 0 <= b.base_sequence < batch.base_sequence for b in state.queue)
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:

@@ -52,6 +52,18 @@ class OffsetAndMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """A consumer's group membership, as Java's `consumer.groupMetadata()` (KIP-447): sent with
+    TxnOffsetCommit so the group coordinator refuses offsets from a member of a past generation.
+    `generation_id` -1 and `member_id` "" commit as a simple group, unchecked."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetAndTimestamp:
     """An answer of ListOffsets: the first offset at or after a time, with that record's timestamp."""
 

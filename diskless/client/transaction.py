@@ -14,6 +14,8 @@ Coordinator errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD
 make the next attempt look the coordinator up again; CONCURRENT_TRANSACTIONS (the previous
 transaction still finishing) is retried after `retry_backoff_ms`; PRODUCER_FENCED and
 INVALID_PRODUCER_EPOCH are fatal: another producer with the same transactional id took over.
+TxnOffsetCommit answered ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID (the
+consumer's `group_metadata()` is stale) makes the transaction abortable, as Java's.
 
 A record batch that fails for good (the sender calls `batch_failed`) puts the manager in
 Java's abortable error state: the transaction lacks those records, so adding to it and
@@ -35,9 +37,10 @@ from typing import Any
 from . import protocol
 from .cluster import Cluster
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, TransactionAbortableError, error_for
-from .structs import TopicPartition
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
-TRANSACTION_KEY = 1
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+_MEMBER_ERRORS = (22, 25, 82)  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID
 _COORDINATOR_ERRORS = (14, 15, 16)  # loading, not available, not coordinator
 _CONCURRENT_TRANSACTIONS = 51
 _FENCED = (47, 90)  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
@@ -75,16 +78,20 @@ class TransactionManager:
 
     # --- requests to the coordinator ---------------------------------------------------------
 
-    async def _coordinator_call(self, api_key: int, make: Callable[[int], Any], error_of: Callable[[Any], int]) -> Any:
-        """Send to the transaction coordinator until an answer without a retriable error."""
+    async def _coordinator_call(
+        self, api_key: int, make: Callable[[int], Any], error_of: Callable[[Any], int], group_id: str | None = None
+    ) -> Any:
+        """Send to the transaction coordinator (or, with `group_id`, to that group's coordinator)
+        until an answer without a retriable error."""
+        key, key_type = (self.transactional_id, TRANSACTION_KEY) if group_id is None else (group_id, GROUP_KEY)
         deadline = time.monotonic() + self.timeout_ms / 1000
         while True:
             try:
-                node = await self.cluster.coordinator(self.transactional_id, TRANSACTION_KEY)
+                node = await self.cluster.coordinator(key, key_type)
                 response = await self.cluster.request_coordinator(node, api_key, make)
                 code = error_of(response)
             except KafkaError as exc:
-                self.cluster.forget_coordinator(self.transactional_id, TRANSACTION_KEY)
+                self.cluster.forget_coordinator(key, key_type)
                 if not exc.retriable:
                     raise
                 code, response = -1, None
@@ -92,10 +99,15 @@ class TransactionManager:
                 return response
             if code > 0:
                 if code in _COORDINATOR_ERRORS:
-                    self.cluster.forget_coordinator(self.transactional_id, TRANSACTION_KEY)
+                    self.cluster.forget_coordinator(key, key_type)
                 error = error_for(code)
                 if code in _FENCED:
                     self.fatal = error
+                    raise error
+                if code in _MEMBER_ERRORS:
+                    # Java's TxnOffsetCommitHandler: the consumer lost its generation, so the
+                    # records it transformed may be processed again by the new owner: abort.
+                    self.abortable = error
                     raise error
                 if not (error.retriable or code == _CONCURRENT_TRANSACTIONS):
                     raise error
@@ -164,41 +176,45 @@ class TransactionManager:
         await self._coordinator_call(ADD_PARTITIONS_TO_TXN, make, error_of)
         self.partitions.add((topic, partition))
 
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
-        """AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator."""
+    async def send_offsets(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], group: str | ConsumerGroupMetadata) -> None:
+        """AddOffsetsToTxn at the transaction coordinator, then TxnOffsetCommit at the group's
+        coordinator (FindCoordinator key type 0), as Java's TransactionManager. `group` is a
+        group id (aiokafka's signature: committed as a simple group, generation -1) or the
+        consumer's `group_metadata()`, whose generation and member id the group coordinator
+        checks (TxnOffsetCommit v3+, KIP-447)."""
         self._check()
+        meta = group if isinstance(group, ConsumerGroupMetadata) else ConsumerGroupMetadata(group)
 
         def add(version: int) -> Any:
             cls = protocol.request_class(ADD_OFFSETS_TO_TXN, version)
             return protocol.build(cls, transactional_id=self.transactional_id, producer_id=self.producer_id,
-                                  producer_epoch=self.producer_epoch, group_id=group_id)  # fmt: skip
+                                  producer_epoch=self.producer_epoch, group_id=meta.group_id)  # fmt: skip
 
         await self._coordinator_call(ADD_OFFSETS_TO_TXN, add, lambda r: r.error_code)
         self.offsets_added = True
-        by_topic: dict[str, list[tuple[int, int]]] = {}
+        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
         for tp, offset in offsets.items():
-            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset if isinstance(offset, OffsetAndMetadata) else OffsetAndMetadata(offset)))
 
         def commit(version: int) -> Any:
             cls = protocol.request_class(TXN_OFFSET_COMMIT, version)
             topic_cls, partition_cls = _nested(cls, "TxnOffsetCommitRequestTopic"), _nested(cls, "TxnOffsetCommitRequestPartition")
             topics = tuple(
                 topic_cls(name=t, partitions=tuple(
-                    protocol.build(partition_cls, partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
+                    protocol.build(partition_cls, partition_index=p, committed_offset=o.offset, committed_leader_epoch=o.leader_epoch,
+                                   committed_metadata=o.metadata)
                     for p, o in ps
                 ))
                 for t, ps in by_topic.items()
             )  # fmt: skip
-            return protocol.build(cls, transactional_id=self.transactional_id, group_id=group_id, producer_id=self.producer_id,
-                                  producer_epoch=self.producer_epoch, generation_id=-1, member_id="", group_instance_id=None,
-                                  topics=topics)  # fmt: skip
+            return protocol.build(cls, transactional_id=self.transactional_id, group_id=meta.group_id, producer_id=self.producer_id,
+                                  producer_epoch=self.producer_epoch, generation_id=meta.generation_id, member_id=meta.member_id,
+                                  group_instance_id=meta.group_instance_id, topics=topics)  # fmt: skip
 
         def error_of(response: Any) -> int:
             return max((p.error_code for t in response.topics for p in t.partitions), default=0)
 
-        # The transaction coordinator keeps the offsets until the commit (this broker's design);
-        # Kafka sends TxnOffsetCommit to the group coordinator, which is the same broker here.
-        await self._coordinator_call(TXN_OFFSET_COMMIT, commit, error_of)
+        await self._coordinator_call(TXN_OFFSET_COMMIT, commit, error_of, group_id=meta.group_id)
 
     async def end(self, commit: bool) -> bool:
         """EndTxn, once every record of the transaction is acknowledged (the caller flushed).

@@ -277,3 +277,62 @@ async def test_a_transaction_with_a_failed_batch_cannot_commit_and_recovers_afte
             await producer.send(topic, b"committed")
     got = await consume_all(kafka_broker.bootstrap, topic, 1, partitions=1, isolation_level="read_committed")
     assert [r.value for r in got] == [b"committed"]
+
+
+async def test_consume_transform_produce_commits_offsets_with_the_consumers_generation(kafka_broker: RunningBroker) -> None:
+    """KIP-447: offsets go to the group's coordinator with the consumer's group_metadata();
+    they are committed with the transaction, and a stale generation is refused (the
+    transaction must then be aborted)."""
+    if kafka_broker.kind == "tansu":
+        pytest.skip("transactions against our broker only")
+    from dataclasses import replace
+
+    from diskless.client.errors import IllegalGenerationError
+
+    source = await make_topic(kafka_broker.bootstrap, 1)
+    sink = await make_topic(kafka_broker.bootstrap, 1)
+    group = new_name("g")
+    async with Producer(kafka_broker.bootstrap) as plain:
+        for i in range(3):
+            await (await plain.send(source, b"v%d" % i, partition=0))
+    async with (
+        Consumer(source, bootstrap_servers=kafka_broker.bootstrap, group_id=group, auto_offset_reset="earliest",
+                 enable_auto_commit=False, isolation_level="read_committed") as consumer,
+        Producer(kafka_broker.bootstrap, transactional_id=new_name("tx")) as producer,
+    ):  # fmt: skip
+        got = []
+        while len(got) < 3:
+            for records in (await consumer.getmany(timeout_ms=10000)).values():
+                got += records
+        meta = consumer.group_metadata()
+        assert meta.group_id == group and meta.generation_id >= 1 and meta.member_id
+        async with producer.transaction():
+            for record in got:
+                await producer.send(sink, record.value.upper(), partition=0)
+            await producer.send_offsets_to_transaction({TopicPartition(source, 0): got[-1].offset + 1}, meta)
+        assert await consumer.committed(TopicPartition(source, 0)) == 3
+        await producer.begin_transaction()
+        await producer.send(sink, b"stale", partition=0)
+        with pytest.raises(IllegalGenerationError):
+            stale = replace(meta, generation_id=meta.generation_id + 1)
+            await producer.send_offsets_to_transaction({TopicPartition(source, 0): 99}, stale)
+        with pytest.raises(TransactionAbortableError):
+            await producer.commit_transaction()
+        await producer.abort_transaction()
+        assert await consumer.committed(TopicPartition(source, 0)) == 3
+    got = await consume_all(kafka_broker.bootstrap, sink, 3, partitions=1, isolation_level="read_committed")
+    assert [r.value for r in got] == [b"V0", b"V1", b"V2"]
+
+
+async def test_close_during_start_stops_the_started_producer(kafka_broker: RunningBroker) -> None:
+    """close() while start() is connecting waits for it, then stops what it started: the
+    sender's task ends and the producer refuses records."""
+    producer = Producer(kafka_broker.bootstrap, enable_idempotence=True)
+    starting = asyncio.create_task(producer.start())
+    await asyncio.sleep(0)  # start() is under way: connecting
+    assert not starting.done()
+    await producer.close()
+    await starting
+    assert producer._sender is not None and producer._sender._task is not None and producer._sender._task.done()
+    with pytest.raises(ClientClosedError):
+        await producer.send("anything", b"v")

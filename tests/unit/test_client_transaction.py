@@ -81,3 +81,74 @@ def test_a_fenced_batch_is_fatal() -> None:
         run(txn.end(commit=False))
     with pytest.raises(type(fenced)):
         txn.begin()
+
+
+class TwoCoordinators:
+    """The transaction coordinator is node 1, the group's node 2; node 2 first answers
+    TxnOffsetCommit NOT_COORDINATOR, then with `commit_error`. Requests are built at v3."""
+
+    def __init__(self, commit_error: int = 0) -> None:
+        self.sent: list[tuple[int, int, Any]] = []
+        self.looked_up: list[tuple[str, int]] = []
+        self.forgotten: list[tuple[str, int]] = []
+        self.commit_errors = [16, commit_error]
+
+    async def coordinator(self, key: str, key_type: int) -> int:
+        self.looked_up.append((key, key_type))
+        return 1 if key_type == 1 else 2
+
+    def forget_coordinator(self, key: str, key_type: int) -> None:
+        self.forgotten.append((key, key_type))
+
+    async def request_coordinator(self, node: int, api_key: int, make: Any) -> Any:
+        self.sent.append((node, api_key, make(3)))
+        if api_key == protocol.INIT_PRODUCER_ID:
+            return SimpleNamespace(error_code=0, producer_id=42, producer_epoch=0)
+        if api_key == protocol.TXN_OFFSET_COMMIT:
+            code = self.commit_errors.pop(0)
+            return SimpleNamespace(topics=(SimpleNamespace(partitions=(SimpleNamespace(error_code=code),)),))
+        return SimpleNamespace(error_code=0)
+
+
+def run_with_sleeps(coroutine: Any) -> Any:
+    """Run a coroutine whose only waits are the retry backoff's sleeps (skipped)."""
+    while True:
+        try:
+            coroutine.send(None)
+        except StopIteration as done:
+            return done.value
+
+
+def test_offsets_go_to_the_group_coordinator_with_the_consumers_generation() -> None:
+    from diskless.client import ConsumerGroupMetadata, TopicPartition
+
+    cluster = TwoCoordinators()
+    txn = TransactionManager("tx", 60000, cluster, 0, 1000)  # type: ignore[arg-type]
+    run(txn.init())
+    txn.begin()
+    cluster.sent.clear()
+    meta = ConsumerGroupMetadata("g", 5, "member-1", "instance-1")
+    run_with_sleeps(txn.send_offsets({TopicPartition("in", 0): 7}, meta))
+    (add_node, add_api, add), *commits = cluster.sent
+    assert (add_node, add_api, add.group_id) == (1, protocol.ADD_OFFSETS_TO_TXN, "g")
+    assert [(node, api) for node, api, _ in commits] == [(2, protocol.TXN_OFFSET_COMMIT)] * 2  # NOT_COORDINATOR, then again
+    assert ("g", 0) in cluster.forgotten and ("tx", 1) not in cluster.forgotten
+    request = commits[-1][2]
+    assert (request.generation_id, request.member_id, request.group_instance_id) == (5, "member-1", "instance-1")
+    assert request.topics[0].partitions[0].committed_offset == 7
+
+
+def test_a_group_id_alone_commits_as_a_simple_group_and_a_stale_generation_is_abortable() -> None:
+    from diskless.client import TopicPartition
+    from diskless.client.errors import IllegalGenerationError
+
+    cluster = TwoCoordinators(commit_error=22)
+    txn = TransactionManager("tx", 60000, cluster, 0, 1000)  # type: ignore[arg-type]
+    run(txn.init())
+    txn.begin()
+    with pytest.raises(IllegalGenerationError):
+        run_with_sleeps(txn.send_offsets({TopicPartition("in", 0): 7}, "g"))
+    request = cluster.sent[-1][2]
+    assert (request.group_id, request.generation_id, request.member_id) == ("g", -1, "")
+    with pytest.raises(TransactionAbortableError):
+        run(txn.end(commit=True))
