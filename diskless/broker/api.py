@@ -64,6 +64,10 @@ class TopicRegistry(Protocol):
         """The topic, from the store if this broker has not heard of it yet."""
         ...
 
+    async def find_topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        """The topic of this id, from the store if this broker has not heard of it yet."""
+        ...
+
     async def until_open(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> None:
         """Hold a request while any of these partitions is being opened here (returns at once,
         without yielding, when none is)."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from hot_tier import Log, LogConfig
 from metadata import MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.model import validate_topic_name
-from metadata.errors import InvalidPartitions, UnknownTopic
+from metadata.errors import InvalidPartitions, UnknownTopic, UnknownTopicId
 
 from . import dynamic_broker_configs, topic_configs
 from .partition_limits import MAX_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, check_partition_limits
@@ -210,6 +210,17 @@ class Registry:
             if name not in self._topics and not self._seen_at.get(("deleted", name)):
                 self._set_topic(topic)
         return self._topics.get(name)
+
+    async def find_topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        """The topic of this id, asking the store if this broker has not heard of it yet."""
+        known = self._topics_by_id.get(topic_id)
+        if known is not None:
+            return known
+        try:
+            topic = await self.store.get_topic_by_id(topic_id)
+        except (UnknownTopic, UnknownTopicId):
+            return None
+        return await self.find_topic(topic.name)
 
     def offline(self, topic: str, index: int) -> bool:
         """Whether this broker leads the partition but could not open it (its log is unreadable)."""

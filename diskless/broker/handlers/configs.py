@@ -137,7 +137,7 @@ async def handle_describe_configs(broker: BrokerApi, request: Request) -> Any:
         if kind is not None and not broker.security.allowed(acl.DESCRIBE_CONFIGS, kind, _acl_name(resource.resource_type, resource.resource_name)):
             error, message = _ACL_REFUSAL[resource.resource_type], "Authorization failed."
         elif resource.resource_type == TOPIC:
-            topic = broker.registry.topics.get(resource.resource_name)
+            topic = await broker.registry.find_topic(resource.resource_name)  # made by another broker since the last view?
             if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name}"
             else:
@@ -224,7 +224,7 @@ async def _alter(broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, 
             elif resource.resource_type != TOPIC:
                 error, message = ErrorCode.invalid_request, "only topic, group and broker configs can be altered"
             else:
-                topic = broker.registry.topics.get(resource.resource_name)
+                topic = await broker.registry.find_topic(resource.resource_name)
                 if topic is None:
                     raise UnknownTopic(resource.resource_name)
                 updated = topic_change(topic.configs, resource.configs)

@@ -102,14 +102,16 @@ async def handle_delete_topics(broker: BrokerApi, request: Request) -> Any:
     results = []
     for name, topic_id in wanted:
         error, message = ErrorCode.none, None
+        # Looked up in the store too: another broker may have made it since this one's last view.
         if name is None and topic_id is not None:
-            topic = broker.registry.topic_by_id(topic_id)
+            topic = await broker.registry.find_topic_by_id(topic_id)
             name = topic.name if topic else None
             if topic is None:
                 error = ErrorCode.unknown_topic_id
         if error is ErrorCode.none:
             try:
                 broker.security.require(DELETE, TOPIC, name)
+                await broker.registry.find_topic(name)
                 deleted = await broker.registry.delete_topic(name)
                 topic_id = deleted.topic_id
             except UnknownTopic as exc:
@@ -130,7 +132,7 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
         error, message = ErrorCode.none, None
         try:
             broker.security.require(ALTER, TOPIC, wanted.name)
-            topic = broker.registry.topics.get(wanted.name)
+            topic = await broker.registry.find_topic(wanted.name)
             if topic is None:
                 raise UnknownTopic(wanted.name)
             if wanted.count <= topic.num_partitions:
