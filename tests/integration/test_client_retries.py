@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +19,6 @@ import pytest
 
 from diskless.client import Admin, Consumer, KafkaTimeoutError, Producer, TopicPartition
 
-from .broker_process import free_port
 from .test_client_brokers import BROKERS, RunningBroker, new_name, start_broker
 
 DEADLINE_S = 60.0
@@ -30,8 +30,9 @@ class Proxy:
     aborted once it has carried a random number of broker-to-client bytes in that range (the
     chunk that crosses it is dropped). `stalled`: broker-to-client bytes are swallowed."""
 
-    def __init__(self, port: int, target_port: int, cut_between: tuple[int, int] | None = None) -> None:
-        self.port = port
+    def __init__(self, listener: socket.socket, target_port: int, cut_between: tuple[int, int] | None = None) -> None:
+        self._listener = listener  # bound before the broker started, so that no one takes its port meanwhile
+        self.port = listener.getsockname()[1]
         self.target_port = target_port
         self.cut_between = cut_between
         self.stalled = False
@@ -41,7 +42,7 @@ class Proxy:
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        self._server = await asyncio.start_server(self._handle, sock=self._listener)
 
     async def close(self) -> None:
         assert self._server is not None
@@ -92,9 +93,11 @@ class Proxy:
 
 @pytest.fixture(params=BROKERS)
 async def proxied_broker(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[RunningBroker, Proxy]]:
-    proxy_port = free_port()
-    broker = await asyncio.to_thread(start_broker, request.param, tmp_path / "data", advertised_port=proxy_port)
-    proxy = Proxy(proxy_port, broker.port)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    broker = await asyncio.to_thread(start_broker, request.param, tmp_path / "data", advertised_port=listener.getsockname()[1])
+    proxy = Proxy(listener, broker.port)
     await proxy.start()
     try:
         yield broker, proxy
