@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from metadata import MetadataStore, open_metadata_store, sqlite_url
+from metadata import MetadataStore
 from metadata.transactions import COMPLETE_ABORT, EMPTY, TransactionRecord
 
 from .conftest import ON_EVERY_METADATA_BACKEND
+from .test_metadata_transactions import store  # noqa: F401 (the fixture: SQLite and PostgreSQL)
 from .test_transactions_confluent import DEADLINE_S, consume_all, transactional_producer, values
 
 
@@ -51,15 +50,7 @@ def test_a_producer_whose_transaction_timed_out_is_fenced_and_a_new_one_carries_
     assert values(got) == {0: [f"next-{i}" for i in range(3)]}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MetadataStore]:
-    url = request.getfixturevalue("postgres_database") if request.param == "postgresql" else sqlite_url(tmp_path / "m.db")
-    opened = await open_metadata_store(url)
-    yield opened
-    await opened.close()
-
-
-async def test_the_previous_producer_epoch_is_read_back_from_the_store(store: MetadataStore) -> None:
+async def test_the_previous_producer_epoch_is_read_back_from_the_store(store: MetadataStore) -> None:  # noqa: F811 (the fixture)
     bumped = TransactionRecord("tx", 7000, 5, 60_000, EMPTY, last_update_ms=10, last_producer_epoch=4)
     fenced = TransactionRecord("tx-2", 7001, 9, 60_000, COMPLETE_ABORT, txn_start_ms=3, last_update_ms=11)
     await store.put_transaction(bumped)

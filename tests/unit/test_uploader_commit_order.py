@@ -121,7 +121,8 @@ def test_a_closed_leaders_upload_ends_before_the_partition_opens_again(tmp_path,
         await asyncio.wait_for(in_flight.wait(), 5)
         leader.closed = True
         stopping = asyncio.create_task(uploader.stop_uploads([("t", 0), ("t", 1)]))
-        await asyncio.sleep(0.05)
+        for _ in range(10):  # however often the loop turns, the PUT holds the attempt
+            await asyncio.sleep(0)
         assert not stopping.done()  # waits for the attempt in flight
         release.set()
         await asyncio.wait_for(stopping, 5)
