@@ -6,6 +6,7 @@ Two ways, for two callers:
   offset, batch length) of a batch the segment already trusts. The read path walks batches
   this way from an index entry. A header that is not a batch (bad magic, impossible length,
   runs past the data) raises CorruptLog: never serve garbage.
+- `first_timestamp`: a segment's first batch's timestamp, for bookkeeping.
 - `scan_batches`: reads the file in large chunks and validates every batch fully (length,
   magic, CRC-32C over the whole batch) with hot_tier.records.read_header. Recovery uses it;
   it stops quietly at the first batch that is torn or corrupt, and the caller truncates there.
@@ -49,6 +50,18 @@ def size_at(fd: int, position: int, end: int, path: Path) -> int:
     if size < HEADER_BYTES or position + size > end:
         raise CorruptLog(path, f"batch at position {position} claims an impossible size of {size} bytes")
     return size
+
+
+def first_timestamp(path: Path) -> int:
+    """The timestamp of the segment's first batch (BatchHeader.first_timestamp), -1 when the
+    file holds no whole header: bookkeeping only (the bucket's segment records, compaction
+    lag); the batch itself is not checked."""
+    with open(path, "rb") as f:
+        data = f.read(HEADER_BYTES)
+    if len(data) < HEADER_BYTES:
+        return -1
+    header = BatchHeader(0, *_HEADER.unpack(data))
+    return header.first_timestamp if header.magic == MAGIC else -1
 
 
 def scan_batches(fd: int, start: int, end: int, *, chunk_bytes: int = SCAN_CHUNK_BYTES) -> Iterator[BatchHeader]:

@@ -13,6 +13,7 @@ from .errors import BadCrc, BadLength, BadMagic, CorruptBatch, RecordsError, Tru
 from .header import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     CRC_START,
@@ -35,6 +36,7 @@ from .header import (
 __all__ = [
     "ATTR_CODEC_MASK",
     "ATTR_CONTROL",
+    "ATTR_DELETE_HORIZON",
     "ATTR_TIMESTAMP_TYPE",
     "ATTR_TRANSACTIONAL",
     "CRC_START",

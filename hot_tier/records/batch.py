@@ -35,6 +35,7 @@ from .decoder import iter_record_tuples
 from .header import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     CRC_START,
@@ -94,6 +95,7 @@ def encode_batch(
     is_control: bool = False,
     last_offset: int | None = None,
     empty_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Build one batch holding `records`, which must have increasing offsets >= `base_offset`.
 
@@ -107,7 +109,9 @@ def encode_batch(
     last sequence stays where it was), and with no records left and `empty_timestamp` given
     (the original max timestamp) the batch is Kafka's empty batch (DefaultRecordBatch.
     writeEmptyHeader: no records, uncompressed, both timestamps `empty_timestamp`), which keeps
-    a producer's last sequence in the log.
+    a producer's last sequence in the log. With `delete_horizon_ms` (KIP-534) base_timestamp
+    is that horizon and the record deltas are taken from it (negative ones too), as Kafka's
+    MemoryRecordsBuilder writes a batch whose tombstones the cleaner has kept once.
     """
     records = list(records)
     if not records and (last_offset is None or empty_timestamp is None):
@@ -118,8 +122,9 @@ def encode_batch(
         raise ValueError(f"compression codec id {compression} does not fit the attribute bits")
     if timestamp_type not in (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME):
         raise ValueError(f"timestamp type {timestamp_type} is neither CreateTime (0) nor LogAppendTime (1)")
-    base_timestamp = records[0].timestamp if records else empty_timestamp
-    max_timestamp = base_timestamp
+    first_timestamp = records[0].timestamp if records else empty_timestamp
+    base_timestamp = first_timestamp if delete_horizon_ms is None else delete_horizon_ms
+    max_timestamp = first_timestamp
     body = bytearray()
     previous_offset = base_offset - 1
     if last_offset is not None and records and last_offset < records[-1].offset:
@@ -142,6 +147,8 @@ def encode_batch(
         attributes |= ATTR_TRANSACTIONAL
     if is_control:
         attributes |= ATTR_CONTROL
+    if delete_horizon_ms is not None:
+        attributes |= ATTR_DELETE_HORIZON
     section = compress(compression, body) if compression != Compression.NONE else body
     out = bytearray(HEADER_BYTES)
     out += section

@@ -11,7 +11,7 @@ Byte layout (Kafka's DefaultRecordBatch, KIP-98), all big-endian:
     21      2     attributes            bits 0-2 codec, 3 timestamp type, 4 transactional,
                                         5 control, 6 delete horizon
     23      4     last_offset_delta
-    27      8     base_timestamp        first timestamp
+    27      8     base_timestamp        first timestamp; the delete horizon when bit 6 is set
     35      8     max_timestamp
     43      8     producer_id
     51      2     producer_epoch
@@ -42,6 +42,7 @@ ATTR_CODEC_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40  # KIP-534: base_timestamp holds when the batch's tombstones may go
 
 TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
@@ -110,6 +111,18 @@ class BatchHeader:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the log cleaner may drop this batch's tombstones (or itself, a transaction
+        marker): stamped at the cleaning that first kept them (KIP-534), None before."""
+        return self.base_timestamp if self.attributes & ATTR_DELETE_HORIZON else None
+
+    @property
+    def first_timestamp(self) -> int:
+        """The batch's timestamp for segment-level bookkeeping: its first record's, or with a
+        delete horizon in that field, its largest (Kafka's first-batch timestamp)."""
+        return self.max_timestamp if self.attributes & ATTR_DELETE_HORIZON else self.base_timestamp
 
     @property
     def has_producer_id(self) -> bool:

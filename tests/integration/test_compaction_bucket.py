@@ -1,8 +1,8 @@
 """Compaction in the bucket (moto's S3 server): a tiered compacted topic's segments, uploaded as
 written, are replaced by their cleaned copies, merged up to segment.bytes. Read from the
 bucket alone (one LIST of commit objects, then the .log objects), the partition holds each
-live key once, at the offset its last value was acknowledged at; tombstones go after
-delete.retention.ms; the replaced objects are gone after file.delete.delay.ms. SIGKILL at
+live key once, at the offset its last value was acknowledged at; tombstones go
+delete.retention.ms after the cleaning that first kept them (KIP-534); the replaced objects are gone after file.delete.delay.ms. SIGKILL at
 random moments while the bucket is rewritten loses nothing acknowledged and live, shows no key
 older than before, and leaves no orphaned object. A broker that did not write the history (its
 disk was lost) compacts it from the bucket; transactions are cleaned as Kafka cleans them, abort
@@ -14,6 +14,7 @@ import asyncio
 import random
 import shutil
 import time
+from collections.abc import Collection
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
@@ -29,6 +30,7 @@ from .test_tiering_reads import BucketView, moto, open_bucket, start_broker  # n
 KEYS = 200
 ROUNDS = 5
 TOMBSTONED = range(0, KEYS, 11)
+TOMBSTONED_LATER = range(5, KEYS, 11)
 KILLS = 3
 # A deleted disk is a new directory: it waits for the old session to expire, kept short here.
 SHORT_SESSION = ("--broker-session-timeout-ms", "1500", "--broker-heartbeat-interval-ms", "200")
@@ -51,18 +53,25 @@ def bucket_records(bucket: BucketView, topic: str) -> list[tuple[int, bytes, byt
     return records
 
 
-def bucket_is_compacted(bucket: BucketView, topic: str, acked: dict[int, tuple[bytes, bytes | None]], *, past: int, tombstones: bool) -> bool:
+def bucket_is_compacted(
+    bucket: BucketView, topic: str, acked: dict[int, tuple[bytes, bytes | None]], *, past: int, tombstones: bool, dropped: Collection[bytes] = ()
+) -> bool:
     """The bucket holds offsets up to `past` at least, and exactly the last record of each key
     below its end (the cleaner cleans what is in the bucket, against what is in the bucket);
-    with `tombstones`, the tombstones among them too."""
+    with `tombstones`, the tombstones among them too, but for the keys `dropped`."""
     catalogue = bucket.catalogue(topic, 0)
     end = catalogue[-1].next_offset if catalogue else 0
-    expected = expected_records({o: kv for o, kv in acked.items() if o < end}, tombstones=tombstones)
+    expected = expected_records({o: kv for o, kv in acked.items() if o < end}, tombstones=tombstones, dropped=dropped)
     return end > past and bucket_records(bucket, topic) == expected
 
 
-def expected_records(acked: dict[int, tuple[bytes, bytes | None]], *, tombstones: bool) -> list[tuple[int, bytes, bytes | None]]:
-    return sorted((offset, key, value) for key, (offset, value) in last_per_key(acked).items() if tombstones or value is not None)
+def expected_records(
+    acked: dict[int, tuple[bytes, bytes | None]], *, tombstones: bool, dropped: Collection[bytes] = ()
+) -> list[tuple[int, bytes, bytes | None]]:
+    return sorted(
+        (offset, key, value) for key, (offset, value) in last_per_key(acked).items()
+        if value is not None or (tombstones and key not in dropped)
+    )  # fmt: skip
 
 
 def create(bootstrap: str, topic: str, **configs: str) -> None:
@@ -101,21 +110,25 @@ def test_the_bucket_holds_each_live_key_once_after_cleaning(moto, tmp_path) -> N
         rolled = sorted((tmp_path / "data").rglob(f"{topic}-0/*.log"))[:-1]
         assert len(rolled) > ROUNDS and len(catalogue) < len(rolled) and all(s.size_bytes <= 16384 for s in catalogue)
 
-        # Tombstones go once delete.retention.ms is short and something new is cleaned; the
-        # replaced objects after file.delete.delay.ms: the bucket then holds the catalogue's
-        # objects and nothing else.
+        # With delete.retention.ms short, tombstones written from then on go at the cleaning
+        # after the one that kept them; those kept before stay until the horizon stamped on them
+        # then, a day on (as in Kafka). The replaced objects go after file.delete.delay.ms: the
+        # bucket then holds the catalogue's objects and nothing else.
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         altered = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
             ConfigEntry("delete.retention.ms", "100", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
         admin.incremental_alter_configs([altered])[altered].result(timeout=20)
-        time.sleep(0.2)  # delete.retention.ms (100) must pass over the tombstones' segment
-        acked |= produce(broker.bootstrap, topic, [(b"key-%03d" % (KEYS - 1), b"last")])
+        later = [b"key-%03d" % k for k in TOMBSTONED_LATER]
+        acked |= produce(broker.bootstrap, topic, [(key, None) for key in later] + [(b"key-%03d" % (KEYS - 1), b"last")])
         filler = roll_everything_into_the_bucket(broker.bootstrap, topic, acked)
-        wait_until(lambda: bucket_is_compacted(bucket, topic, acked, past=filler - 1, tombstones=False), "tombstones dropped in the bucket")
+        wait_until(
+            lambda: bucket_is_compacted(bucket, topic, acked, past=filler - 1, tombstones=True, dropped=later),
+            "the later tombstones dropped in the bucket, the earlier ones kept",
+        )  # fmt: skip
         wait_until(lambda: bucket.orphans(topic, 0) == [] and stray_commits(bucket, topic) == [], "replaced objects deleted")
 
         # Consumers read the same from the broker, librdkafka and ours.
-        everything = expected_records(acked, tombstones=False)
+        everything = expected_records(acked, tombstones=True, dropped=later)
         assert read_all_librdkafka(broker.bootstrap, topic, filler) == everything
         assert asyncio.run(read_all_ours(broker.bootstrap, topic, filler)) == everything
 
@@ -244,7 +257,6 @@ def test_transactions_are_cleaned_as_kafka_cleans_them(moto, tmp_path) -> None:
         create(broker.bootstrap, topic, **{"delete.retention.ms": "100"})
         produce_transactions(broker.bootstrap, topic)
         acked: dict[int, tuple[bytes, bytes | None]] = {}
-        time.sleep(0.2)  # delete.retention.ms (100) must pass over the markers' segment
         filler = roll_everything_into_the_bucket(broker.bootstrap, topic, acked)
         expected = [(22 + k, b"k%d" % k, b"c3") for k in range(10)] + [(filler, b"filler-0", b"f")]
 
@@ -286,7 +298,6 @@ def test_transactions_are_cleaned_on_a_topic_without_the_bucket(moto, tmp_path) 
         create(broker.bootstrap, topic, **{"delete.retention.ms": "100", "remote.storage.enable": "false"})
         produce_transactions(broker.bootstrap, topic)
         acked: dict[int, tuple[bytes, bytes | None]] = {}
-        time.sleep(0.2)  # delete.retention.ms (100) must pass over the markers' segment
         filler = roll_everything_into_the_bucket(broker.bootstrap, topic, acked)  # rolls the segment; nothing is uploaded
         expected = [(22 + k, b"k%d" % k, b"c3") for k in range(10)] + [(filler, b"filler-0", b"f")]
         wait_until(lambda: local_markers(tmp_path / "data", topic) == [32], "the local log cleaned: the abort marker gone")

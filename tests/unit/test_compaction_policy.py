@@ -9,10 +9,12 @@ from hot_tier.records import Compression, Record, decode_batch, encode_batch, re
 
 from diskless.broker.compaction.config import CompactionRules
 from diskless.broker.compaction.policy import ENTRY_BYTES, OffsetMap, SegmentView, key_digest, plan, segments_to_clean
-from diskless.broker.compaction.rewrite import CleanStats, clean_batch
+from diskless.broker.compaction.rewrite import CleanStats, DeleteHorizons, clean_batch
 
 NOW = 1_000_000_000
 RULES = CompactionRules(delete=False)
+RETENTION_MS = 86_400_000
+KEEP = DeleteHorizons(NOW, RETENTION_MS)
 
 
 def segs(*sizes: int, max_ts: int = NOW - 10, first_ts: int = NOW - 100) -> list[SegmentView]:
@@ -117,7 +119,7 @@ def test_a_batch_keeps_offsets_timestamps_headers_and_producer_fields() -> None:
     offset_map = OffsetMap(10, 100)
     offset_map.add_records([(100 + i, b"k%d" % (i % 3)) for i in range(6)])
     stats = CleanStats()
-    cleaned = clean_batch(data, header, offset_map, drop_tombstones=False, retain_empty=False, stats=stats)
+    cleaned = clean_batch(data, header, offset_map, horizons=KEEP, retain_empty=False, stats=stats)
     decoded = decode_batch(cleaned)
     assert [r.offset for r in decoded.records] == [103, 104, 105]
     assert decoded.records == records[3:]
@@ -127,14 +129,14 @@ def test_a_batch_keeps_offsets_timestamps_headers_and_producer_fields() -> None:
     )
     assert (stats.records_read, stats.records_kept) == (6, 3)
     # Everything kept: the same bytes, not encoded again.
-    assert clean_batch(data, header, OffsetMap(10, 100), drop_tombstones=False, retain_empty=False, stats=stats) is data
+    assert clean_batch(data, header, OffsetMap(10, 100), horizons=KEEP, retain_empty=False, stats=stats) is data
 
 
 def test_the_last_offset_stays_when_the_last_record_goes() -> None:
     data, header = batch([Record(0, NOW, b"a", b"1"), Record(1, NOW, b"b", b"2")], producer_id=3, producer_epoch=0, base_sequence=0)
     offset_map = OffsetMap(10, 0)
     offset_map.add_records([(0, b"a"), (1, b"b"), (2, b"b")])
-    cleaned = clean_batch(data, header, offset_map, drop_tombstones=False, retain_empty=False, stats=CleanStats())
+    cleaned = clean_batch(data, header, offset_map, horizons=KEEP, retain_empty=False, stats=CleanStats())
     decoded = decode_batch(cleaned)
     assert [r.offset for r in decoded.records] == [0]
     assert (decoded.header.last_offset, decoded.header.last_sequence) == (1, 1)
@@ -145,9 +147,9 @@ def test_an_emptied_batch_goes_unless_it_is_a_producers_last() -> None:
     offset_map = OffsetMap(10, 0)
     offset_map.add_records([(0, b"a"), (5, b"a")])
     stats = CleanStats()
-    assert clean_batch(data, header, offset_map, drop_tombstones=False, retain_empty=False, stats=stats) is None
+    assert clean_batch(data, header, offset_map, horizons=KEEP, retain_empty=False, stats=stats) is None
     assert stats.batches_dropped == 1
-    empty = clean_batch(data, header, offset_map, drop_tombstones=False, retain_empty=True, stats=stats)
+    empty = clean_batch(data, header, offset_map, horizons=KEEP, retain_empty=True, stats=stats)
     kept = read_header(empty, 0, check_crc=True)
     assert (kept.records_count, kept.base_offset, kept.last_offset, kept.producer_id, kept.producer_epoch, kept.base_sequence) == (
         0, 0, 0, 3, 1, 9,
@@ -156,14 +158,39 @@ def test_an_emptied_batch_goes_unless_it_is_a_producers_last() -> None:
 
 
 def test_tombstones_stay_until_their_horizon_and_records_past_the_map_always_stay() -> None:
-    data, header = batch([Record(0, NOW, b"a", None), Record(1, NOW, None, b"x"), Record(2, NOW, b"b", None)])
+    records = [Record(0, NOW - 5, b"a", None), Record(1, NOW - 9, None, b"x"), Record(2, NOW - 7, b"b", None)]
+    data, header = batch(records, base_offset=0)
     offset_map = OffsetMap(10, 0)
     offset_map.add_records([(0, b"a")])  # the map ends at 1: offsets 1 and 2 are past it
     stats = CleanStats()
-    kept = decode_batch(clean_batch(data, header, offset_map, drop_tombstones=False, retain_empty=False, stats=stats)).records
-    assert [(r.offset, r.key, r.value) for r in kept] == [(0, b"a", None), (1, None, b"x"), (2, b"b", None)]
-    gone = decode_batch(clean_batch(data, header, offset_map, drop_tombstones=True, retain_empty=False, stats=stats)).records
-    assert [(r.offset, r.key, r.value) for r in gone] == [(1, None, b"x"), (2, b"b", None)]
+    # The first cleaning keeps every tombstone and stamps the batch's delete horizon (KIP-534):
+    # the records and their timestamps are those written, whatever their age.
+    horizons = DeleteHorizons(NOW, RETENTION_MS)
+    stamped = clean_batch(data, header, offset_map, horizons=horizons, retain_empty=False, stats=stats)
+    decoded = decode_batch(stamped)
+    assert decoded.records == records
+    assert (decoded.header.delete_horizon_ms, decoded.header.max_timestamp, decoded.header.first_timestamp) == (
+        NOW + RETENTION_MS, NOW - 5, NOW - 5,
+    )
+    assert (horizons.earliest_ms, stats.tombstones_kept, stats.tombstones_dropped) == (NOW + RETENTION_MS, 1, 0)
+    stamped_header = read_header(stamped, 0)
+    # Before the horizon, the same bytes again; the horizon is not moved on.
+    later = DeleteHorizons(NOW + RETENTION_MS - 1, RETENTION_MS)
+    assert clean_batch(stamped, stamped_header, offset_map, horizons=later, retain_empty=False, stats=stats) is stamped
+    assert later.earliest_ms == NOW + RETENTION_MS
+    # At the horizon the tombstone the map covers goes; the one past the map stays.
+    past = DeleteHorizons(NOW + RETENTION_MS, RETENTION_MS)
+    gone = decode_batch(clean_batch(stamped, stamped_header, offset_map, horizons=past, retain_empty=False, stats=stats))
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in gone.records] == [(1, None, b"x", NOW - 9), (2, b"b", None, NOW - 7)]
+    assert gone.header.delete_horizon_ms == NOW + RETENTION_MS
+    assert stats.tombstones_dropped == 1
     covered = OffsetMap(10, 0)
     covered.add_records([(0, b"a"), (1, None), (2, b"b")])
-    assert clean_batch(data, header, covered, drop_tombstones=True, retain_empty=False, stats=stats) is None
+    assert clean_batch(stamped, stamped_header, covered, horizons=past, retain_empty=False, stats=stats) is None
+
+
+def test_a_batch_without_tombstones_is_never_stamped() -> None:
+    data, header = batch([Record(0, NOW - 5, b"a", b"1"), Record(1, NOW - 9, b"b", b"2")])
+    horizons = DeleteHorizons(NOW, RETENTION_MS)
+    assert clean_batch(data, header, OffsetMap(10, 0), horizons=horizons, retain_empty=False, stats=CleanStats()) is data
+    assert horizons.earliest_ms is None

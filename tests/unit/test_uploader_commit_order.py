@@ -88,7 +88,7 @@ def no_bucket_writes(monkeypatch):
 
     monkeypatch.setattr(uploader_module, "upload_committed", upload_committed)
     monkeypatch.setattr(uploader_module, "retry_wait", retry_wait)
-    monkeypatch.setattr(uploader_module, "_first_base_timestamp", lambda segment: 1_000)
+    monkeypatch.setattr(uploader_module, "first_timestamp", lambda path: 1_000)
 
 
 @pytest.mark.parametrize("failures", [0, 2])

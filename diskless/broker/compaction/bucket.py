@@ -40,7 +40,6 @@ import asyncio
 import logging
 import os
 import shutil
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,7 @@ from cold_tier.layout import CommittedSegment
 from cold_tier.segments import upload_committed
 from hot_tier import SegmentInfo
 from hot_tier.records.transactions import AbortedTxn, CorruptTxnIndex, decode_txn_index, encode_txn_index
-from hot_tier.scan import scan_batches
+from hot_tier.scan import first_timestamp, scan_batches
 from hot_tier.segment import TRUST_ALL, LogSegment
 
 from . import metrics
@@ -61,8 +60,6 @@ log = logging.getLogger(__name__)
 SCRATCH_DIRECTORY = "bucket-cleaning"
 MAX_RELATIVE_OFFSET = 2**31 - 1  # an index entry's offset is 4 bytes relative to the base
 _COPY_CHUNK_BYTES = 4 * 2**20
-_BASE_TIMESTAMP = struct.Struct(">q")
-_BASE_TIMESTAMP_AT = 27  # in a batch header (see hot_tier.records.header)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,12 +219,7 @@ def _build_copy(scratch: Path, rewrite: BucketRewrite, index_interval_bytes: int
         )  # fmt: skip
     finally:
         segment.close()
-    base_timestamp = -1
-    if info.size_bytes:
-        with open(info.log_path, "rb") as f:
-            f.seek(_BASE_TIMESTAMP_AT)
-            base_timestamp = _BASE_TIMESTAMP.unpack(f.read(8))[0]
-    return _Copy(info, base_timestamp)
+    return _Copy(info, first_timestamp(info.log_path))
 
 
 async def _carried_objects(bucket: Any, replaced: Sequence[CommittedSegment]) -> tuple[bytes, bytes | None]:

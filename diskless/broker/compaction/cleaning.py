@@ -17,11 +17,12 @@ from pathlib import Path
 from hot_tier import SegmentInfo
 from hot_tier.files import pread_exact
 from hot_tier.records import HEADER_BYTES, BatchHeader, CorruptBatch, iter_record_keys, peek_size, read_header
+from hot_tier.scan import first_timestamp
 from hot_tier.swap import cleaned_path
 
 from .config import CompactionRules
 from .policy import CleaningPlan, OffsetMap, SegmentView
-from .rewrite import CleanStats, TransactionMarkers, clean_batch, copy_with
+from .rewrite import CleanStats, DeleteHorizons, TransactionMarkers, clean_batch, copy_with
 
 READ_CHUNK_BYTES = 4 * 2**20
 
@@ -70,7 +71,7 @@ class PassResult:
     end_offset: int  # the new checkpoint
     cleaned: list[tuple[int, int]] = field(default_factory=list)  # (base offset, size of the old segment) to swap
     stats: CleanStats = field(default_factory=CleanStats)
-    tombstone_horizon_ms: int | None = None  # when the oldest kept tombstone may go
+    tombstone_horizon_ms: int | None = None  # when the first tombstone or marker kept may go
     map_keys: int = 0
     # Base offset of a cleaned copy -> the ABORT markers it no longer holds (rewrite.TransactionMarkers).
     removed_aborts: dict[int, list[int]] = field(default_factory=dict)
@@ -81,14 +82,13 @@ def segment_views(segments: Sequence[SegmentInfo]) -> list[SegmentView]:
     views = []
     for i, s in enumerate(segments):
         end = segments[i + 1].base_offset if i + 1 < len(segments) else s.next_offset
-        first_timestamp = -1
+        first = -1
         if s.size_bytes >= HEADER_BYTES and not s.is_active:
             try:
-                with open(s.log_path, "rb") as f:
-                    first_timestamp = read_header(f.read(HEADER_BYTES), 0, check_crc=False).base_timestamp
-            except (OSError, CorruptBatch):
-                first_timestamp = -1
-        views.append(SegmentView(s.base_offset, end, s.size_bytes, s.max_timestamp, first_timestamp, s.is_active))
+                first = first_timestamp(s.log_path)
+            except OSError:
+                first = -1
+        views.append(SegmentView(s.base_offset, end, s.size_bytes, s.max_timestamp, first, s.is_active))
     return views
 
 
@@ -180,7 +180,7 @@ def clean_partition(
     end_offset = offset_map.end_offset if offset_map.full else uncleanable
     offset_map.end_offset = end_offset
     result = PassResult(end_offset, map_keys=len(offset_map))
-    horizon: int | None = None
+    horizons = DeleteHorizons(now_ms, rules.delete_retention_ms)
     from_log_start = log_start_offset is not None and bool(segments) and segments[0].base_offset <= log_start_offset
     markers = TransactionMarkers(from_log_start=from_log_start, aborts_removable_below=aborts_removable_below)
     for segment, view in zip(segments, views):
@@ -188,21 +188,17 @@ def clean_partition(
             continue
         if rewrite_below is not None and view.base_offset >= rewrite_below:
             continue
-        drop_tombstones = view.max_timestamp >= 0 and view.max_timestamp + rules.delete_retention_ms <= now_ms
-        kept_before, removed_before = result.stats.tombstones_kept, len(markers.removed_aborts)
-        if _write_cleaned(segment, offset_map, producer_last_offsets, drop_tombstones, result.stats, throttle, stop, aborted_batches, markers):
+        removed_before = len(markers.removed_aborts)
+        if _write_cleaned(segment, offset_map, producer_last_offsets, horizons, result.stats, throttle, stop, aborted_batches, markers):
             result.cleaned.append((segment.base_offset, segment.size_bytes))
             if len(markers.removed_aborts) > removed_before:
                 result.removed_aborts[segment.base_offset] = markers.removed_aborts[removed_before:]
-        if result.stats.tombstones_kept > kept_before and view.max_timestamp >= 0:
-            candidate = view.max_timestamp + rules.delete_retention_ms
-            horizon = candidate if horizon is None else min(horizon, candidate)
-    result.tombstone_horizon_ms = horizon
+    result.tombstone_horizon_ms = horizons.earliest_ms
     return result
 
 
 def _write_cleaned(
-    segment: SegmentInfo, offset_map: OffsetMap, producer_last_offsets: dict[int, int], drop_tombstones: bool,
+    segment: SegmentInfo, offset_map: OffsetMap, producer_last_offsets: dict[int, int], horizons: DeleteHorizons,
     stats: CleanStats, throttle: Throttler, stop: threading.Event, aborted: AbortedBatches, markers: TransactionMarkers,
 ) -> bool:
     """Write segment's cleaned copy; True if it differs from the segment (else no copy is left)."""
@@ -215,13 +211,13 @@ def _write_cleaned(
         for header, data in iter_batches(segment.log_path, segment.size_bytes, throttle, stop):
             retain_empty = header.has_producer_id and producer_last_offsets.get(header.producer_id) == header.last_offset
             if header.is_control:
-                cleaned: bytes | None = markers.marker(data, header, past_horizon=drop_tombstones)
+                cleaned: bytes | None = markers.marker(data, header, horizons)
                 stats.count_passed(data, cleaned, header)
             elif header.is_transactional and header in aborted:
                 cleaned = copy_with([], header) if retain_empty else None
                 stats.count_passed(data, cleaned, header)
             else:
-                cleaned = clean_batch(data, header, offset_map, drop_tombstones=drop_tombstones, retain_empty=retain_empty, stats=stats)
+                cleaned = clean_batch(data, header, offset_map, horizons=horizons, retain_empty=retain_empty, stats=stats)
             if header.is_transactional and not header.is_control and cleaned is not None:
                 markers.kept_data(header)
             if cleaned is not data:

@@ -5,7 +5,7 @@ unless
 
 - it has no key (a compacted log keeps keyed records only; Kafka drops them too),
 - the offset map holds a later offset for its key (a newer record supersedes it), or
-- it is a tombstone (null value) in a segment past its delete horizon (`drop_tombstones`).
+- it is a tombstone (null value) in a batch past its delete horizon (`DeleteHorizons`).
 
 A batch whose records are all kept is returned as it is (same bytes). Otherwise it is encoded
 again by hot_tier.records.encode_batch with everything that is not a record unchanged: base
@@ -14,7 +14,8 @@ partition leader epoch, attributes (codec, timestamp type, transactional, contro
 id and epoch, base sequence; each kept record keeps its offset, timestamp, key, value and
 headers. A batch left without records is dropped, except the last batch of a producer that
 is still active (`retain_empty`): Kafka keeps it as an empty batch (BatchRetention.
-RETAIN_EMPTY) so that the producer's state survives a reload of the log.
+RETAIN_EMPTY) so that the producer's state survives a reload of the log. A batch whose kept
+tombstones carry no delete horizon yet is written again with one (KIP-534), records unchanged.
 """
 
 from __future__ import annotations
@@ -25,6 +26,36 @@ from hot_tier.records import BatchHeader, Record, encode_batch, iter_record_keys
 from hot_tier.records.transactions import ABORT, COMMIT, marker_type
 
 from .policy import OffsetMap, key_digest
+
+
+class DeleteHorizons:
+    """When tombstones and transaction markers may go, as Kafka decides since KIP-534: the
+    first cleaning that keeps a batch's tombstones (or a marker whose transaction has no data
+    left) stamps the batch with a delete horizon, now + delete.retention.ms, in its
+    base_timestamp field; a later cleaning past that horizon removes them. The horizon travels
+    with the bytes (restarts, the bucket), and the records' own timestamps play no part: a
+    replay of old records keeps its deletes for delete.retention.ms like any other. One per
+    pass; `earliest_ms` is when the first tombstone or marker the pass kept may go."""
+
+    __slots__ = ("now_ms", "stamp_ms", "earliest_ms")
+
+    def __init__(self, now_ms: int, delete_retention_ms: int) -> None:
+        self.now_ms = now_ms
+        self.stamp_ms = now_ms + delete_retention_ms
+        self.earliest_ms: int | None = None
+
+    def passed(self, header: BatchHeader) -> bool:
+        horizon = header.delete_horizon_ms
+        return horizon is not None and self.now_ms >= horizon
+
+    def keep(self, header: BatchHeader) -> int:
+        """The horizon of a batch whose tombstones (or itself, a marker) stay: its own, or a
+        new one to stamp when it has none."""
+        horizon = header.delete_horizon_ms
+        if horizon is None:
+            horizon = self.stamp_ms
+        self.earliest_ms = horizon if self.earliest_ms is None else min(self.earliest_ms, horizon)
+        return horizon
 
 
 @dataclass(slots=True)
@@ -51,7 +82,7 @@ class CleanStats:
 
 
 def clean_batch(
-    data: bytes, header: BatchHeader, offset_map: OffsetMap, *, drop_tombstones: bool, retain_empty: bool, stats: CleanStats
+    data: bytes, header: BatchHeader, offset_map: OffsetMap, *, horizons: DeleteHorizons, retain_empty: bool, stats: CleanStats
 ) -> bytes | None:
     """The batch `data` (whole, `header` read from it at position 0) after cleaning, or None
     when it goes. Records at or past the map's end are all kept, as in Kafka's
@@ -75,13 +106,15 @@ def clean_batch(
         stats.bytes_written += len(cleaned)
         return cleaned
     kept: list[int] = []  # offsets; decided on keys alone, records decoded only for a partial copy
-    count = 0
+    count = tombstones = 0
     get = offset_map.get
     map_end = offset_map.end_offset
+    drop_tombstones = horizons.passed(header)
     for offset, key, null_value in iter_record_keys(data, header):
         count += 1
         if offset >= map_end:
             kept.append(offset)
+            tombstones += null_value
             continue
         if key is None:
             continue
@@ -93,18 +126,18 @@ def clean_batch(
                 stats.tombstones_dropped += 1
                 continue
             stats.tombstones_kept += 1
+            tombstones += 1
         kept.append(offset)
     stats.records_read += count
     stats.records_kept += len(kept)
-    if len(kept) == count and (count or retain_empty):
+    horizon = horizons.keep(header) if tombstones else header.delete_horizon_ms
+    if len(kept) == count and (count or retain_empty) and horizon == header.delete_horizon_ms:
         stats.bytes_written += len(data)
         return data
     if not kept and not retain_empty:
         stats.batches_dropped += 1
         return None
-    keep = set(kept)
-    records = [Record(o, ts, k, v, h) for o, ts, _, k, v, h in iter_record_tuples(data, header) if o in keep]
-    cleaned = copy_with(records, header)
+    cleaned = copy_with(_records(data, header, set(kept)), header, delete_horizon_ms=horizon)
     stats.bytes_written += len(cleaned)
     return cleaned
 
@@ -115,8 +148,9 @@ class TransactionMarkers:
 
     - data of aborted transactions goes: read_committed consumers skip it anyway, read_uncommitted
       ones no longer see it (the last batch of an active producer stays, emptied);
-    - a marker goes once none of its transaction's data is left and its segment is past
-      delete.retention.ms (as a tombstone), so a reload never finds data without its marker. Only
+    - a marker goes once none of its transaction's data is left and it is past its delete
+      horizon (stamped, as a tombstone's, by the first pass that found its transaction empty:
+      `DeleteHorizons`), so a reload never finds data without its marker. Only
       a transaction begun inside the pass is known whole: the pass must start at the log start,
       or have seen the producer's previous marker;
     - an ABORT marker goes only below `aborts_removable_below` (where the metadata store already
@@ -139,15 +173,21 @@ class TransactionMarkers:
         """A transactional data batch of header.producer_id was kept (perhaps emptied)."""
         self._with_data.add(header.producer_id)
 
-    def marker(self, data: bytes, header: BatchHeader, *, past_horizon: bool) -> bytes | None:
-        """The marker batch `data` as the pass leaves it: itself, or None when it goes."""
+    def marker(self, data: bytes, header: BatchHeader, horizons: DeleteHorizons) -> bytes | None:
+        """The marker batch `data` as the pass leaves it: itself, stamped with a delete
+        horizon, or None when it goes."""
         producer = header.producer_id
         whole = self._whole_from_start or producer in self._begun
-        removable = past_horizon and whole and producer not in self._with_data
+        empty = whole and producer not in self._with_data
         self._begun.add(producer)
         self._with_data.discard(producer)
-        if not removable:
+        if not empty:
             return data
+        if not horizons.passed(header):
+            horizon = horizons.keep(header)
+            if horizon == header.delete_horizon_ms:
+                return data
+            return copy_with(_records(data, header), header, delete_horizon_ms=horizon)
         kind = marker_type(data, header)
         if kind == COMMIT:
             return None
@@ -157,13 +197,19 @@ class TransactionMarkers:
         return data
 
 
-def copy_with(records: list[Record], header: BatchHeader) -> bytes:
+def _records(data: bytes, header: BatchHeader, offsets: set[int] | None = None) -> list[Record]:
+    """The records of the batch `data` (those at `offsets` only, when given), decoded."""
+    return [Record(o, ts, k, v, h) for o, ts, _, k, v, h in iter_record_tuples(data, header) if offsets is None or o in offsets]
+
+
+def copy_with(records: list[Record], header: BatchHeader, *, delete_horizon_ms: int | None = None) -> bytes:
     """The batch `header` describes holding `records` only; with none, Kafka's
     BatchRetention.RETAIN_EMPTY: its offsets and producer fields stay, so the producer's state
-    survives a reload of the log."""
+    survives a reload of the log. `delete_horizon_ms`: see DeleteHorizons."""
     return encode_batch(
         records, base_offset=header.base_offset, compression=header.codec, timestamp_type=header.timestamp_type,
         producer_id=header.producer_id, producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
         partition_leader_epoch=header.partition_leader_epoch, is_transactional=header.is_transactional,
         is_control=header.is_control, last_offset=header.last_offset, empty_timestamp=header.max_timestamp,
+        delete_horizon_ms=delete_horizon_ms,
     )  # fmt: skip

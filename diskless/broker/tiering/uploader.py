@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
-import struct
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -46,6 +44,7 @@ from cold_tier.health import retry_wait
 from cold_tier.segments import delete_topic_objects, upload_committed
 from cold_tier.store import ObjectStore
 from hot_tier import SegmentInfo
+from hot_tier.scan import first_timestamp
 
 from .. import metrics
 from ..errors import LocalDiskFull
@@ -203,7 +202,7 @@ class Uploader:
     @metrics.observe_remote_copy
     async def _upload(self, leader: PartitionLeader, segment: SegmentInfo) -> None:
         remote = leader.remote
-        base_timestamp = await asyncio.to_thread(_first_base_timestamp, segment)
+        base_timestamp = await asyncio.to_thread(first_timestamp, segment.log_path)
         committed = await remote.begin_upload(
             base_offset=segment.base_offset, last_offset=segment.next_offset - 1, base_timestamp=base_timestamp,
             max_timestamp=segment.max_timestamp, size_bytes=segment.size_bytes, leader_epoch=leader.leader_epoch,
@@ -250,13 +249,3 @@ class Uploader:
             log.warning("could not delete the objects of topic %s from the bucket: %s", topic, exc)
 
 
-_BASE_TIMESTAMP = struct.Struct(">q")
-_BASE_TIMESTAMP_AT = 27  # in the first batch's header (see hot_tier.records.header)
-
-
-def _first_base_timestamp(segment: SegmentInfo) -> int:
-    fd = os.open(segment.log_path, os.O_RDONLY)
-    try:
-        return _BASE_TIMESTAMP.unpack(os.pread(fd, 8, _BASE_TIMESTAMP_AT))[0]
-    finally:
-        os.close(fd)
