@@ -93,6 +93,23 @@ def test_aiokafka_reads_our_log_append_time_batches(codec, reader):
     assert [(r.offset, r.key, r.value) for r in decoded] == [(r.offset, r.key, r.value) for r in records]
 
 
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("codec", list(Compression))
+def test_aiokafka_reads_our_batches_stamped_with_a_delete_horizon(codec, reader):
+    # The log cleaner's KIP-534 batches: base_timestamp is the horizon, the records' deltas
+    # are taken from it (negative here); readers get the records' own timestamps back.
+    records = _records(500)
+    horizon = 1_700_000_000_000 + 86_400_000
+    buf = encode_batch(records, base_offset=500, compression=codec, delete_horizon_ms=horizon)
+    header = read_header(buf, 0)
+    assert (header.delete_horizon_ms, header.first_timestamp, header.max_timestamp) == (horizon, 1_700_000_060_000, 1_700_000_060_000)
+    batch = READERS[reader](buf)
+    assert batch.validate_crc()
+    assert (batch.first_timestamp, batch.max_timestamp) == (horizon, 1_700_000_060_000)
+    assert _as_tuples(batch) == _as_tuples(records)
+    assert _as_tuples(decode_batch(buf).records) == _as_tuples(records)
+
+
 def test_aiokafka_reads_our_control_batch():
     key, value = b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x07"  # ABORT marker, coordinator epoch 7
     buf = encode_batch([Record(3, 99, key, value)], base_offset=3, producer_id=5, producer_epoch=0,
