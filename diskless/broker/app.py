@@ -313,15 +313,19 @@ class Broker:
 
     async def _apply_view(self, view: ClusterView) -> None:
         """Open and close partitions as the view says; give up the groups of coordinator slots
-        that moved away (their members rejoin at the new holder, as in Kafka)."""
+        that moved away (their members rejoin at the new holder, as in Kafka); take over those
+        of slots that another broker or incarnation held (epoch above 1)."""
         await self.registry.reconcile(view)
         held = self._slots_held()
-        lost = self._coordinating - held
+        lost, gained = self._coordinating - held, held - self._coordinating
         self._coordinating = held
+        count = len(view.slots)
         if lost:
-            count = len(view.slots)
             self.groups.unload(lambda group_id: slot_of(group_id, count) in lost)
             log.info("coordinator slot(s) %s moved to other brokers; their groups unloaded", sorted(lost))
+        if taken := frozenset(slot for slot in gained if view.slots[slot].leader_epoch > 1):
+            self.groups.take_over(lambda group_id: slot_of(group_id, count) in taken)
+            log.info("coordinator slot(s) %s taken over; their consumer-protocol groups give out partitions after one heartbeat interval", sorted(taken))
 
     async def allocate_producer_id(self) -> int:
         assert self.store is not None

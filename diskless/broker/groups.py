@@ -109,6 +109,11 @@ class Groups:
         self.consumer.unload(which)
         self._coordinated_since_ms = {g: t for g, t in self._coordinated_since_ms.items() if not which(g)}
 
+    def take_over(self, which: Callable[[str], bool]) -> None:
+        """The groups `which` names were coordinated by another broker (or incarnation) until
+        now: see ConsumerGroupCoordinator.take_over."""
+        self.consumer.take_over(which, self.clock())
+
     async def stop(self) -> None:
         self._deliver(self.coordinator.unload(self.clock()))
         self.consumer.unload()

@@ -170,3 +170,23 @@ def test_a_member_waiting_for_unreleased_partitions_is_asked_back_sooner():
     beat(c, "m1", revoking.member_epoch, revoking.assignment)
     taken = beat(c, "m2", waiting.member_epoch, {})
     assert taken.heartbeat_interval_ms == 5000 and taken.assignment == {T1: frozenset({2, 3})}
+
+
+def test_a_group_taken_over_gives_no_partition_for_a_heartbeat_interval():
+    # The group's coordinator slot moved here at 1000: the old coordinator's members may hold
+    # every partition until their next heartbeat fences them (UNKNOWN_MEMBER_ID here).
+    c = ConsumerGroupCoordinator()
+    c.take_over(lambda group_id: group_id == "g", 1_000)
+    old = beat(c, "old-member", 7, {T1: frozenset({0, 1, 2, 3})}, now=1_100)
+    assert old.error_code is ErrorCode.unknown_member_id
+    r = join(c, "m1", now=1_200)
+    assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, {})
+    assert r.heartbeat_interval_ms == 500  # waiting for unreleased partitions: asked back sooner
+    assert beat(c, "m1", 1, {}, now=5_999).assignment is None
+    # One heartbeat interval (5 s) after the take-over, the partitions are free to give.
+    r = beat(c, "m1", 1, {}, now=6_000)
+    assert (r.member_epoch, r.assignment, r.heartbeat_interval_ms) == (1, {T1: frozenset({0, 1, 2, 3})}, 5_000)
+    # Another group, and this group heard of first once the interval is over, are not held.
+    assert join(c, "n1", now=1_200, group="other").assignment == {T1: frozenset({0, 1, 2, 3})}
+    c.unload(lambda group_id: group_id == "g")
+    assert join(c, "m2", now=6_000).assignment == {T1: frozenset({0, 1, 2, 3})}

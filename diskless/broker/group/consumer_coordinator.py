@@ -24,7 +24,10 @@ interval (Kafka answers the configured one): it takes them soon after their rele
 Differences from Kafka, invisible to a client that follows the protocol: groups are not
 written to a log, so a coordinator that does not know a group (after a restart, or when the
 controller moved) answers a heartbeat with a non-zero epoch UNKNOWN_MEMBER_ID, and the member
-rejoins with epoch 0; committed offsets are kept by the shell in the metadata store.
+rejoins with epoch 0; committed offsets are kept by the shell in the metadata store. Members
+of the previous coordinator hold their partitions until their next heartbeat tells them so:
+a group taken over (`take_over`) gives out no partition for one heartbeat interval, so that
+no partition has two owners (Kafka reloads the members and their assignments instead).
 
 One coordinator per broker, used by one task; not thread-safe.
 """
@@ -133,6 +136,7 @@ class ConsumerGroupCoordinator:
         self.group_configs: dict[str, dict[str, str]] = {}  # overrides set on each group id
         self.timers = Timers()
         self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
+        self._taken_over: list[tuple[Callable[[str], bool], int]] = []  # (which groups, since when)
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------
 
@@ -190,7 +194,7 @@ class ConsumerGroupCoordinator:
         if group is None:
             if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
                 raise Rejected(ErrorCode.unknown_member_id, f"Group {r.group_id} is not known to this coordinator: rejoin.")
-            group = ConsumerGroup(r.group_id)
+            group = ConsumerGroup(r.group_id, unknown_owners_until_ms=self._unknown_owners_until_ms(r.group_id, now_ms))
         member_id = r.member_id or self._new_member_id()
         member, is_new = self._member(group, r, member_id)
         self.groups[group.group_id] = group  # only once the member was accepted
@@ -339,7 +343,7 @@ class ConsumerGroupCoordinator:
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Partitions | None, now_ms: int) -> None:
         old_epoch, old_state = member.member_epoch, member.state
-        epoch, state, assigned, pending = reconcile(group, member, owned)
+        epoch, state, assigned, pending = reconcile(group, member, owned, now_ms)
         group.release(member)
         if epoch != member.member_epoch:
             member.previous_member_epoch = member.member_epoch
@@ -496,6 +500,18 @@ class ConsumerGroupCoordinator:
             group_id, ErrorCode.none, None, group.state.value, group.group_epoch, group.target_epoch,
             group.assignor_name or self.config.group_consumer_assignors[0], members,
         )  # fmt: skip
+
+    def take_over(self, which: Callable[[str], bool], now_ms: int) -> None:
+        """The groups `which` names were coordinated elsewhere until now (their coordinator
+        slot moved here): members there may hold partitions until their next heartbeat, which
+        fences them (UNKNOWN_MEMBER_ID here). A group first heard of within a heartbeat
+        interval from now gives out no partition before that interval is over."""
+        self._taken_over = [(w, since) for w, since in self._taken_over if now_ms < since + self.config.group_consumer_max_heartbeat_interval_ms]
+        self._taken_over.append((which, now_ms))
+
+    def _unknown_owners_until_ms(self, group_id: str, now_ms: int) -> int:
+        interval_ms = self._heartbeat_interval_ms(group_id)
+        return max((since + interval_ms for which, since in self._taken_over if now_ms < since + interval_ms and which(group_id)), default=0)
 
     def unload(self, which: Callable[[str], bool] | None = None) -> None:
         """Give up every group, or those `which` names (shutdown, or their coordinator slot
