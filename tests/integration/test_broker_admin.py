@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTopicPartition
-from kafka.admin import KafkaAdminClient
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import (
@@ -26,7 +28,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kio.schema.alter_configs.v2 import request as alter_v2
+from kio.schema.create_partitions.v3 import request as create_partitions_v3
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1 import request as incremental_v1
 
 from hot_tier.records import Record, encode_batch
 
@@ -47,6 +52,13 @@ def error_code(future) -> int:
     with pytest.raises(KafkaException) as raised:
         future.result(timeout=DEADLINE_S)
     return raised.value.args[0].code()
+
+
+def refusal(future) -> tuple[int, str]:
+    """The error code and message a confluent-kafka admin future fails with."""
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=DEADLINE_S)
+    return raised.value.args[0].code(), raised.value.args[0].str()
 
 
 def describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
@@ -188,6 +200,85 @@ def test_incremental_alter_configs_changes_what_the_broker_enforces(shared_broke
     assert [e.code() for e in errors] == [KafkaError.MSG_SIZE_TOO_LARGE]
 
 
+def test_a_config_named_twice_refuses_its_resource_alone(shared_broker, create_topic, wire) -> None:
+    """IncrementalAlterConfigs and the legacy AlterConfigs: a resource that names a config twice
+    is refused with INVALID_REQUEST and nothing of it applies; the request's other resources are
+    altered (Kafka's ConfigAdminManager.preprocess). On the wire: librdkafka refuses to send a
+    name twice ("Duplicate ConfigEntry found"), kafka-python takes a dict."""
+    twice = create_topic(shared_broker.bootstrap, partitions=1, configs={"retention.ms": "3600000"})
+    once = create_topic(shared_broker.bootstrap, partitions=1, configs={"retention.ms": "3600000"})
+    admin = admin_for(shared_broker.bootstrap)
+    client = wire(shared_broker.bootstrap)
+
+    def configs_of(*names: str) -> list[tuple[str, ...]]:
+        return [tuple(describe(admin, t)[n].value for n in names) for t in (twice, once)]
+
+    def incremental(topic: str, *configs: tuple[str, AlterConfigOpType, str | None]) -> incremental_v1.AlterConfigsResource:
+        return incremental_v1.AlterConfigsResource(
+            resource_type=ResourceType.TOPIC.value, resource_name=topic,
+            configs=tuple(incremental_v1.AlterableConfig(name=n, config_operation=op.value, value=v) for n, op, v in configs),
+        )  # fmt: skip
+
+    SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+    request = incremental_v1.IncrementalAlterConfigsRequest(
+        resources=(
+            incremental(twice, ("max.message.bytes", SET, "2000"), ("retention.ms", SET, "1000"), ("retention.ms", DELETE, None)),
+            incremental(once, ("retention.ms", SET, "2000")),
+        ),
+        validate_only=False,
+    )
+    answered = client.request(request).responses
+    assert [(r.resource_name, r.error_code, r.error_message) for r in answered] == [
+        (twice, ErrorCode.invalid_request, "Error due to duplicate config keys"), (once, ErrorCode.none, None),
+    ]
+    assert configs_of("retention.ms", "max.message.bytes") == [("3600000", "1048588"), ("2000", "1048588")]
+
+    def legacy(topic: str, *configs: tuple[str, str]) -> alter_v2.AlterConfigsResource:
+        return alter_v2.AlterConfigsResource(
+            resource_type=ResourceType.TOPIC.value, resource_name=topic,
+            configs=tuple(alter_v2.AlterableConfig(name=name, value=value) for name, value in configs),
+        )  # fmt: skip
+
+    request = alter_v2.AlterConfigsRequest(
+        resources=(legacy(twice, ("max.message.bytes", "2000"), ("max.message.bytes", "3000")), legacy(once, ("max.message.bytes", "4000"))),
+        validate_only=False,
+    )
+    answered = client.request(request).responses
+    assert [(r.resource_name, r.error_code, r.error_message) for r in answered] == [
+        (twice, ErrorCode.invalid_request, "Error due to duplicate config keys"), (once, ErrorCode.none, None),
+    ]
+    # The refused resource keeps its configs (a legacy change would have reset retention.ms).
+    assert configs_of("retention.ms", "max.message.bytes") == [("3600000", "1048588"), ("604800000", "4000")]
+
+
+def test_legacy_alter_configs_refuses_null_values(shared_broker, create_topic) -> None:
+    """The legacy AlterConfigs (kafka-python's KafkaAdminClient, incremental=False) with a null
+    value: that resource is refused with INVALID_REQUEST naming them and changes nothing; the
+    request's other resources are altered (Kafka's ConfigAdminManager.preprocess)."""
+    with_nulls = create_topic(shared_broker.bootstrap, partitions=1, configs={"retention.ms": "3600000"})
+    other = create_topic(shared_broker.bootstrap, partitions=1)
+    admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
+    try:
+        refused = KpConfigResource(ConfigResourceType.TOPIC, with_nulls, configs={"max.message.bytes": "2000", "retention.ms": None, "segment.ms": None})
+        altered = KpConfigResource(ConfigResourceType.TOPIC, other, configs={"max.message.bytes": "3000"})
+        assert admin.alter_configs([refused, altered], incremental=False, raise_on_unknown=False) == {
+            "topic": {
+                with_nulls: "[Error 42] InvalidRequestError: Null value not supported for : retention.ms, segment.ms",
+                other: "OK",
+            }
+        }
+    finally:
+        admin.close()
+    confluent = admin_for(shared_broker.bootstrap)
+    described = describe(confluent, with_nulls)
+    assert [(described[n].value, described[n].source) for n in ("retention.ms", "max.message.bytes", "segment.ms")] == [
+        ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        ("1048588", ConfigSource.DEFAULT_CONFIG.value),
+        ("604800000", ConfigSource.DEFAULT_CONFIG.value),
+    ]
+    assert describe(confluent, other)["max.message.bytes"].value == "3000"
+
+
 def test_describe_configs_of_the_broker_and_of_unknown_topics(shared_broker) -> None:
     admin = admin_for(shared_broker.bootstrap)
     resource = ConfigResource(ResourceType.BROKER, "1")
@@ -228,6 +319,38 @@ def test_create_partitions_then_delete_topic_and_recreate(shared_broker, create_
     finally:
         c.close()
     assert produce_values(shared_broker.bootstrap, topic, [b"new"]) == [(0, 0)]
+
+
+def test_create_partitions_needs_one_assignment_per_new_partition(shared_broker, create_topic, wire) -> None:
+    """Assignments, when given (an empty list too, but not null), name one partition each: any
+    other number refuses the topic with INVALID_REPLICA_ASSIGNMENT, validate_only as well (Kafka's
+    ReplicationControlManager.createPartitions)."""
+    admin = admin_for(shared_broker.bootstrap)
+    topic = create_topic(shared_broker.bootstrap, partitions=1)
+    cases = {
+        (3, ((1,),)): "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.",
+        (2, ((1,), (1,))): "Attempted to add 1 additional partition(s), but only 2 assignment(s) were specified.",
+    }
+    for (count, assignment), message in cases.items():
+        for validate_only in (True, False):
+            new_partitions = NewPartitions(topic, count, replica_assignment=[list(a) for a in assignment])
+            futures = admin.create_partitions([new_partitions], validate_only=validate_only, request_timeout=DEADLINE_S)
+            assert refusal(futures[topic]) == (KafkaError.INVALID_REPLICA_ASSIGNMENT, message), (count, validate_only)
+    client = wire(shared_broker.bootstrap)
+    for validate_only in (True, False):
+        request = create_partitions_v3.CreatePartitionsRequest(
+            topics=(create_partitions_v3.CreatePartitionsTopic(name=topic, count=2, assignments=()),), timeout=timedelta(seconds=10),
+            validate_only=validate_only,
+        )  # fmt: skip
+        answered = client.request(request).results
+        assert [(r.name, r.error_code, r.error_message) for r in answered] == [
+            (topic, ErrorCode.invalid_replica_assignment, "Attempted to add 1 additional partition(s), but only 0 assignment(s) were specified."),
+        ], validate_only
+    assert len(topics(admin)[topic].partitions) == 1
+
+    # One per new partition: added.
+    admin.create_partitions([NewPartitions(topic, 3, replica_assignment=[[1], [1]])])[topic].result(timeout=DEADLINE_S)
+    assert sorted(topics(admin)[topic].partitions) == [0, 1, 2]
 
 
 def test_describe_cluster(shared_broker) -> None:

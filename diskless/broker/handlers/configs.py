@@ -25,7 +25,7 @@ from diskless.wire import Request
 from metadata.errors import UnknownTopic
 
 from .. import topic_configs
-from ..errors import error_code_for
+from ..errors import InvalidRequest, error_code_for
 from ..api import BrokerApi
 from ..responses import NO_THROTTLE, make, response_module
 from ..dynamic_broker_configs import BROKER_DYNAMIC, CLUSTER_DEFAULT
@@ -194,7 +194,7 @@ async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) 
     appended to or subtracted from."""
     mod = response_module(44, request.header.api_version)
     return await _alter(
-        broker, request.body, mod, mod.IncrementalAlterConfigsResponse,
+        broker, request.body, mod, mod.IncrementalAlterConfigsResponse, null_values_refused=False,
         group_change=lambda configs: ([(c.name, int(c.config_operation), c.value) for c in configs], None),
         topic_change=lambda current, configs: topic_configs.apply_incremental(
             current, [(c.name, AlterOp(c.config_operation), c.value) for c in configs]
@@ -202,7 +202,9 @@ async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) 
     )  # fmt: skip
 
 
-async def _alter(broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, group_change: Any, topic_change: Any) -> Any:
+async def _alter(
+    broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, null_values_refused: bool, group_change: Any, topic_change: Any,
+) -> Any:
     """The loop both alter APIs share: per resource, a group's or a topic's configs changed
     (`group_change(configs)` -> (ops, replace); `topic_change(current, configs)` -> the new
     overrides), an error per resource."""
@@ -210,6 +212,7 @@ async def _alter(broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, 
     for resource in body.resources:
         error, message = ErrorCode.none, None
         try:
+            _check_well_formed(resource.configs, null_values_refused)
             kind = _ACL_RESOURCE.get(resource.resource_type)
             if kind is not None:
                 broker.security.require(acl.ALTER_CONFIGS, kind, _acl_name(resource.resource_type, resource.resource_name))
@@ -244,6 +247,18 @@ async def _alter(broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, 
     return make(response_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
+def _check_well_formed(configs: Any, null_values_refused: bool) -> None:
+    """Kafka's ConfigAdminManager.preprocess, before authorization: a resource that names a
+    config twice, or (legacy AlterConfigs) gives one a null value, is refused whole with
+    INVALID_REQUEST and nothing of it applies; the request's other resources go on."""
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise InvalidRequest("Error due to duplicate config keys")
+    nulls = [c.name for c in configs if c.value is None] if null_values_refused else []
+    if nulls:
+        raise InvalidRequest("Null value not supported for : " + ", ".join(nulls))
+
+
 async def _alter_group(broker: BrokerApi, group_id: str, ops: list[tuple[str, int, str | None]] | None, replace: list[tuple[str, str | None]] | None, validate_only: bool) -> None:
     if not group_id:
         raise ValueError("Group name must not be empty")
@@ -263,9 +278,9 @@ async def handle_alter_configs(broker: BrokerApi, request: Request) -> Any:
     exactly the ones given (those left out return to their defaults)."""
     mod = response_module(33, request.header.api_version)
     return await _alter(
-        broker, request.body, mod, mod.AlterConfigsResponse,
+        broker, request.body, mod, mod.AlterConfigsResponse, null_values_refused=True,
         group_change=lambda configs: (None, [(c.name, c.value) for c in configs]),
         topic_change=lambda current, configs: topic_configs.apply_incremental(
-            {}, [(c.name, AlterOp.SET, c.value) for c in configs if c.value is not None]
+            {}, [(c.name, AlterOp.SET, c.value) for c in configs]
         ),
     )  # fmt: skip

@@ -137,12 +137,18 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
                 raise UnknownTopic(wanted.name)
             if wanted.count <= topic.num_partitions:
                 raise InvalidPartitions(wanted.name, topic.num_partitions, wanted.count, "the partition count can only grow")
-            if wanted.assignments:
-                for assignment in wanted.assignments:
+            added = wanted.count - topic.num_partitions
+            if wanted.assignments is not None and len(wanted.assignments) != added:
+                # Kafka's ReplicationControlManager.createPartitions: one assignment per new partition
+                # (an empty list too: null alone means "choose for me"), with or without validate_only.
+                error = ErrorCode.invalid_replica_assignment
+                message = f"Attempted to add {added} additional partition(s), but only {len(wanted.assignments)} assignment(s) were specified."
+            else:
+                for assignment in wanted.assignments or ():
                     if tuple(assignment.broker_ids) != (broker.settings.node_id,):
                         raise InvalidReplicationFactor(len(assignment.broker_ids), 1)
-            if not body.validate_only:
-                await broker.registry.create_partitions(wanted.name, wanted.count)
+                if not body.validate_only:
+                    await broker.registry.create_partitions(wanted.name, wanted.count)
         except Exception as exc:
             error, message = error_code_for(exc, f"create partitions of {wanted.name}"), str(exc)
         results.append(make(mod.CreatePartitionsTopicResult, name=wanted.name, error_code=error, error_message=message))
