@@ -54,6 +54,32 @@ class InvalidReplicationFactor(Exception):
         super().__init__(f"replication factor {replication_factor} is larger than the {brokers} available broker(s)")
 
 
+class InvalidReplicaAssignment(Exception):
+    """A manual replica assignment Kafka's ReplicationControlManager refuses; the message is
+    Kafka's, word for word (admin clients show it)."""
+
+
+class AssignmentCountMismatch(InvalidReplicaAssignment):
+    """CreatePartitions: assignments given (an empty list too), but not one per new partition."""
+
+    def __init__(self, topic: str, added_partitions: int, assignments: int) -> None:
+        super().__init__(
+            f"Attempted to add {added_partitions} additional partition(s), but only {assignments} assignment(s) were specified."
+        )
+        self.topic = topic
+        self.added_partitions = added_partitions
+        self.assignments = assignments
+
+
+class UnregisteredBroker(InvalidReplicaAssignment):
+    """An assignment names a broker id that is not in the cluster."""
+
+    def __init__(self, topic: str, broker_id: int) -> None:
+        super().__init__(f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.")
+        self.topic = topic
+        self.broker_id = broker_id
+
+
 class InvalidRequest(Exception):
     pass
 
@@ -202,6 +228,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (InvalidPartitions, ErrorCode.invalid_partitions),
     (InvalidConfig, ErrorCode.invalid_config),
     (InvalidReplicationFactor, ErrorCode.invalid_replication_factor),
+    (InvalidReplicaAssignment, ErrorCode.invalid_replica_assignment),
     (InvalidRequest, ErrorCode.invalid_request),
     (InvalidRecord, ErrorCode.invalid_record),
     (LocalDiskFull, ErrorCode.kafka_storage_error),

@@ -200,6 +200,27 @@ def test_incremental_alter_configs_changes_what_the_broker_enforces(shared_broke
     assert [e.code() for e in errors] == [KafkaError.MSG_SIZE_TOO_LARGE]
 
 
+# Config resource types on the wire (Kafka's ConfigResource.Type; confluent-kafka's ResourceType
+# is the ACL one, whose GROUP is 3).
+CONFIG_TOPIC, CONFIG_GROUP = 2, 32
+
+
+def incremental_resource(name: str, *configs: tuple[str, AlterConfigOpType, str | None], resource_type: int = CONFIG_TOPIC) -> incremental_v1.AlterConfigsResource:
+    """One resource of a hand-made IncrementalAlterConfigs request: (name, operation, value) each."""
+    return incremental_v1.AlterConfigsResource(
+        resource_type=resource_type, resource_name=name,
+        configs=tuple(incremental_v1.AlterableConfig(name=n, config_operation=op.value, value=v) for n, op, v in configs),
+    )  # fmt: skip
+
+
+def legacy_resource(name: str, *configs: tuple[str, str | None], resource_type: int = CONFIG_TOPIC) -> alter_v2.AlterConfigsResource:
+    """One resource of a hand-made legacy AlterConfigs request: (name, value) each."""
+    return alter_v2.AlterConfigsResource(
+        resource_type=resource_type, resource_name=name,
+        configs=tuple(alter_v2.AlterableConfig(name=n, value=v) for n, v in configs),
+    )  # fmt: skip
+
+
 def test_a_config_named_twice_refuses_its_resource_alone(shared_broker, create_topic, wire) -> None:
     """IncrementalAlterConfigs and the legacy AlterConfigs: a resource that names a config twice
     is refused with INVALID_REQUEST and nothing of it applies; the request's other resources are
@@ -213,12 +234,7 @@ def test_a_config_named_twice_refuses_its_resource_alone(shared_broker, create_t
     def configs_of(*names: str) -> list[tuple[str, ...]]:
         return [tuple(describe(admin, t)[n].value for n in names) for t in (twice, once)]
 
-    def incremental(topic: str, *configs: tuple[str, AlterConfigOpType, str | None]) -> incremental_v1.AlterConfigsResource:
-        return incremental_v1.AlterConfigsResource(
-            resource_type=ResourceType.TOPIC.value, resource_name=topic,
-            configs=tuple(incremental_v1.AlterableConfig(name=n, config_operation=op.value, value=v) for n, op, v in configs),
-        )  # fmt: skip
-
+    incremental, legacy = incremental_resource, legacy_resource
     SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
     request = incremental_v1.IncrementalAlterConfigsRequest(
         resources=(
@@ -232,12 +248,6 @@ def test_a_config_named_twice_refuses_its_resource_alone(shared_broker, create_t
         (twice, ErrorCode.invalid_request, "Error due to duplicate config keys"), (once, ErrorCode.none, None),
     ]
     assert configs_of("retention.ms", "max.message.bytes") == [("3600000", "1048588"), ("2000", "1048588")]
-
-    def legacy(topic: str, *configs: tuple[str, str]) -> alter_v2.AlterConfigsResource:
-        return alter_v2.AlterConfigsResource(
-            resource_type=ResourceType.TOPIC.value, resource_name=topic,
-            configs=tuple(alter_v2.AlterableConfig(name=name, value=value) for name, value in configs),
-        )  # fmt: skip
 
     request = alter_v2.AlterConfigsRequest(
         resources=(legacy(twice, ("max.message.bytes", "2000"), ("max.message.bytes", "3000")), legacy(once, ("max.message.bytes", "4000"))),
@@ -277,6 +287,95 @@ def test_legacy_alter_configs_refuses_null_values(shared_broker, create_topic) -
         ("604800000", ConfigSource.DEFAULT_CONFIG.value),
     ]
     assert describe(confluent, other)["max.message.bytes"].value == "3000"
+
+
+def test_incremental_alter_configs_refuses_null_values_but_for_delete(shared_broker, create_topic, wire) -> None:
+    """IncrementalAlterConfigs: SET, APPEND and SUBTRACT with a null value refuse their resource
+    with INVALID_REQUEST naming them, and nothing of it applies; DELETE needs no value (Kafka's
+    ConfigAdminManager.preprocess)."""
+    with_nulls = create_topic(shared_broker.bootstrap, partitions=1, configs={"retention.ms": "3600000"})
+    deleted = create_topic(shared_broker.bootstrap, partitions=1, configs={"retention.ms": "3600000"})
+    admin = admin_for(shared_broker.bootstrap)
+    SET, DELETE, APPEND, SUBTRACT = (AlterConfigOpType.SET, AlterConfigOpType.DELETE, AlterConfigOpType.APPEND,
+                                     AlterConfigOpType.SUBTRACT)  # fmt: skip
+    request = incremental_v1.IncrementalAlterConfigsRequest(
+        resources=(
+            incremental_resource(
+                with_nulls, ("max.message.bytes", SET, None), ("retention.ms", DELETE, None), ("cleanup.policy", APPEND, None),
+                ("follower.replication.throttled.replicas", SUBTRACT, None), ("segment.ms", SET, "3600000"),
+            ),
+            incremental_resource(deleted, ("retention.ms", DELETE, None)),
+        ),
+        validate_only=False,
+    )  # fmt: skip
+    answered = wire(shared_broker.bootstrap).request(request).responses
+    assert [(r.resource_name, r.error_code, r.error_message) for r in answered] == [
+        (with_nulls, ErrorCode.invalid_request,
+         "Null value not supported for : max.message.bytes, cleanup.policy, follower.replication.throttled.replicas"),
+        (deleted, ErrorCode.none, None),
+    ]  # fmt: skip
+    described = describe(admin, with_nulls)
+    assert [(described[n].value, described[n].source) for n in ("max.message.bytes", "retention.ms", "cleanup.policy", "segment.ms")] == [
+        ("1048588", ConfigSource.DEFAULT_CONFIG.value),
+        ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        ("delete", ConfigSource.DEFAULT_CONFIG.value),
+        ("604800000", ConfigSource.DEFAULT_CONFIG.value),
+    ]
+    described = describe(admin, deleted)["retention.ms"]
+    assert (described.value, described.source) == ("604800000", ConfigSource.DEFAULT_CONFIG.value)
+
+
+def test_a_resource_named_twice_refuses_every_copy(shared_broker, create_topic, wire) -> None:
+    """IncrementalAlterConfigs and the legacy AlterConfigs: a resource (type and name) given
+    twice in one request answers INVALID_REQUEST for each copy and neither applies; the other
+    resources, a group of the topic's name too, are altered (Kafka's ConfigAdminManager.preprocess;
+    DescribeConfigs has no such check). librdkafka refuses to send a resource twice."""
+    twice = create_topic(shared_broker.bootstrap, partitions=1, configs={"retention.ms": "3600000"})
+    once = create_topic(shared_broker.bootstrap, partitions=1)
+    admin = admin_for(shared_broker.bootstrap)
+    client = wire(shared_broker.bootstrap)
+    refused = (ErrorCode.invalid_request, "Each resource must appear at most once.")
+    SET, TOPIC, GROUP = AlterConfigOpType.SET, CONFIG_TOPIC, CONFIG_GROUP
+
+    def group_session_timeout() -> str:
+        resource = ConfigResource(ResourceType.GROUP, twice)
+        configs = admin.describe_configs([resource], request_timeout=DEADLINE_S)[resource].result(timeout=DEADLINE_S)
+        return configs["consumer.session.timeout.ms"].value
+
+    request = incremental_v1.IncrementalAlterConfigsRequest(
+        resources=(
+            incremental_resource(twice, ("max.message.bytes", SET, "2000")),
+            incremental_resource(once, ("max.message.bytes", SET, "3000")),
+            incremental_resource(twice, ("retention.ms", SET, "1000")),
+            incremental_resource(twice, ("consumer.session.timeout.ms", SET, "50000"), resource_type=CONFIG_GROUP),
+        ),
+        validate_only=False,
+    )  # fmt: skip
+    answered = client.request(request).responses
+    assert [(r.resource_type, r.resource_name, r.error_code, r.error_message) for r in answered] == [
+        (TOPIC, twice, *refused), (TOPIC, once, ErrorCode.none, None), (TOPIC, twice, *refused), (GROUP, twice, ErrorCode.none, None),
+    ]
+    assert [describe(admin, twice)[n].value for n in ("max.message.bytes", "retention.ms")] == ["1048588", "3600000"]
+    assert describe(admin, once)["max.message.bytes"].value == "3000"
+    assert group_session_timeout() == "50000"
+
+    request = alter_v2.AlterConfigsRequest(
+        resources=(
+            legacy_resource(twice, ("max.message.bytes", "4000")),
+            legacy_resource(twice, ("max.message.bytes", "4000")),
+            legacy_resource(once, ("max.message.bytes", "5000")),
+            legacy_resource(twice, ("consumer.session.timeout.ms", "55000"), resource_type=CONFIG_GROUP),
+        ),
+        validate_only=False,
+    )
+    answered = client.request(request).responses
+    assert [(r.resource_type, r.resource_name, r.error_code, r.error_message) for r in answered] == [
+        (TOPIC, twice, *refused), (TOPIC, twice, *refused), (TOPIC, once, ErrorCode.none, None), (GROUP, twice, ErrorCode.none, None),
+    ]
+    # A legacy change of `twice` would have reset its retention.ms.
+    assert [describe(admin, twice)[n].value for n in ("max.message.bytes", "retention.ms")] == ["1048588", "3600000"]
+    assert describe(admin, once)["max.message.bytes"].value == "5000"
+    assert group_session_timeout() == "55000"
 
 
 def test_describe_configs_of_the_broker_and_of_unknown_topics(shared_broker) -> None:
@@ -351,6 +450,31 @@ def test_create_partitions_needs_one_assignment_per_new_partition(shared_broker,
     # One per new partition: added.
     admin.create_partitions([NewPartitions(topic, 3, replica_assignment=[[1], [1]])])[topic].result(timeout=DEADLINE_S)
     assert sorted(topics(admin)[topic].partitions) == [0, 1, 2]
+
+
+def test_create_partitions_naming_an_unregistered_broker(shared_broker, create_topic, wire) -> None:
+    """An assignment naming a broker id that is not registered refuses the topic with
+    INVALID_REPLICA_ASSIGNMENT, validate_only as well; Kafka's ReplicationControlManager looks at
+    each assignment's ids in ascending order, so the lowest unknown one is named."""
+    admin = admin_for(shared_broker.bootstrap)
+    topic = create_topic(shared_broker.bootstrap, partitions=1)
+    unregistered = "The manual partition assignment includes broker {}, but no such broker is registered."
+    for validate_only in (True, False):
+        for count, assignment in ((2, [[12]]), (3, [[1], [12]])):
+            futures = admin.create_partitions([NewPartitions(topic, count, replica_assignment=assignment)], validate_only=validate_only,
+                                              request_timeout=DEADLINE_S)  # fmt: skip
+            assert refusal(futures[topic]) == (KafkaError.INVALID_REPLICA_ASSIGNMENT, unregistered.format(12)), (assignment, validate_only)
+        request = create_partitions_v3.CreatePartitionsRequest(
+            topics=(create_partitions_v3.CreatePartitionsTopic(
+                name=topic, count=2, assignments=(create_partitions_v3.CreatePartitionsAssignment(broker_ids=(1, 13, 12)),),
+            ),),
+            timeout=timedelta(seconds=10), validate_only=validate_only,
+        )  # fmt: skip
+        answered = wire(shared_broker.bootstrap).request(request).results
+        assert [(r.name, r.error_code, r.error_message) for r in answered] == [
+            (topic, ErrorCode.invalid_replica_assignment, unregistered.format(12)),
+        ], validate_only
+    assert len(topics(admin)[topic].partitions) == 1
 
 
 def test_describe_cluster(shared_broker) -> None:

@@ -17,6 +17,8 @@ each only when the request asks for them).
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -194,7 +196,8 @@ async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) 
     appended to or subtracted from."""
     mod = response_module(44, request.header.api_version)
     return await _alter(
-        broker, request.body, mod, mod.IncrementalAlterConfigsResponse, null_values_refused=False,
+        broker, request.body, mod, mod.IncrementalAlterConfigsResponse,
+        null_refused=lambda c: c.config_operation != AlterOp.DELETE,  # DELETE needs no value
         group_change=lambda configs: ([(c.name, int(c.config_operation), c.value) for c in configs], None),
         topic_change=lambda current, configs: topic_configs.apply_incremental(
             current, [(c.name, AlterOp(c.config_operation), c.value) for c in configs]
@@ -203,16 +206,21 @@ async def handle_incremental_alter_configs(broker: BrokerApi, request: Request) 
 
 
 async def _alter(
-    broker: BrokerApi, body: Any, mod: Any, response_cls: type, *, null_values_refused: bool, group_change: Any, topic_change: Any,
+    broker: BrokerApi, body: Any, mod: Any, response_cls: type, *,
+    null_refused: Callable[[Any], bool], group_change: Any, topic_change: Any,
 ) -> Any:
     """The loop both alter APIs share: per resource, a group's or a topic's configs changed
     (`group_change(configs)` -> (ops, replace); `topic_change(current, configs)` -> the new
     overrides), an error per resource."""
+    copies = Counter((r.resource_type, r.resource_name) for r in body.resources)
     results = []
     for resource in body.resources:
         error, message = ErrorCode.none, None
         try:
-            _check_well_formed(resource.configs, null_values_refused)
+            if copies[resource.resource_type, resource.resource_name] > 1:
+                # Kafka's ConfigAdminManager.preprocess: every copy is refused, none applies.
+                raise InvalidRequest("Each resource must appear at most once.")
+            _check_well_formed(resource.configs, null_refused)
             kind = _ACL_RESOURCE.get(resource.resource_type)
             if kind is not None:
                 broker.security.require(acl.ALTER_CONFIGS, kind, _acl_name(resource.resource_type, resource.resource_name))
@@ -247,14 +255,15 @@ async def _alter(
     return make(response_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-def _check_well_formed(configs: Any, null_values_refused: bool) -> None:
+def _check_well_formed(configs: Any, null_refused: Callable[[Any], bool]) -> None:
     """Kafka's ConfigAdminManager.preprocess, before authorization: a resource that names a
-    config twice, or (legacy AlterConfigs) gives one a null value, is refused whole with
-    INVALID_REQUEST and nothing of it applies; the request's other resources go on."""
+    config twice, or gives a null value where `null_refused(config)` (legacy AlterConfigs: every
+    config; IncrementalAlterConfigs: all but DELETE), is refused whole with INVALID_REQUEST and
+    nothing of it applies; the request's other resources go on."""
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise InvalidRequest("Error due to duplicate config keys")
-    nulls = [c.name for c in configs if c.value is None] if null_values_refused else []
+    nulls = [c.name for c in configs if c.value is None and null_refused(c)]
     if nulls:
         raise InvalidRequest("Null value not supported for : " + ", ".join(nulls))
 
@@ -278,7 +287,7 @@ async def handle_alter_configs(broker: BrokerApi, request: Request) -> Any:
     exactly the ones given (those left out return to their defaults)."""
     mod = response_module(33, request.header.api_version)
     return await _alter(
-        broker, request.body, mod, mod.AlterConfigsResponse, null_values_refused=True,
+        broker, request.body, mod, mod.AlterConfigsResponse, null_refused=lambda c: True,
         group_change=lambda configs: (None, [(c.name, c.value) for c in configs]),
         topic_change=lambda current, configs: topic_configs.apply_incremental(
             {}, [(c.name, AlterOp.SET, c.value) for c in configs]

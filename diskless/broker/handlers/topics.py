@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -15,7 +16,7 @@ from metadata.model import validate_topic_name
 
 from .. import topic_configs
 from ..api import BrokerApi
-from ..errors import InvalidReplicationFactor, InvalidRequest, error_code_for
+from ..errors import AssignmentCountMismatch, InvalidReplicationFactor, InvalidRequest, UnregisteredBroker, error_code_for
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import ALTER, DELETE, TOPIC
 
@@ -141,15 +142,30 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
             if wanted.assignments is not None and len(wanted.assignments) != added:
                 # Kafka's ReplicationControlManager.createPartitions: one assignment per new partition
                 # (an empty list too: null alone means "choose for me"), with or without validate_only.
-                error = ErrorCode.invalid_replica_assignment
-                message = f"Attempted to add {added} additional partition(s), but only {len(wanted.assignments)} assignment(s) were specified."
-            else:
-                for assignment in wanted.assignments or ():
-                    if tuple(assignment.broker_ids) != (broker.settings.node_id,):
-                        raise InvalidReplicationFactor(len(assignment.broker_ids), 1)
-                if not body.validate_only:
-                    await broker.registry.create_partitions(wanted.name, wanted.count)
+                raise AssignmentCountMismatch(wanted.name, added, len(wanted.assignments))
+            registered = {broker.settings.node_id, *broker.cluster.brokers}
+            for assignment in wanted.assignments or ():
+                _check_assignment(wanted.name, assignment.broker_ids, registered, broker.settings.node_id)
+            if not body.validate_only:
+                await broker.registry.create_partitions(wanted.name, wanted.count)
         except Exception as exc:
             error, message = error_code_for(exc, f"create partitions of {wanted.name}"), str(exc)
         results.append(make(mod.CreatePartitionsTopicResult, name=wanted.name, error_code=error, error_message=message))
     return make(mod.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _check_assignment(topic: str, broker_ids: Sequence[int], registered: Collection[int], node_id: int) -> None:
+    """One new partition's replicas. Kafka's ReplicationControlManager.validateManualPartitionAssignment
+    walks the ids in ascending order and refuses the first that is not registered (a live
+    broker, or this one) with INVALID_REPLICA_ASSIGNMENT. A partition here has one replica, and
+    an assignment must name this broker: any other is refused with INVALID_REPLICATION_FACTOR,
+    as are an empty list and a repeated id (Kafka refuses those first, with their own messages)."""
+    previous = None
+    for broker_id in sorted(broker_ids):
+        if broker_id == previous:
+            break
+        if broker_id not in registered:
+            raise UnregisteredBroker(topic, broker_id)
+        previous = broker_id
+    if tuple(broker_ids) != (node_id,):
+        raise InvalidReplicationFactor(len(broker_ids), 1)
