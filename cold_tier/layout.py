@@ -17,6 +17,14 @@ Objects of one segment upload, for partition P of topic T:
                                            the broker had one; as Kafka's tiered storage keeps
     T/P/commits/BBBBBBBBBBBBBBBBBBBB-LLLLLLLLLLLLLLLLLLLL-F-M-S-E-U.commit
 
+and, apart from uploads, one empty object per leadership that may have fenced another leader:
+
+    T/P/epochs/EEEEEEEEEE-OOOOOOOOOOOOOOOOOOOO.epoch   leader epoch E began at offset O, the
+                                           partition's durable end when its leader took it
+                                           (10 and 20 digits, zero-padded; Kafka's leader
+                                           epoch cache, for readers of write-ahead objects:
+                                           spark_reader/wal.py rule 2)
+
     T  topic name, Kafka's legal characters [A-Za-z0-9._-], 1 to 249 of them, not "." or ".."
     P  partition, decimal, no leading zeros (0, 1, ..., 2147483647)
     B  base offset, 20 decimal digits, zero-padded
@@ -83,6 +91,8 @@ TXN_INDEX_SUFFIX = ".txnindex"
 PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 COMMIT_SUFFIX = ".commit"
 COMMITS_DIRECTORY = "commits"
+EPOCHS_DIRECTORY = "epochs"
+EPOCH_SUFFIX = ".epoch"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX)
 
 MAX_TOPIC_LENGTH = MAX_TOPIC_NAME_LENGTH
@@ -100,6 +110,7 @@ _SIGNED = r"0|-?[1-9][0-9]*"
 _COMMIT_NAME = re.compile(
     rf"([0-9]{{20}})-([0-9]{{20}})-({_SIGNED})-({_SIGNED})-({_UNSIGNED})-({_UNSIGNED})-([0-9a-z]{{1,64}})\.commit"
 )
+_EPOCH_NAME = re.compile(r"([0-9]{10})-([0-9]{20})\.epoch")
 _SEGMENT_OBJECT_NAME = re.compile(r"([0-9]{20})-([0-9a-z]{1,64})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)")
 
 
@@ -119,6 +130,23 @@ def partition_prefix(topic: str, partition: int) -> str:
 def commits_prefix(topic: str, partition: int) -> str:
     """The prefix to LIST for a partition's catalogue."""
     return f"{partition_prefix(topic, partition)}{COMMITS_DIRECTORY}/"
+
+
+def epochs_prefix(topic: str, partition: int) -> str:
+    """The prefix to LIST for the leader epochs a partition's leaders began (`epoch_key`)."""
+    return f"{partition_prefix(topic, partition)}{EPOCHS_DIRECTORY}/"
+
+
+def epoch_key(topic: str, partition: int, leader_epoch: int, start_offset: int) -> str:
+    if not 0 <= leader_epoch <= MAX_LEADER_EPOCH:
+        raise ValueError(f"leader epoch {leader_epoch} out of range")
+    return f"{epochs_prefix(topic, partition)}{leader_epoch:010d}-{_offset_field(start_offset)}{EPOCH_SUFFIX}"
+
+
+def parse_epoch_key(key: str) -> tuple[int, int] | None:
+    """(leader epoch, start offset) of an `epoch_key`, None for any other key."""
+    match = _EPOCH_NAME.fullmatch(key.rsplit("/", 1)[-1])
+    return None if match is None else (int(match[1]), int(match[2]))
 
 
 def segment_object_key(topic: str, partition: int, base_offset: int, upload_id: str, suffix: str) -> str:

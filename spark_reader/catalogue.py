@@ -54,7 +54,7 @@ from .plan import (
 )
 from .read import offset_for_timestamp
 from .wal import resolve_wal_tail
-from .wal_read import IndexCache, list_wal_candidates
+from .wal_read import IndexCache, list_epoch_marks, list_wal_candidates
 
 MAX_PARALLEL_REQUESTS = 16
 T = TypeVar("T")
@@ -115,6 +115,8 @@ def load_partition_logs(
             catalogues.setdefault((topic, partition), [])  # type: ignore[arg-type]
     for tp in wal:
         catalogues.setdefault(tp, [])
+    marked = [tp for tp in sorted(wal) if wal[tp]]
+    marks = dict(zip(marked, _parallel(lambda tp: list_epoch_marks(bucket, *tp), marked)))
     logs = []
     for (topic, partition), segments in sorted(catalogues.items()):
         if not pushdown.allows_partition(partition):
@@ -122,7 +124,7 @@ def load_partition_logs(
         if isinstance(selection, Assign) and (topic, partition) not in selection.partitions:
             continue
         resolved = tuple(layout.resolve_overlaps(segments))
-        tail = resolve_wal_tail(wal.get((topic, partition), ()), resolved[-1].next_offset if resolved else None)
+        tail = resolve_wal_tail(wal.get((topic, partition), ()), resolved[-1].next_offset if resolved else None, marks.get((topic, partition)))
         logs.append(PartitionLog(topic, partition, resolved, broker.get((topic, partition)), tail))
     if options.read_committed:
         from .committed import with_last_stable_offset

@@ -56,7 +56,7 @@ from .errors import CorruptSegment, CorruptWriteAheadObject, DataLoss
 from .plan import BucketRange, PartitionLog, SegmentRef, plan_tasks
 from .segment_index import first_offset_not_older_than, parse_offset_index, parse_time_index, position_range
 from .wal import WalCandidate, WalSlice, resolve_wal_tail
-from .wal_read import list_wal_candidates, offset_in_wal, read_wal_slice
+from .wal_read import list_epoch_marks, list_wal_candidates, offset_in_wal, read_wal_slice
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,7 @@ class _Relisted:
         self._bucket, self._topic, self._partition, self._fail_on_data_loss = bucket, topic, partition, fail_on_data_loss
         self._commits: list[layout.CommittedSegment] | None = None
         self._wal: list[WalCandidate] | None = None
+        self._epoch_marks: dict[int, int] = {}
         self.gone: set[tuple[int, str]] = set()  # (base offset, upload id) of segments whose data is missing
 
     def segments(self) -> list[layout.CommittedSegment]:
@@ -148,7 +149,8 @@ class _Relisted:
             wanted = (self._topic, self._partition)
             found = list_wal_candidates(self._bucket, lambda topic, partition: (topic, partition) == wanted, self._fail_on_data_loss)
             self._wal = found.get(wanted, [])
-        return resolve_wal_tail(self._wal, offset)
+            self._epoch_marks = list_epoch_marks(self._bucket, self._topic, self._partition) if self._wal else {}
+        return resolve_wal_tail(self._wal, offset, self._epoch_marks)
 
 
 def _read_elsewhere(

@@ -12,10 +12,11 @@ which batch holds each offset of a partition by these rules, in this order:
    below it is skipped, and of a batch that straddles it only the records from it are read
    (the slice's `base_offset` is then that end, and no reader goes below it).
 2. A higher leader epoch truncates a lower one, as Kafka's leader epoch cache does: once an
-   epoch e has a batch starting at offset S, batches of epochs below e that end at or after S
-   are what a fenced leader wrote and never made durable; they are left out. (The epoch's
-   start is taken from its batches still in the bucket, which include every batch above the
-   segments: objects go only once segments hold all their batches.)
+   epoch e began at offset S, batches of epochs below e that end at or after S are what a
+   fenced leader wrote and never made durable; they are left out. The epoch's start is the
+   lowest of its mark (`T/P/epochs/`, written by its leader when it took the partition:
+   diskless/broker/wal/epoch_marks.py) and its batches still in the bucket, which include
+   every batch above the segments (objects go only once segments hold all their batches).
 3. Within one epoch, batches holding the same offsets (a broker that restarted on the same
    epoch and wrote its tail again) are resolved in favour of the object sealed later (its
    key's timestamp, then its upload id); an overlapping loser is left out whole.
@@ -24,8 +25,8 @@ which batch holds each offset of a partition by these rules, in this order:
    ends the tail (an object of a later group commit that landed before an earlier one).
 
 What this cannot tell without the store: a batch PUT whose commit is still in flight (it is
-read, a few milliseconds early), and a fenced leader's batches that start exactly where the
-newer epoch wrote nothing yet above a segment boundary. Consecutive winning batches of one
+read, a few milliseconds early), and a fenced leader's batches in the moment between the new
+leader taking the partition and its mark landing in the bucket. Consecutive winning batches of one
 object become one `WalSlice`, read with one ranged GET; slices are picklable and travel to
 Spark's workers inside `plan.BucketRange` tasks beside the segments.
 """
@@ -33,7 +34,7 @@ Spark's workers inside `plan.BucketRange` tasks beside the segments.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cold_tier.wal_format import WalEntry
@@ -100,13 +101,16 @@ class WalCandidate:
         return self.entry.last_offset
 
 
-def resolve_wal_tail(candidates: Iterable[WalCandidate], bucket_log_end_offset: int | None) -> tuple[WalSlice, ...]:
+def resolve_wal_tail(
+    candidates: Iterable[WalCandidate], bucket_log_end_offset: int | None, epoch_starts: Mapping[int, int] | None = None
+) -> tuple[WalSlice, ...]:
     """The slices that hold a partition's offsets from `bucket_log_end_offset` on (None: the
-    partition has no committed segment), by the rules of the module header."""
+    partition has no committed segment), by the rules of the module header; `epoch_starts`:
+    the partition's epoch marks (leader epoch -> start offset)."""
     entries = [c for c in candidates if c.entry.last_offset >= c.entry.base_offset]
+    entries = _truncate_by_epoch(entries, epoch_starts or {})
     if not entries:
         return ()
-    entries = _truncate_by_epoch(entries)
     winners = _resolve_overlaps(entries)
     cursor = bucket_log_end_offset if bucket_log_end_offset is not None else winners[0].base_offset
     chain: list[tuple[WalCandidate, int]] = []  # with the offset it is read from
@@ -120,9 +124,9 @@ def resolve_wal_tail(candidates: Iterable[WalCandidate], bucket_log_end_offset: 
     return _slices(chain)
 
 
-def _truncate_by_epoch(entries: Sequence[WalCandidate]) -> list[WalCandidate]:
+def _truncate_by_epoch(entries: Sequence[WalCandidate], marks: Mapping[int, int]) -> list[WalCandidate]:
     """Rule 2: drop batches of an epoch that end at or after the start of a higher epoch."""
-    epoch_start: dict[int, int] = {}
+    epoch_start: dict[int, int] = dict(marks)
     for c in entries:
         epoch = c.entry.leader_epoch
         epoch_start[epoch] = min(epoch_start.get(epoch, c.base_offset), c.base_offset)

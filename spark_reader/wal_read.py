@@ -7,6 +7,7 @@ Requests (cold_tier/wal_format.py's layout):
               of its last SUFFIX_BYTES (footer and, nearly always, the whole index; a larger
               index costs a second GET), up to MAX_PARALLEL_REQUESTS at once. The streaming
               reader keeps the parsed indexes of the objects still listed (objects never change).
+              Per partition with write-ahead batches, 1 LIST of its epoch marks (`list_epoch_marks`).
     reading   1 ranged GET per `WalSlice`: the span of its batches in the object.
 
 Every batch read is checked against its index entry (size, base and last offset) and its
@@ -24,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
+from cold_tier import layout
 from cold_tier.errors import ObjectNotFound
 from cold_tier.wal_format import (
     FOOTER_BYTES,
@@ -91,6 +93,16 @@ def list_wal_candidates(
             if wanted(entry.topic, entry.partition):
                 found.setdefault((entry.topic, entry.partition), []).append(WalCandidate(key, sealed_ms, upload_id, entry))
     return found
+
+
+def list_epoch_marks(bucket: Bucket, topic: str, partition: int) -> dict[int, int]:
+    """The partition's leader epoch marks: leader epoch -> the offset it began at (wal.py rule 2)."""
+    marks = {}
+    for key in bucket.list_keys(layout.epochs_prefix(topic, partition)):
+        parsed = layout.parse_epoch_key(key)
+        if parsed is not None:
+            marks[parsed[0]] = min(parsed[1], marks.get(parsed[0], parsed[1]))
+    return marks
 
 
 def read_wal_index(bucket: Bucket, key: str, size_bytes: int) -> list[WalEntry]:

@@ -123,6 +123,7 @@ class Broker:
         # bound before (its port is what the broker registers), requests wait for this.
         self._ready = asyncio.Event()
         self._coordinating: frozenset[int] = frozenset()  # coordinator slots held at the last view applied
+        self._views_applied = False
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -153,6 +154,8 @@ class Broker:
             if isinstance(self.bucket, LocalObjectStore):
                 wal_settings = dataclasses.replace(wal_settings, max_in_flight=1)
             self.wal = WalWriter(self.bucket, self.store, c.node_id, self.clock, wal_settings)
+            if not self.data_dir_lock.created:  # a restart: the earlier processes on this directory are gone
+                self.wal.orphans_final_before_ms = self.clock()
             self.wal.start()  # before the registry: recovery resubmits what the local log holds above the durable end
         registry_settings = RegistrySettings(
             c.node_id, c.logs_dir, c.topic_defaults, c.num_partitions, c.producer_id_expiration_ms,
@@ -314,16 +317,18 @@ class Broker:
     async def _apply_view(self, view: ClusterView) -> None:
         """Open and close partitions as the view says; give up the groups of coordinator slots
         that moved away (their members rejoin at the new holder, as in Kafka); take over those
-        of slots that another broker or incarnation held (epoch above 1)."""
+        of slots that another broker or incarnation held (epoch above 1), or this broker's
+        process before a restart (its first view, on a directory it did not just make)."""
         await self.registry.reconcile(view)
         held = self._slots_held()
         lost, gained = self._coordinating - held, held - self._coordinating
-        self._coordinating = held
+        restarted = not self._views_applied and not self.data_dir_lock.created
+        self._coordinating, self._views_applied = held, True
         count = len(view.slots)
         if lost:
             self.groups.unload(lambda group_id: slot_of(group_id, count) in lost)
             log.info("coordinator slot(s) %s moved to other brokers; their groups unloaded", sorted(lost))
-        if taken := frozenset(slot for slot in gained if view.slots[slot].leader_epoch > 1):
+        if taken := frozenset(slot for slot in gained if restarted or view.slots[slot].leader_epoch > 1):
             self.groups.take_over(lambda group_id: slot_of(group_id, count) in taken)
             log.info("coordinator slot(s) %s taken over; their consumer-protocol groups give out partitions after one heartbeat interval", sorted(taken))
 

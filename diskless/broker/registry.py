@@ -542,6 +542,8 @@ class Registry:
             producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
             now_ms=self.clock(), stored=stored,
         )  # fmt: skip
+        if self.wal is not None:  # bucket readers then leave out what a leader fenced by this one wrote
+            self.wal.epoch_marks.mark(topic.name, index, leader_epoch, self._leaders[(topic.name, index)].high_watermark)
         if not marked:  # the directory's topic id: now if it holds batches, else with its first one
             if any(s.size_bytes for s in log_.segments):
                 _claim_dir(path, topic.topic_id)

@@ -8,6 +8,7 @@ Expected rows are what a real Kafka consumer (confluent-kafka) reads from the br
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 
@@ -24,6 +25,8 @@ pytest.importorskip("confluent_kafka")
 pytest.importorskip("pyspark")
 
 PARTITIONS = 2
+# A lost disk is a new incarnation: it waits for the old session to expire, kept short here.
+SHORT_SESSION = ("--broker-session-timeout-ms", "1500", "--broker-heartbeat-interval-ms", "200")
 
 
 class WalBroker:
@@ -370,3 +373,75 @@ def test_a_compacted_topic_is_read_as_the_latest_value_per_key_while_its_bucket_
 def last_values(records) -> dict[tuple[int, bytes], tuple[int, bytes | None]]:
     """(partition, key) -> (offset, value) of its last record among (partition, offset, key, value)."""
     return {(p, k): (o, v) for p, o, k, v in sorted(records, key=lambda r: (r[0], r[1]))}
+
+
+def _fenced_object(root, node_id: int, topic: str, epoch: int, base: int) -> str:
+    """What a leader that died between its PUT and its commit leaves in the bucket: two
+    batches at offsets base..base+9, never acknowledged. Returns the object's key."""
+    from cold_tier.layout import new_upload_id
+    from cold_tier.wal_format import encode_wal_object, wal_object_key
+    from hot_tier.records import Record, encode_batch
+
+    batches = []
+    for first in (base, base + 5):
+        data = bytearray(encode_batch([Record(i, 1_700_000_000_000, b"fenced", b"never acknowledged") for i in range(5)]))
+        data[0:8] = first.to_bytes(8, "big")
+        batches.append((topic, 0, first, first + 4, epoch, bytes(data)))
+    key = wal_object_key(node_id, int(time.time() * 1000), new_upload_id())
+    (root / key).parent.mkdir(parents=True, exist_ok=True)
+    (root / key).write_bytes(encode_wal_object(batches)[0])
+    return key
+
+
+def test_write_ahead_batches_never_acknowledged_are_not_read_once_the_partition_has_a_leader_again(spark, tmp_path) -> None:
+    """A leader killed between its PUT and its commit leaves batches above the durable end
+    that were never acknowledged. A reader with only the bucket cannot tell them from the
+    others, and would read them, and see their offsets change once written again. Restarted
+    on its disk, the broker deletes its earlier process's uncommitted objects at once; a
+    broker that lost its disk takes the partition at a higher epoch and marks where it began
+    (T/P/epochs/), which leaves the lower epoch's batches above it out, though it wrote
+    nothing yet. Spark then reads exactly what a consumer reads, before and after new writes."""
+    from spark_reader.wal_read import list_wal_candidates
+
+    root = tmp_path / "bucket"
+    url = f"file://{root}"
+    metadata = f"sqlite:///{(tmp_path / 'metadata.db').resolve()}"  # outside the disk it loses
+    process = BrokerProcess(tmp_path / "data", "--object-store", url, "--metadata", metadata, *SHORT_SESSION).start()
+    try:
+        broker = WalBroker(process, url, {})
+        topic = f"fenced-{uuid.uuid4().hex[:8]}"
+        create_topic(process, topic, 1, **{"retention.ms": "-1"})
+        produce(process, topic, "lz4", 40, 3, partitions=1)
+        consumed = consume(process, topic, 1)
+        assert [r[2] for r in consumed] == list(range(40))
+        (epoch,) = {c.entry.leader_epoch for c in list_wal_candidates(broker.bucket(), lambda t, p: t == topic, True)[(topic, 0)]}
+
+        # Killed, restarted on its disk: same epoch, the orphan goes at the first collection.
+        process.kill()
+        orphan = _fenced_object(root, 1, topic, epoch, 40)
+        assert len(spark_rows(load(spark, broker, topic))) == 50  # nothing in the bucket tells them apart
+        process.start()
+        deadline = time.monotonic() + 60
+        while (root / orphan).exists():
+            assert time.monotonic() < deadline, "the earlier process's uncommitted object is still there after 60 s"
+            time.sleep(0.1)  # polling the bucket with a deadline: nothing to wait on instead
+        assert spark_rows(load(spark, broker, topic)) == consume(process, topic, 1) == consumed
+
+        # Killed, its disk lost: a new incarnation takes the partition at a higher epoch.
+        process.kill()
+        _fenced_object(root, 1, topic, epoch, 40)
+        shutil.rmtree(tmp_path / "data")
+        process.start()
+        deadline = time.monotonic() + 60
+        while not (marks := broker.bucket().list_keys(layout.epochs_prefix(topic, 0))):
+            assert time.monotonic() < deadline, "no leader epoch mark within 60 s"
+            time.sleep(0.1)  # polling the bucket with a deadline: nothing to wait on instead
+        ((marked_epoch, start),) = [layout.parse_epoch_key(k) for k in marks]
+        assert (start, marked_epoch > epoch) == (40, True)
+        assert spark_rows(load(spark, broker, topic)) == consume(process, topic, 1) == consumed
+        produce(process, topic, "zstd", 7, 4, partitions=1)
+        after = consume(process, topic, 1)
+        assert [r[2] for r in after] == list(range(47)) and after[:40] == consumed
+        assert spark_rows(load(spark, broker, topic)) == after
+    finally:
+        process.close()

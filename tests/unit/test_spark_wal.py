@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cold_tier.layout import CommittedSegment
+from cold_tier.layout import CommittedSegment, epoch_key, parse_epoch_key
 from cold_tier.wal_format import WalEntry, encode_wal_object, wal_object_key
 from hot_tier.records import Record, encode_batch
 from spark_reader.decode import RecordBounds
@@ -13,7 +13,7 @@ from spark_reader.errors import CorruptWriteAheadObject
 from spark_reader.plan import BucketRange, PartitionLog, plan_tasks, split_ranges
 from spark_reader.read import read_bucket_range
 from spark_reader.wal import WalCandidate, WalSlice, resolve_wal_tail
-from spark_reader.wal_read import list_wal_candidates, read_wal_slice
+from spark_reader.wal_read import list_epoch_marks, list_wal_candidates, read_wal_slice
 
 UPLOAD = "0123456789abcdef"
 
@@ -43,6 +43,30 @@ def test_a_higher_epoch_truncates_what_a_fenced_leader_wrote() -> None:
     # The epoch-5 batch at 30 does not follow on, although nothing of epoch 6 overlaps it.
     aligned = [candidate(10, 19, epoch=6, sealed_ms=0), candidate(20, 29, epoch=6, sealed_ms=0)]
     assert offsets(resolve_wal_tail(fenced + aligned, None)) == [(0, 9), (10, 19), (20, 29)]
+
+
+def test_an_epoch_mark_truncates_a_fenced_leaders_batches_before_the_new_leader_writes() -> None:
+    # Epoch 5's leader wrote 10-39 and was fenced; epoch 6's leader took the partition with the
+    # durable log ending at 10 and has written nothing yet: its mark alone leaves 10-39 out.
+    fenced = [candidate(0, 9, epoch=5), candidate(10, 19, epoch=5), candidate(20, 29, epoch=5)]
+    assert offsets(resolve_wal_tail(fenced, None)) == [(0, 9), (10, 19), (20, 29)]
+    assert offsets(resolve_wal_tail(fenced, None, {6: 10})) == [(0, 9)]
+    assert offsets(resolve_wal_tail(fenced, 10, {6: 10})) == []
+    # A mark of a lower epoch, or of the same one, truncates nothing of epoch 5.
+    assert offsets(resolve_wal_tail(fenced, None, {4: 0, 5: 0})) == [(0, 9), (10, 19), (20, 29)]
+    # Its batches then follow on from the mark.
+    assert offsets(resolve_wal_tail([*fenced, candidate(10, 12, epoch=6, sealed_ms=0)], None, {6: 10})) == [(0, 9), (10, 12)]
+
+
+def test_epoch_marks_are_listed_per_partition() -> None:
+    bucket = MemoryBucket({
+        epoch_key("t", 0, 6, 10): b"", epoch_key("t", 0, 9, 250): b"", epoch_key("t", 1, 7, 3): b"",
+        "t/0/epochs/not-a-mark": b"", "t/0/commits/x": b"",
+    })  # fmt: skip
+    assert list_epoch_marks(bucket, "t", 0) == {6: 10, 9: 250}
+    assert list_epoch_marks(bucket, "t", 2) == {}
+    assert epoch_key("t", 0, 6, 10) == "t/0/epochs/0000000006-00000000000000000010.epoch"
+    assert parse_epoch_key("t/0/epochs/0000000006-00000000000000000010.epoch") == (6, 10)
 
 
 def test_within_an_epoch_the_later_object_wins_shared_offsets() -> None:
@@ -79,6 +103,9 @@ class MemoryBucket:
 
     def list_sizes(self, directory: str) -> list[tuple[str, int]]:
         return sorted((k, len(v)) for k, v in self.objects.items() if k.startswith(directory))
+
+    def list_keys(self, directory: str) -> list[str]:
+        return [k for k, _ in self.list_sizes(directory)]
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         return self.objects[key][start:end]

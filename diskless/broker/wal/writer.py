@@ -60,6 +60,7 @@ from metadata.errors import FencedLeaderEpoch, UnknownLeaderEpoch, UnknownTopic,
 
 from .. import metrics
 from ..errors import WalBackpressure
+from .epoch_marks import EpochMarks
 from .hedge import HedgePolicy
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,11 @@ class WalWriter:
         self._last_commit: asyncio.Future[None] | None = None  # the newest object's commit, done or given up
         self._hedge = HedgePolicy()
         self.objects_committed = 0
+        self.epoch_marks = EpochMarks(bucket)  # where each leadership began, for bucket readers
+        # This node's objects sealed before then are its earlier processes' (this one holds
+        # the data directory they wrote): none commits any more, so those not recorded are
+        # garbage at once, not after the grace period (bucket readers would take them).
+        self.orphans_final_before_ms: int | None = None
 
     # --- what leaders call -----------------------------------------------------------------
 
@@ -171,6 +177,7 @@ class WalWriter:
         for task in list(self._uploads):
             task.cancel()
         await asyncio.gather(*self._uploads, return_exceptions=True)
+        await self.epoch_marks.stop()
 
     # --- group commit ----------------------------------------------------------------------
 
@@ -331,6 +338,8 @@ class WalWriter:
         # Candidates: old by the time in their key, and not an upload this writer still runs
         # (a PUT retried for longer than the grace period must still find its object).
         older_than_ms = self.clock() - self.settings.orphan_grace_ms
+        if self.orphans_final_before_ms is not None:
+            older_than_ms = max(older_than_ms, self.orphans_final_before_ms)
         candidates = []
         for info in await self.bucket.list(f"{WAL_PREFIX}{self.node_id}/"):
             parsed = parse_wal_object_key(info.key)
@@ -343,7 +352,7 @@ class WalWriter:
         if orphans:
             await self.bucket.delete_many(orphans)
             metrics.WAL_OBJECTS_DELETED.labels("orphan").inc(len(orphans))
-            log.info("deleted %d write-ahead object(s) PUT but never committed, older than %d ms (the oldest %s)",
+            log.info("deleted %d write-ahead object(s) PUT but never committed, by an earlier process or over %d ms ago (the oldest %s)",
                      len(orphans), self.settings.orphan_grace_ms, orphans[0])  # fmt: skip
         return len(orphans)
 
