@@ -379,6 +379,8 @@ class Registry:
             raise UnknownTopic(name)
         deleted = await self.store.delete_topic(name)
         leaders = await self._forget_topic(topic, remove_dirs=True)
+        if self.wal is not None:
+            await self.wal.epoch_marks.drain(name)  # its leaders closed: none lands after the sweep
         await self.uploader.delete_topic_objects(name, leaders)
         log.info("deleted topic %s", name)
         return deleted
@@ -543,7 +545,8 @@ class Registry:
             now_ms=self.clock(), stored=stored,
         )  # fmt: skip
         if self.wal is not None:  # bucket readers then leave out what a leader fenced by this one wrote
-            self.wal.epoch_marks.mark(topic.name, index, leader_epoch, self._leaders[(topic.name, index)].high_watermark)
+            leader = self._leaders[(topic.name, index)]
+            self.wal.epoch_marks.mark(topic.name, index, leader_epoch, leader.high_watermark, lambda: not leader.closed)
         if not marked:  # the directory's topic id: now if it holds batches, else with its first one
             if any(s.size_bytes for s in log_.segments):
                 _claim_dir(path, topic.topic_id)

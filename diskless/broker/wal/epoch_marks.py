@@ -11,8 +11,8 @@ change once the new leader wrote.
 
 The first leadership of a partition (epoch 1) fenced nobody and writes no mark. The PUTs run
 in the background, a few at once, each retried until the bucket takes it (`if_none_match`:
-an answer lost after the PUT landed finds its own object there); opening a partition does not
-wait for its mark.
+an answer lost after the PUT landed finds its own object there) or its leader closed;
+opening a partition does not wait for its mark, deleting a topic does (before its sweep).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 
 from cold_tier.errors import PreconditionFailed
 from cold_tier.health import retry_wait
@@ -34,54 +35,59 @@ RETRY_MAX_BACKOFF_MS = 10_000
 
 
 class EpochMarks:
-    """Owns the queue of marks to write and the tasks writing them; event-loop only."""
+    """Owns the marks being written, a task each (at most `concurrency` PUT at once); event-loop only."""
 
     def __init__(self, bucket: ObjectStore, concurrency: int = CONCURRENCY) -> None:
         self.bucket = bucket
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._concurrency = concurrency
-        self._workers: list[asyncio.Task[None]] = []
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: dict[str, set[asyncio.Task[None]]] = {}  # by topic
         self.written = 0
 
-    def mark(self, topic: str, partition: int, leader_epoch: int, start_offset: int) -> None:
-        """Queue the mark of a leadership taken at `leader_epoch` from `start_offset`."""
+    def mark(self, topic: str, partition: int, leader_epoch: int, start_offset: int, wanted: Callable[[], bool]) -> None:
+        """Write the mark of a leadership taken at `leader_epoch` from `start_offset`, in the
+        background, for as long as `wanted()` (the leader is still open): a mark of a deleted
+        topic landing after its objects were swept would truncate a topic made again under
+        its name."""
         if leader_epoch <= 1:
             return
-        self._queue.put_nowait(epoch_key(topic, partition, leader_epoch, start_offset))
-        if not self._workers:
-            self._workers = [asyncio.create_task(self._work(), name="wal-epoch-marks") for _ in range(self._concurrency)]
+        task = asyncio.create_task(self._put(epoch_key(topic, partition, leader_epoch, start_offset), wanted), name="wal-epoch-mark")
+        tasks = self._tasks.setdefault(topic, set())
+        tasks.add(task)
+        task.add_done_callback(lambda done: self._forget(topic, done))
 
-    async def join(self) -> None:
-        """Wait until every mark queued so far is in the bucket (tests, controlled shutdown)."""
-        await self._queue.join()
+    async def drain(self, topic: str | None = None) -> None:
+        """Wait for the marks of `topic` (all marks: None) still being written, after their
+        leaders closed (a topic's objects are swept next), or in tests."""
+        tasks = [t for name, ts in self._tasks.items() if topic is None or name == topic for t in ts]
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def stop(self) -> None:
-        for task in self._workers:
+        tasks = [t for ts in self._tasks.values() for t in ts]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
-        self._workers = []
+        await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _work(self) -> None:
-        while True:
-            key = await self._queue.get()
-            try:
-                await self._put(key)
-            finally:
-                self._queue.task_done()
+    def _forget(self, topic: str, task: asyncio.Task[None]) -> None:
+        tasks = self._tasks.get(topic)
+        if tasks is not None:
+            tasks.discard(task)
+            if not tasks:
+                del self._tasks[topic]
 
-    async def _put(self, key: str) -> None:
+    async def _put(self, key: str, wanted: Callable[[], bool]) -> None:
         backoff = RETRY_BACKOFF_MS
         failures = 0
-        while True:
-            try:
-                await self.bucket.put(key, b"", if_none_match=True)
-            except PreconditionFailed:
-                pass  # there already: this mark, PUT by an earlier try whose answer was lost
-            except Exception as exc:
-                failures += 1
-                log.log(logging.WARNING if failures == 1 else logging.DEBUG, "writing leader epoch mark %s failed (%s); retrying", key, exc)
-                await retry_wait(self.bucket, backoff * random.uniform(0.5, 1.0) / 1000)
-                backoff = min(backoff * 2, RETRY_MAX_BACKOFF_MS)
-                continue
-            self.written += 1
-            return
+        async with self._slots:
+            while wanted():
+                try:
+                    await self.bucket.put(key, b"", if_none_match=True)
+                except PreconditionFailed:
+                    pass  # there already: this mark, PUT by an earlier try whose answer was lost
+                except Exception as exc:
+                    failures += 1
+                    log.log(logging.WARNING if failures == 1 else logging.DEBUG, "writing leader epoch mark %s failed (%s); retrying", key, exc)
+                    await retry_wait(self.bucket, backoff * random.uniform(0.5, 1.0) / 1000)
+                    backoff = min(backoff * 2, RETRY_MAX_BACKOFF_MS)
+                    continue
+                self.written += 1
+                return
