@@ -17,9 +17,16 @@ Objects of one segment upload, for partition P of topic T:
                                            the broker had one; as Kafka's tiered storage keeps
     T/P/commits/BBBBBBBBBBBBBBBBBBBB-LLLLLLLLLLLLLLLLLLLL-F-M-S-E-U.commit
 
-and, apart from uploads, one empty object per leadership that may have fenced another leader:
+and, apart from uploads, the topic's id (text; written when the topic is made, after the
+objects of an older topic of its name were deleted: readers of write-ahead objects, whose
+entries carry topic ids, leave out the older topic's batches):
 
-    T/P/epochs/EEEEEEEEEE-OOOOOOOOOOOOOOOOOOOO.epoch   leader epoch E began at offset O, the
+    T/topic-id
+
+and one empty object per leadership that may have fenced another leader:
+
+    T/P/epochs/EEEEEEEEEE-OOOOOOOOOOOOOOOOOOOO-I.epoch   leader epoch E of the topic whose id
+                                           is I (32 hex digits) began at offset O, the
                                            partition's durable end when its leader took it
                                            (10 and 20 digits, zero-padded; Kafka's leader
                                            epoch cache, for readers of write-ahead objects:
@@ -77,6 +84,7 @@ from __future__ import annotations
 import bisect
 import re
 import secrets
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -92,6 +100,7 @@ PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 COMMIT_SUFFIX = ".commit"
 COMMITS_DIRECTORY = "commits"
 EPOCHS_DIRECTORY = "epochs"
+TOPIC_ID_NAME = "topic-id"
 EPOCH_SUFFIX = ".epoch"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX)
 
@@ -110,7 +119,7 @@ _SIGNED = r"0|-?[1-9][0-9]*"
 _COMMIT_NAME = re.compile(
     rf"([0-9]{{20}})-([0-9]{{20}})-({_SIGNED})-({_SIGNED})-({_UNSIGNED})-({_UNSIGNED})-([0-9a-z]{{1,64}})\.commit"
 )
-_EPOCH_NAME = re.compile(r"([0-9]{10})-([0-9]{20})\.epoch")
+_EPOCH_NAME = re.compile(r"([0-9]{10})-([0-9]{20})-([0-9a-f]{32})\.epoch")
 _SEGMENT_OBJECT_NAME = re.compile(r"([0-9]{20})-([0-9a-z]{1,64})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)")
 
 
@@ -121,6 +130,10 @@ def new_upload_id() -> str:
 
 def topic_prefix(topic: str) -> str:
     return f"{_checked_topic(topic)}/"
+
+
+def topic_id_key(topic: str) -> str:
+    return f"{topic_prefix(topic)}{TOPIC_ID_NAME}"
 
 
 def partition_prefix(topic: str, partition: int) -> str:
@@ -137,16 +150,16 @@ def epochs_prefix(topic: str, partition: int) -> str:
     return f"{partition_prefix(topic, partition)}{EPOCHS_DIRECTORY}/"
 
 
-def epoch_key(topic: str, partition: int, leader_epoch: int, start_offset: int) -> str:
+def epoch_key(topic: str, partition: int, leader_epoch: int, start_offset: int, topic_id: uuid.UUID) -> str:
     if not 0 <= leader_epoch <= MAX_LEADER_EPOCH:
         raise ValueError(f"leader epoch {leader_epoch} out of range")
-    return f"{epochs_prefix(topic, partition)}{leader_epoch:010d}-{_offset_field(start_offset)}{EPOCH_SUFFIX}"
+    return f"{epochs_prefix(topic, partition)}{leader_epoch:010d}-{_offset_field(start_offset)}-{topic_id.hex}{EPOCH_SUFFIX}"
 
 
-def parse_epoch_key(key: str) -> tuple[int, int] | None:
-    """(leader epoch, start offset) of an `epoch_key`, None for any other key."""
+def parse_epoch_key(key: str) -> tuple[int, int, uuid.UUID] | None:
+    """(leader epoch, start offset, topic id) of an `epoch_key`, None for any other key."""
     match = _EPOCH_NAME.fullmatch(key.rsplit("/", 1)[-1])
-    return None if match is None else (int(match[1]), int(match[2]))
+    return None if match is None else (int(match[1]), int(match[2]), uuid.UUID(hex=match[3]))
 
 
 def segment_object_key(topic: str, partition: int, base_offset: int, upload_id: str, suffix: str) -> str:

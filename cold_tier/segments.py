@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -47,6 +48,7 @@ from .layout import (
     parse_commit_key,
     parse_segment_object_key,
     partition_prefix,
+    topic_id_key,
     topic_prefix,
 )
 from .remote_errors import SegmentFileMismatch
@@ -177,6 +179,12 @@ async def delete_topic_objects(store: ObjectStore, topic: str) -> int:
     await store.delete_many(commits)
     await store.delete_many(key for key in keys if not _is_commit_key(key))
     return len(keys)
+
+
+async def put_topic_id(store: ObjectStore, topic: str, topic_id: uuid.UUID) -> None:
+    """Name the topic that `topic` now is (layout.topic_id_key): after delete_topic_objects of
+    any older topic of the name, before its first write."""
+    await store.put(topic_id_key(topic), str(topic_id).encode())
 
 
 async def find_orphans(

@@ -17,9 +17,13 @@ Byte layout (all integers big-endian):
     batches   the record batches, byte for byte as appended (base offset and partition leader
               epoch already set), one after another
     index     one entry per batch:
-                topic length (2 bytes), topic (UTF-8), partition (4), base offset (8),
-                last offset (8), leader epoch (4), position of the batch in the object (8),
-                size of the batch (4)
+                topic length (2 bytes), topic (UTF-8), [topic id (16)], partition (4),
+                base offset (8), last offset (8), leader epoch (4), position of the batch in
+                the object (8), size of the batch (4)
+              The topic id is there when the length's top bit (0x8000) is set (topic names
+              are at most 249 bytes): which topic of that name the batch belongs to, so that a
+              reader leaves out a deleted topic's batches once one of its name is made again.
+              Objects written before it have no topic ids.
     footer    index position (8), index length (4), entry count (4), CRC-32C of the index (4),
               magic "DLWA" (4)  -- 24 bytes
 
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import re
 import struct
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +50,7 @@ FOOTER = struct.Struct(">QIII4s")
 FOOTER_BYTES = FOOTER.size
 _ENTRY = struct.Struct(">iqqiqi")  # after the topic: partition, base, last, epoch, position, size
 _TOPIC_LENGTH = struct.Struct(">H")
+_HAS_TOPIC_ID = 0x8000
 _KEY = re.compile(r"^wal~/(0|[1-9][0-9]*)/([0-9]{20})-([0-9a-f]{16})\.wal$")
 
 
@@ -67,6 +73,7 @@ class WalEntry:
     leader_epoch: int
     position: int
     size_bytes: int
+    topic_id: uuid.UUID | None = None  # None in objects written before topic ids
 
 
 def wal_object_key(node_id: int, sealed_ms: int, upload_id: str) -> str:
@@ -79,18 +86,19 @@ def parse_wal_object_key(key: str) -> tuple[int, int, str] | None:
     return None if match is None else (int(match.group(1)), int(match.group(2)), match.group(3))
 
 
-def encode_wal_object(batches: Sequence[tuple[str, int, int, int, int, bytes | memoryview]]) -> tuple[bytes, list[WalEntry]]:
-    """The object for (topic, partition, base_offset, last_offset, leader_epoch, batch bytes)
-    tuples, in that order, and the entries its index holds."""
+def encode_wal_object(batches: Sequence[tuple]) -> tuple[bytes, list[WalEntry]]:
+    """The object for (topic, partition, base_offset, last_offset, leader_epoch, batch bytes[,
+    topic id]) tuples, in that order, and the entries its index holds."""
     parts: list[bytes | memoryview] = []
     entries: list[WalEntry] = []
     position = 0
-    for topic, partition, base_offset, last_offset, leader_epoch, data in batches:
-        entries.append(WalEntry(topic, partition, base_offset, last_offset, leader_epoch, position, len(data)))
+    for topic, partition, base_offset, last_offset, leader_epoch, data, *topic_id in batches:
+        entries.append(WalEntry(topic, partition, base_offset, last_offset, leader_epoch, position, len(data), *topic_id))
         parts.append(data)
         position += len(data)
     index = b"".join(
-        _TOPIC_LENGTH.pack(len(name := e.topic.encode())) + name
+        _TOPIC_LENGTH.pack(len(name := e.topic.encode()) | (0 if e.topic_id is None else _HAS_TOPIC_ID)) + name
+        + (b"" if e.topic_id is None else e.topic_id.bytes)
         + _ENTRY.pack(e.partition, e.base_offset, e.last_offset, e.leader_epoch, e.position, e.size_bytes)
         for e in entries
     )  # fmt: skip
@@ -116,9 +124,16 @@ def decode_index(index: bytes, count: int, crc: int) -> list[WalEntry]:
     try:
         for _ in range(count):
             (length,) = _TOPIC_LENGTH.unpack_from(index, position)
+            has_id, length = length & _HAS_TOPIC_ID, length & ~_HAS_TOPIC_ID
             topic = index[position + 2 : position + 2 + length].decode()
             position += 2 + length
-            entries.append(WalEntry(topic, *_ENTRY.unpack_from(index, position)))
+            topic_id = None
+            if has_id:
+                if position + 16 > len(index):
+                    raise CorruptWalObject(f"index entry {len(entries)}: its topic id is cut short")
+                topic_id = uuid.UUID(bytes=bytes(index[position : position + 16]))
+                position += 16
+            entries.append(WalEntry(topic, *_ENTRY.unpack_from(index, position), topic_id))
             position += _ENTRY.size
     except (struct.error, UnicodeDecodeError) as exc:
         raise CorruptWalObject(f"index entry {len(entries)}: {exc}") from exc

@@ -54,7 +54,7 @@ from .plan import (
 )
 from .read import offset_for_timestamp
 from .wal import resolve_wal_tail
-from .wal_read import IndexCache, list_epoch_marks, list_wal_candidates
+from .wal_read import IndexCache, list_epoch_marks, list_wal_candidates, read_topic_id
 
 MAX_PARALLEL_REQUESTS = 16
 T = TypeVar("T")
@@ -116,7 +116,9 @@ def load_partition_logs(
     for tp in wal:
         catalogues.setdefault(tp, [])
     marked = [tp for tp in sorted(wal) if wal[tp]]
-    marks = dict(zip(marked, _parallel(lambda tp: list_epoch_marks(bucket, *tp), marked)))
+    named = sorted({topic for topic, _ in marked})
+    topic_ids = dict(zip(named, _parallel(lambda topic: read_topic_id(bucket, topic), named)))
+    marks = dict(zip(marked, _parallel(lambda tp: list_epoch_marks(bucket, *tp, topic_ids[tp[0]]), marked)))
     logs = []
     for (topic, partition), segments in sorted(catalogues.items()):
         if not pushdown.allows_partition(partition):
@@ -124,7 +126,9 @@ def load_partition_logs(
         if isinstance(selection, Assign) and (topic, partition) not in selection.partitions:
             continue
         resolved = tuple(layout.resolve_overlaps(segments))
-        tail = resolve_wal_tail(wal.get((topic, partition), ()), resolved[-1].next_offset if resolved else None, marks.get((topic, partition)))
+        tail = resolve_wal_tail(
+            wal.get((topic, partition), ()), resolved[-1].next_offset if resolved else None, marks.get((topic, partition)), topic_ids.get(topic)
+        )  # fmt: skip
         logs.append(PartitionLog(topic, partition, resolved, broker.get((topic, partition)), tail))
     if options.read_committed:
         from .committed import with_last_stable_offset

@@ -38,6 +38,7 @@ Runs on whichever thread Spark gives it; it opens its own bucket client per task
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -56,7 +57,7 @@ from .errors import CorruptSegment, CorruptWriteAheadObject, DataLoss
 from .plan import BucketRange, PartitionLog, SegmentRef, plan_tasks
 from .segment_index import first_offset_not_older_than, parse_offset_index, parse_time_index, position_range
 from .wal import WalCandidate, WalSlice, resolve_wal_tail
-from .wal_read import list_epoch_marks, list_wal_candidates, offset_in_wal, read_wal_slice
+from .wal_read import list_epoch_marks, list_wal_candidates, offset_in_wal, read_topic_id, read_wal_slice
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class _Relisted:
         self._commits: list[layout.CommittedSegment] | None = None
         self._wal: list[WalCandidate] | None = None
         self._epoch_marks: dict[int, int] = {}
+        self._topic_id: uuid.UUID | None = None
         self.gone: set[tuple[int, str]] = set()  # (base offset, upload id) of segments whose data is missing
 
     def segments(self) -> list[layout.CommittedSegment]:
@@ -149,8 +151,10 @@ class _Relisted:
             wanted = (self._topic, self._partition)
             found = list_wal_candidates(self._bucket, lambda topic, partition: (topic, partition) == wanted, self._fail_on_data_loss)
             self._wal = found.get(wanted, [])
-            self._epoch_marks = list_epoch_marks(self._bucket, self._topic, self._partition) if self._wal else {}
-        return resolve_wal_tail(self._wal, offset, self._epoch_marks)
+            if self._wal:
+                self._topic_id = read_topic_id(self._bucket, self._topic)
+                self._epoch_marks = list_epoch_marks(self._bucket, self._topic, self._partition, self._topic_id)
+        return resolve_wal_tail(self._wal, offset, self._epoch_marks, self._topic_id)
 
 
 def _read_elsewhere(

@@ -7,6 +7,11 @@ acknowledges it; a batch leaves them only once a committed segment holds it. Whi
 the metadata store committed is not in the bucket, so a reader with only the bucket decides
 which batch holds each offset of a partition by these rules, in this order:
 
+0. A batch of another topic of the same name is left out: one deleted since, whose objects
+   still hold batches of other topics. Entries carry their topic's id, and the bucket holds
+   the id of the topic that has the name now (`T/topic-id`); objects or topics from before
+   topic ids are taken as they are.
+
 1. Committed segments win: only offsets from the partition's bucket log end offset (the last
    committed segment's next offset) are taken from write-ahead objects; a batch that ends
    below it is skipped, and of a batch that straddles it only the records from it are read
@@ -34,6 +39,7 @@ Spark's workers inside `plan.BucketRange` tasks beside the segments.
 from __future__ import annotations
 
 import bisect
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -102,12 +108,17 @@ class WalCandidate:
 
 
 def resolve_wal_tail(
-    candidates: Iterable[WalCandidate], bucket_log_end_offset: int | None, epoch_starts: Mapping[int, int] | None = None
+    candidates: Iterable[WalCandidate], bucket_log_end_offset: int | None, epoch_starts: Mapping[int, int] | None = None,
+    topic_id: uuid.UUID | None = None,
 ) -> tuple[WalSlice, ...]:
     """The slices that hold a partition's offsets from `bucket_log_end_offset` on (None: the
     partition has no committed segment), by the rules of the module header; `epoch_starts`:
-    the partition's epoch marks (leader epoch -> start offset)."""
-    entries = [c for c in candidates if c.entry.last_offset >= c.entry.base_offset]
+    the partition's epoch marks (leader epoch -> start offset); `topic_id`: the id of the
+    topic that has the name now (None: unknown)."""
+    entries = [
+        c for c in candidates
+        if c.entry.last_offset >= c.entry.base_offset and (topic_id is None or c.entry.topic_id in (None, topic_id))
+    ]  # fmt: skip
     entries = _truncate_by_epoch(entries, epoch_starts or {})
     if not entries:
         return ()

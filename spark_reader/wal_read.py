@@ -7,7 +7,8 @@ Requests (cold_tier/wal_format.py's layout):
               of its last SUFFIX_BYTES (footer and, nearly always, the whole index; a larger
               index costs a second GET), up to MAX_PARALLEL_REQUESTS at once. The streaming
               reader keeps the parsed indexes of the objects still listed (objects never change).
-              Per partition with write-ahead batches, 1 LIST of its epoch marks (`list_epoch_marks`).
+              Per partition with write-ahead batches, 1 LIST of its epoch marks (`list_epoch_marks`);
+              per topic with write-ahead batches, 1 GET of its id (`read_topic_id`).
     reading   1 ranged GET per `WalSlice`: the span of its batches in the object.
 
 Every batch read is checked against its index entry (size, base and last offset) and its
@@ -20,6 +21,7 @@ instead (read.py). Runs on any thread; opens no client of its own.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 
@@ -95,12 +97,22 @@ def list_wal_candidates(
     return found
 
 
-def list_epoch_marks(bucket: Bucket, topic: str, partition: int) -> dict[int, int]:
-    """The partition's leader epoch marks: leader epoch -> the offset it began at (wal.py rule 2)."""
-    marks = {}
+def read_topic_id(bucket: Bucket, topic: str) -> uuid.UUID | None:
+    """The id of the topic that has the name now (wal.py rule 0), None if the bucket does not
+    say (a topic made before topic ids were written, or the object unreadable)."""
+    try:
+        return uuid.UUID(bucket.get(layout.topic_id_key(topic)).decode())
+    except (ObjectNotFound, ValueError, UnicodeDecodeError):
+        return None
+
+
+def list_epoch_marks(bucket: Bucket, topic: str, partition: int, topic_id: uuid.UUID | None = None) -> dict[int, int]:
+    """The partition's leader epoch marks: leader epoch -> the offset it began at (wal.py rule
+    2); with `topic_id`, those of that topic only (not of a deleted one of the name)."""
+    marks: dict[int, int] = {}
     for key in bucket.list_keys(layout.epochs_prefix(topic, partition)):
         parsed = layout.parse_epoch_key(key)
-        if parsed is not None:
+        if parsed is not None and (topic_id is None or parsed[2] == topic_id):
             marks[parsed[0]] = min(parsed[1], marks.get(parsed[0], parsed[1]))
     return marks
 

@@ -305,32 +305,39 @@ class Broker:
         self.remote_fetch_quota.bytes_per_second = int(values["remote.log.manager.fetch.max.bytes.per.second"])
 
     def _coordinator_of(self, key: str) -> tuple[int, int] | None:
-        """(slot, epoch) of a group's or transactional id's coordinator slot if held here."""
+        """(slot, epoch) of a group's or transactional id's coordinator slot if held here, and
+        taken up (`_apply_view`: its groups unloaded or taken over first)."""
         slots = self.cluster.slots
         held = slots.get(slot_of(key, len(slots))) if slots else None
-        return None if held is None or held.leader_id != self.config.node_id else (held.partition, held.leader_epoch)
+        if held is None or held.leader_id != self.config.node_id or held.partition not in self._coordinating:
+            return None
+        return held.partition, held.leader_epoch
 
     def _slots_held(self) -> frozenset[int]:
-        me = self.config.node_id
-        return frozenset(slot for slot, held in self.cluster.slots.items() if held.leader_id == me)
+        """The coordinator slots taken up here (`_apply_view`)."""
+        return self._coordinating
 
     async def _apply_view(self, view: ClusterView) -> None:
         """Open and close partitions as the view says; give up the groups of coordinator slots
         that moved away (their members rejoin at the new holder, as in Kafka); take over those
         of slots that another broker or incarnation held (epoch above 1), or this broker's
-        process before a restart (its first view, on a directory it did not just make)."""
-        await self.registry.reconcile(view)
-        held = self._slots_held()
+        process before a restart (its first view, on a directory it did not just make). The
+        slots first, before any wait: a slot is coordinated here only once in `_coordinating`."""
+        me = self.config.node_id
+        held = frozenset(slot for slot, lead in view.slots.items() if lead.leader_id == me)
         lost, gained = self._coordinating - held, held - self._coordinating
         restarted = not self._views_applied and not self.data_dir_lock.created
-        self._coordinating, self._views_applied = held, True
         count = len(view.slots)
         if lost:
             self.groups.unload(lambda group_id: slot_of(group_id, count) in lost)
             log.info("coordinator slot(s) %s moved to other brokers; their groups unloaded", sorted(lost))
         if taken := frozenset(slot for slot in gained if restarted or view.slots[slot].leader_epoch > 1):
-            self.groups.take_over(lambda group_id: slot_of(group_id, count) in taken)
+            # The old holder answers its members until it applies its own view: up to one
+            # broker heartbeat later, their next heartbeat can still be one interval away.
+            self.groups.take_over(lambda group_id: slot_of(group_id, count) in taken, self.config.broker_heartbeat_interval_ms)
             log.info("coordinator slot(s) %s taken over; their consumer-protocol groups give out partitions after one heartbeat interval", sorted(taken))
+        self._coordinating, self._views_applied = held, True
+        await self.registry.reconcile(view)
 
     async def allocate_producer_id(self) -> int:
         assert self.store is not None

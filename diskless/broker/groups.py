@@ -109,10 +109,10 @@ class Groups:
         self.consumer.unload(which)
         self._coordinated_since_ms = {g: t for g, t in self._coordinated_since_ms.items() if not which(g)}
 
-    def take_over(self, which: Callable[[str], bool]) -> None:
+    def take_over(self, which: Callable[[str], bool], extra_ms: int = 0) -> None:
         """The groups `which` names were coordinated by another broker (or incarnation) until
         now: see ConsumerGroupCoordinator.take_over."""
-        self.consumer.take_over(which, self.clock())
+        self.consumer.take_over(which, self.clock(), extra_ms)
 
     async def stop(self) -> None:
         self._deliver(self.coordinator.unload(self.clock()))

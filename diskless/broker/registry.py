@@ -353,6 +353,7 @@ class Registry:
         checked = topic_configs.validate(configs)
         await self.uploader.delete_topic_objects(name, [])  # whatever an older topic of this name left
         topic = await self.store.create_topic(name, num_partitions, checked, uuid.uuid4())
+        await self.uploader.name_topic(name, topic.topic_id)
         try:
             self._set_topic(topic)
             await self._lead_new_partitions(topic, range(num_partitions))
@@ -546,7 +547,7 @@ class Registry:
         )  # fmt: skip
         if self.wal is not None:  # bucket readers then leave out what a leader fenced by this one wrote
             leader = self._leaders[(topic.name, index)]
-            self.wal.epoch_marks.mark(topic.name, index, leader_epoch, leader.high_watermark, lambda: not leader.closed)
+            self.wal.epoch_marks.mark(topic.name, topic.topic_id, index, leader_epoch, leader.high_watermark, lambda: not leader.closed)
         if not marked:  # the directory's topic id: now if it holds batches, else with its first one
             if any(s.size_bytes for s in log_.segments):
                 _claim_dir(path, topic.topic_id)

@@ -8,8 +8,9 @@ decodes the records and writes a new batch of the target codec. What stays and w
     base_offset              kept (the broker assigns offsets after this step)
     batch_length, crc        recomputed for the new records section
     partition_leader_epoch   kept
-    attributes               bits 0-2 set to the target codec; every other bit kept
-                             (timestamp type, transactional, control, delete horizon)
+    attributes               bits 0-2 set to the target codec; bit 6 (delete horizon)
+                             cleared, as Kafka's rebuilt batch has none; every other bit
+                             kept (timestamp type, transactional, control)
     last_offset_delta        kept
     base_timestamp           the first record's timestamp (what every producer writes)
     max_timestamp            the largest record timestamp; kept as is on a LogAppendTime batch
@@ -31,7 +32,7 @@ from crc32c import crc32c
 from .batch import decode_batch, encode_batch
 from .codecs import Compression, compress
 from .errors import CorruptBatch, UnsupportedCompression
-from .header import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, CRC_START, HEADER_BYTES, LOG_OVERHEAD, read_header
+from .header import ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, CRC_START, HEADER_BYTES, LOG_OVERHEAD, read_header
 
 # Offsets of the header fields patched here (see header.py for the whole layout).
 _LENGTH_AT = 8
@@ -90,7 +91,8 @@ def recompress(batch: bytes | bytearray | memoryview, codec: Compression | int) 
         if log_append_time:
             _INT64.pack_into(out, _MAX_TIMESTAMP_AT, header.max_timestamp)
     _INT32.pack_into(out, _LENGTH_AT, len(out) - LOG_OVERHEAD)
-    _INT16.pack_into(out, _ATTRIBUTES_AT, (header.attributes & ~ATTR_CODEC_MASK) | codec)
+    # base_timestamp is now the first record's: a delete horizon there (bit 6) is gone with it.
+    _INT16.pack_into(out, _ATTRIBUTES_AT, (header.attributes & ~ATTR_CODEC_MASK & ~ATTR_DELETE_HORIZON) | codec)
     _INT32.pack_into(out, _LAST_OFFSET_DELTA_AT, header.last_offset_delta)
     _UINT32.pack_into(out, _CRC_AT, crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)

@@ -12,10 +12,12 @@ import shutil
 import time
 import uuid
 
+import confluent_kafka
 import pytest
 
 from cold_tier import layout
 from cold_tier.wal_format import WAL_PREFIX
+from spark_reader.wal_read import list_wal_candidates
 
 from .broker_process import BrokerProcess
 from .test_spark_broker import consume, create_topic, produce, spark_rows
@@ -401,7 +403,6 @@ def test_write_ahead_batches_never_acknowledged_are_not_read_once_the_partition_
     broker that lost its disk takes the partition at a higher epoch and marks where it began
     (T/P/epochs/), which leaves the lower epoch's batches above it out, though it wrote
     nothing yet. Spark then reads exactly what a consumer reads, before and after new writes."""
-    from spark_reader.wal_read import list_wal_candidates
 
     root = tmp_path / "bucket"
     url = f"file://{root}"
@@ -436,7 +437,7 @@ def test_write_ahead_batches_never_acknowledged_are_not_read_once_the_partition_
         while not (marks := broker.bucket().list_keys(layout.epochs_prefix(topic, 0))):
             assert time.monotonic() < deadline, "no leader epoch mark within 60 s"
             time.sleep(0.1)  # polling the bucket with a deadline: nothing to wait on instead
-        ((marked_epoch, start),) = [layout.parse_epoch_key(k) for k in marks]
+        ((marked_epoch, start, _),) = [layout.parse_epoch_key(k) for k in marks]
         assert (start, marked_epoch > epoch) == (40, True)
         assert spark_rows(load(spark, broker, topic)) == consume(process, topic, 1) == consumed
         produce(process, topic, "zstd", 7, 4, partitions=1)
@@ -445,3 +446,39 @@ def test_write_ahead_batches_never_acknowledged_are_not_read_once_the_partition_
         assert spark_rows(load(spark, broker, topic)) == after
     finally:
         process.close()
+
+
+def test_a_topic_made_again_under_its_name_is_read_without_the_deleted_ones_batches(spark, file_broker) -> None:
+    """Write-ahead objects are shared by every partition a broker leads: a deleted topic's
+    batches stay in those still holding another topic's unsegmented batches. Made again under
+    its name, the topic is read from the bucket with its own batches only (each entry carries
+    its topic's id, the bucket names the topic that has the name now)."""
+    from confluent_kafka.admin import AdminClient
+
+    process = file_broker.process
+    topic, keeper = f"again-{uuid.uuid4().hex[:8]}", f"keeper-{uuid.uuid4().hex[:8]}"
+    create_topic(process, topic, 1, **{"retention.ms": "-1"})
+    create_topic(process, keeper, 1, **{"retention.ms": "-1"})
+    producer = confluent_kafka.Producer({"bootstrap.servers": process.bootstrap, "linger.ms": 0})
+    for i in range(40):  # a batch of one record each, both topics in one request: in the same objects
+        producer.produce(topic, key=b"old", value=b"deleted-%d" % i, timestamp=1_700_000_000_000 + i)
+        producer.produce(keeper, key=b"keep", value=b"kept-%d" % i, timestamp=1_700_000_000_000 + i)
+        assert producer.flush(30) == 0
+    old_keys = {c.key for c in list_wal_candidates(file_broker.bucket(), lambda t, p: t == topic, True)[(topic, 0)]}
+    admin = AdminClient({"bootstrap.servers": process.bootstrap})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while True:  # made again as soon as the broker has let go of the name
+        try:
+            create_topic(process, topic, 1, **{"retention.ms": "-1"})
+            break
+        except confluent_kafka.KafkaException as exc:
+            assert time.monotonic() < deadline, exc
+            time.sleep(0.1)  # retried with a deadline: the deletion finishes in the background
+    produce(process, topic, "none", 10, 5, partitions=1)
+    consumed = consume(process, topic, 1)
+    assert [r[2] for r in consumed] == list(range(10))
+    still = {c.key for c in list_wal_candidates(file_broker.bucket(), lambda t, p: t == topic, True).get((topic, 0), [])}
+    assert old_keys & still  # the deleted topic's batches are still in objects the keeper holds
+    assert spark_rows(load(spark, file_broker, topic)) == consumed
+    assert len(consume(process, keeper, 1)) == 40

@@ -27,6 +27,14 @@ def test_unchanged_copies_are_left_alone() -> None:
     assert plan(remote, [local(0, 10, 500), local(10, 20, 500), local(20, 20, 0, active=True)]) == []
 
 
+def test_a_copy_known_cleaned_is_rewritten_though_its_size_is_the_same() -> None:
+    # Stamping a delete horizon may leave a batch its size: the pass's own list says so.
+    remote = [bucket(0, 10, 500), bucket(10, 20, 500)]
+    locals_ = [local(0, 10, 500), local(10, 20, 500), local(20, 20, 0, active=True)]
+    rewrites = plan_rewrites(remote, locals_, 1000, cleaned={10})
+    assert [([s.base_offset for s in r.replaced], [s.base_offset for s in r.local]) for r in rewrites] == [([0, 10], [0, 10])]
+
+
 def test_cleaned_copies_are_merged_up_to_segment_bytes() -> None:
     remote = [bucket(0, 10, 900), bucket(10, 20, 900), bucket(20, 30, 900), bucket(30, 40, 900)]
     locals_ = [local(0, 10, 400), local(10, 20, 500), local(20, 30, 300), local(30, 40, 900), local(40, 40, 0, active=True)]

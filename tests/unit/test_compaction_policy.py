@@ -194,3 +194,19 @@ def test_a_batch_without_tombstones_is_never_stamped() -> None:
     horizons = DeleteHorizons(NOW, RETENTION_MS)
     assert clean_batch(data, header, OffsetMap(10, 0), horizons=horizons, retain_empty=False, stats=CleanStats()) is data
     assert horizons.earliest_ms is None
+
+
+def test_a_passed_horizon_past_the_map_is_not_waited_for_and_a_huge_retention_is_clamped() -> None:
+    # A tombstone kept only because it lies past the map's end, its horizon passed: the next
+    # ordinary pass takes it; no pass is forced for it (earliest_ms stays None).
+    data, header = batch([Record(5, NOW - 9, b"a", None)], base_offset=5, delete_horizon_ms=NOW - 1)
+    offset_map = OffsetMap(10, 0)
+    offset_map.add_records([(0, b"b")])  # ends at 1
+    horizons = DeleteHorizons(NOW, RETENTION_MS)
+    assert clean_batch(data, header, offset_map, horizons=horizons, retain_empty=False, stats=CleanStats()) is data
+    assert horizons.earliest_ms is None
+    # delete.retention.ms at Long.MAX: the horizon is the largest timestamp, not an overflow.
+    forever = DeleteHorizons(NOW, 2**63 - 1)
+    fresh, fresh_header = batch([Record(0, NOW, b"a", None)])
+    stamped = read_header(clean_batch(fresh, fresh_header, OffsetMap(10, 0), horizons=forever, retain_empty=False, stats=CleanStats()))
+    assert (stamped.delete_horizon_ms, forever.earliest_ms) == (2**63 - 1, 2**63 - 1)

@@ -3,9 +3,13 @@ and the reading of write-ahead objects (wal_read.py) against an in-memory bucket
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
+
 import pytest
 
-from cold_tier.layout import CommittedSegment, epoch_key, parse_epoch_key
+from cold_tier.errors import ObjectNotFound
+from cold_tier.layout import CommittedSegment, epoch_key, parse_epoch_key, topic_id_key
 from cold_tier.wal_format import WalEntry, encode_wal_object, wal_object_key
 from hot_tier.records import Record, encode_batch
 from spark_reader.decode import RecordBounds
@@ -13,7 +17,7 @@ from spark_reader.errors import CorruptWriteAheadObject
 from spark_reader.plan import BucketRange, PartitionLog, plan_tasks, split_ranges
 from spark_reader.read import read_bucket_range
 from spark_reader.wal import WalCandidate, WalSlice, resolve_wal_tail
-from spark_reader.wal_read import list_epoch_marks, list_wal_candidates, read_wal_slice
+from spark_reader.wal_read import list_epoch_marks, list_wal_candidates, read_topic_id, read_wal_slice
 
 UPLOAD = "0123456789abcdef"
 
@@ -58,15 +62,36 @@ def test_an_epoch_mark_truncates_a_fenced_leaders_batches_before_the_new_leader_
     assert offsets(resolve_wal_tail([*fenced, candidate(10, 12, epoch=6, sealed_ms=0)], None, {6: 10})) == [(0, 9), (10, 12)]
 
 
-def test_epoch_marks_are_listed_per_partition() -> None:
+def test_batches_of_a_deleted_topic_of_the_same_name_are_left_out() -> None:
+    old, new = uuid.UUID(int=7), uuid.UUID(int=8)
+
+    def of(topic_id, base, last, sealed_ms):
+        c = candidate(base, last, sealed_ms=sealed_ms)
+        return WalCandidate(c.key, c.sealed_ms, c.upload_id, dataclasses.replace(c.entry, topic_id=topic_id))
+
+    # The deleted topic wrote 0-29; the one made again under its name has written 0-9 so far.
+    found = [of(old, 0, 9, 1), of(old, 10, 19, 1), of(old, 20, 29, 1), of(new, 0, 4, 5), of(new, 5, 9, 5)]
+    assert offsets(resolve_wal_tail(found, None)) == [(0, 4), (5, 9), (10, 19), (20, 29)]  # what a reader without ids took
+    assert offsets(resolve_wal_tail(found, None, topic_id=new)) == [(0, 4), (5, 9)]
+    # Entries without an id (objects from before topic ids) are taken as they are.
+    assert offsets(resolve_wal_tail([candidate(0, 9), of(new, 10, 19, 2)], None, topic_id=new)) == [(0, 9), (10, 19)]
+    bucket = MemoryBucket({topic_id_key("t"): str(new).encode()})
+    assert (read_topic_id(bucket, "t"), read_topic_id(bucket, "u")) == (new, None)
+
+
+def test_epoch_marks_are_listed_per_partition_for_the_topic_that_has_the_name() -> None:
+    now, deleted = uuid.UUID(int=8), uuid.UUID(int=7)
     bucket = MemoryBucket({
-        epoch_key("t", 0, 6, 10): b"", epoch_key("t", 0, 9, 250): b"", epoch_key("t", 1, 7, 3): b"",
+        epoch_key("t", 0, 6, 10, now): b"", epoch_key("t", 0, 9, 250, now): b"", epoch_key("t", 1, 7, 3, now): b"",
+        epoch_key("t", 0, 12, 0, deleted): b"",  # a deleted topic's, landed after the sweep
         "t/0/epochs/not-a-mark": b"", "t/0/commits/x": b"",
     })  # fmt: skip
-    assert list_epoch_marks(bucket, "t", 0) == {6: 10, 9: 250}
-    assert list_epoch_marks(bucket, "t", 2) == {}
-    assert epoch_key("t", 0, 6, 10) == "t/0/epochs/0000000006-00000000000000000010.epoch"
-    assert parse_epoch_key("t/0/epochs/0000000006-00000000000000000010.epoch") == (6, 10)
+    assert list_epoch_marks(bucket, "t", 0, now) == {6: 10, 9: 250}
+    assert list_epoch_marks(bucket, "t", 0) == {6: 10, 9: 250, 12: 0}  # the topic's id unknown: every mark
+    assert list_epoch_marks(bucket, "t", 2, now) == {}
+    key = epoch_key("t", 0, 6, 10, now)
+    assert key == "t/0/epochs/0000000006-00000000000000000010-00000000000000000000000000000008.epoch"
+    assert parse_epoch_key(key) == (6, 10, now)
 
 
 def test_within_an_epoch_the_later_object_wins_shared_offsets() -> None:
@@ -108,6 +133,8 @@ class MemoryBucket:
         return [k for k, _ in self.list_sizes(directory)]
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        if key not in self.objects:
+            raise ObjectNotFound(key)
         return self.objects[key][start:end]
 
 

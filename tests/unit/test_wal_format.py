@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+from crc32c import crc32c
 
 from cold_tier.wal_format import (
     FOOTER_BYTES,
@@ -33,6 +36,21 @@ def test_round_trip() -> None:
     index_position, index_length, count, crc = decode_footer(data[-FOOTER_BYTES:])
     assert (index_position, count) == (108, 3)
     assert decode_index(data[index_position : index_position + index_length], count, crc) == entries
+
+
+def test_entries_carry_their_topics_id_beside_entries_without_one() -> None:
+    first, second = uuid.UUID(int=1), uuid.UUID("9b2f8a52-58f1-4c2e-9d5e-0d5f7a1c3b11")
+    batches = [("orders", 0, 0, 9, 3, b"a" * 100, first), ("orders", 0, 10, 10, 3, b"b"), ("x" * 249, 2, 5, 5, 0, b"c", second)]
+    data, entries = encode_wal_object(batches)
+    assert [e.topic_id for e in entries] == [first, None, second]
+    assert decode_wal_object(data) == entries
+    index_position, index_length, count, crc = decode_footer(data[-FOOTER_BYTES:])
+    index = data[index_position : index_position + index_length]
+    assert decode_index(index, count, crc) == entries
+    # An index whose last id is cut short (its CRC made to match) is refused, not misread.
+    short = index[: 2 + 6 + 16 + 36 + 2 + 6 + 36 + 2 + 249 + 8]
+    with pytest.raises(CorruptWalObject, match="topic id is cut short"):
+        decode_index(short, 3, crc32c(short))
 
 
 def test_keys() -> None:

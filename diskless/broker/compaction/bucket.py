@@ -40,7 +40,7 @@ import asyncio
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,8 +86,12 @@ class BucketRewrite:
         return sum(s.size_bytes for s in self.local)
 
 
-def plan_rewrites(remote: Sequence[CommittedSegment], local: Sequence[SegmentInfo], max_bytes: int) -> list[BucketRewrite]:
-    """The rewrites that bring the bucket up to the cleaned local copies (see the module header)."""
+def plan_rewrites(
+    remote: Sequence[CommittedSegment], local: Sequence[SegmentInfo], max_bytes: int, cleaned: Collection[int] = ()
+) -> list[BucketRewrite]:
+    """The rewrites that bring the bucket up to the cleaned local copies (see the module
+    header): those of a size other than their bucket segments', or named in `cleaned` (base
+    offsets of copies known rewritten: stamping a delete horizon may keep a batch's size)."""
     at = {s.base_offset: i for i, s in enumerate(local)}
     groups: list[list[tuple[CommittedSegment, tuple[SegmentInfo, ...]]]] = []
     current: list[tuple[CommittedSegment, tuple[SegmentInfo, ...]]] = []
@@ -110,7 +114,9 @@ def plan_rewrites(remote: Sequence[CommittedSegment], local: Sequence[SegmentInf
     groups.append(current)
     rewrites = []
     for group in groups:
-        changed = any(segment.size_bytes != sum(s.size_bytes for s in cover) for segment, cover in group)
+        changed = any(
+            segment.size_bytes != sum(s.size_bytes for s in cover) or any(s.base_offset in cleaned for s in cover) for segment, cover in group
+        )  # fmt: skip
         if group and changed:
             rewrites.append(BucketRewrite(tuple(s for s, _ in group), tuple(s for _, cover in group for s in cover)))
     return rewrites

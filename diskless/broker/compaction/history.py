@@ -105,7 +105,7 @@ async def clean_history(
         sources = [_cleaned(info, scratch) if info.base_offset in cleaned else info for info in downloaded]
         end = SegmentInfo(history[-1].next_offset, history[-1].next_offset, 0, -1, scratch / "end", scratch / "end", scratch / "end", True)
         swapped = 0
-        for planned in plan_rewrites(history, [*sources, end], leader.log_config.segment_bytes):
+        for planned in plan_rewrites(history, [*sources, end], leader.log_config.segment_bytes, cleaned):
             if leader.closed:
                 break
             swapped += await rewrite(leader, planned, now_ms)

@@ -41,7 +41,7 @@ class DeleteHorizons:
 
     def __init__(self, now_ms: int, delete_retention_ms: int) -> None:
         self.now_ms = now_ms
-        self.stamp_ms = now_ms + delete_retention_ms
+        self.stamp_ms = min(now_ms + delete_retention_ms, 2**63 - 1)  # delete.retention.ms may be Long.MAX
         self.earliest_ms: int | None = None
 
     def passed(self, header: BatchHeader) -> bool:
@@ -54,6 +54,8 @@ class DeleteHorizons:
         horizon = header.delete_horizon_ms
         if horizon is None:
             horizon = self.stamp_ms
+        elif horizon <= self.now_ms:
+            return horizon  # passed, kept only past the map's end: the next pass takes it, none need be forced
         self.earliest_ms = horizon if self.earliest_ms is None else min(self.earliest_ms, horizon)
         return horizon
 

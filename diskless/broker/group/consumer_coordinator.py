@@ -501,13 +501,15 @@ class ConsumerGroupCoordinator:
             group.assignor_name or self.config.group_consumer_assignors[0], members,
         )  # fmt: skip
 
-    def take_over(self, which: Callable[[str], bool], now_ms: int) -> None:
+    def take_over(self, which: Callable[[str], bool], now_ms: int, extra_ms: int = 0) -> None:
         """The groups `which` names were coordinated elsewhere until now (their coordinator
         slot moved here): members there may hold partitions until their next heartbeat, which
         fences them (UNKNOWN_MEMBER_ID here). A group first heard of within a heartbeat
-        interval from now gives out no partition before that interval is over."""
-        self._taken_over = [(w, since) for w, since in self._taken_over if now_ms < since + self.config.group_consumer_max_heartbeat_interval_ms]
-        self._taken_over.append((which, now_ms))
+        interval (plus `extra_ms`) from now gives out no partition before that is over."""
+        self._taken_over = [
+            (w, since) for w, since in self._taken_over if now_ms < since + self.config.group_consumer_max_heartbeat_interval_ms
+        ]  # fmt: skip
+        self._taken_over.append((which, now_ms + extra_ms))
 
     def _unknown_owners_until_ms(self, group_id: str, now_ms: int) -> int:
         interval_ms = self._heartbeat_interval_ms(group_id)

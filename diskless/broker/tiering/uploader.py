@@ -37,11 +37,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from cold_tier.health import retry_wait
-from cold_tier.segments import delete_topic_objects, upload_committed
+from cold_tier.segments import delete_topic_objects, put_topic_id, upload_committed
 from cold_tier.store import ObjectStore
 from hot_tier import SegmentInfo
 from hot_tier.scan import first_timestamp
@@ -233,6 +234,15 @@ class Uploader:
         know, of missing data, which readers of the bucket alone (Spark) would take for the
         segment at those offsets."""
         await _drain([self._tasks.pop(key) for key in keys if key in self._tasks], STOP_UPLOADS_S)
+
+    async def name_topic(self, topic: str, topic_id: uuid.UUID) -> None:
+        """Write the new topic's id into the bucket (readers of write-ahead objects then leave
+        out the batches of an older topic of its name); a failure is logged: readers then take
+        every batch of the name, as before topic ids."""
+        try:
+            await put_topic_id(self.bucket, topic, topic_id)
+        except Exception as exc:
+            log.warning("could not write the id of topic %s to the bucket: %s", topic, exc)
 
     async def delete_topic_objects(self, topic: str, leaders: list[PartitionLeader]) -> None:
         """Remove a deleted topic's objects (commits first, so readers stop seeing it at once).

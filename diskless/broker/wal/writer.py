@@ -212,7 +212,9 @@ class WalWriter:
         key = wal_object_key(self.node_id, self.clock(), new_upload_id())
         self._keys_in_flight.add(key)  # before the PUT: the orphan collector must not take it
         try:
-            data, entries = encode_wal_object([(p.topic, p.partition, p.base_offset, p.last_offset, p.leader_epoch, p.data) for p in pending])
+            data, entries = encode_wal_object(
+                [(p.topic, p.partition, p.base_offset, p.last_offset, p.leader_epoch, p.data, p.topic_id) for p in pending]
+            )
             await self._retrying(f"PUT of write-ahead object {key}", "put", lambda: self._put(key, data))
             if previous is not None:
                 await asyncio.wait([previous])  # commits in seal order (module header)
