@@ -80,6 +80,37 @@ class UnregisteredBroker(InvalidReplicaAssignment):
         self.broker_id = broker_id
 
 
+class EmptyReplicaList(InvalidReplicaAssignment):
+    """An assignment names no broker at all."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__("The manual partition assignment includes an empty replica list.")
+        self.topic = topic
+
+
+class RepeatedReplica(InvalidReplicaAssignment):
+    """An assignment names one broker id more than once."""
+
+    def __init__(self, topic: str, broker_id: int) -> None:
+        super().__init__(f"The manual partition assignment includes the broker {broker_id} more than once.")
+        self.topic = topic
+        self.broker_id = broker_id
+
+
+class ReplicaCountMismatch(InvalidReplicaAssignment):
+    """An assignment's number of replicas differs from the topic's other partitions' (those it
+    already has, for CreatePartitions; the request's earlier assignments, for CreateTopics)."""
+
+    def __init__(self, topic: str, replicas: int, replication_factor: int) -> None:
+        super().__init__(
+            f"The manual partition assignment includes a partition with {replicas} replica(s), but this is not "
+            f"consistent with previous partitions, which have {replication_factor} replica(s)."
+        )
+        self.topic = topic
+        self.replicas = replicas
+        self.replication_factor = replication_factor
+
+
 class InvalidRequest(Exception):
     pass
 

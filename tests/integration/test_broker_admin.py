@@ -30,9 +30,12 @@ from confluent_kafka.admin import (
 
 from kio.schema.alter_configs.v2 import request as alter_v2
 from kio.schema.create_partitions.v3 import request as create_partitions_v3
+from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as incremental_v1
 
+from diskless.broker.errors import InvalidReplicaAssignment
+from diskless.broker.handlers.topics import validate_manual_assignments
 from hot_tier.records import Record, encode_batch
 
 from .conftest import ON_EVERY_METADATA_BACKEND
@@ -475,6 +478,115 @@ def test_create_partitions_naming_an_unregistered_broker(shared_broker, create_t
             (topic, ErrorCode.invalid_replica_assignment, unregistered.format(12)),
         ], validate_only
     assert len(topics(admin)[topic].partitions) == 1
+
+
+EMPTY = "The manual partition assignment includes an empty replica list."
+REPEATED = "The manual partition assignment includes the broker {} more than once."
+UNREGISTERED = "The manual partition assignment includes broker {}, but no such broker is registered."
+# Kafka's ReplicationControlManager.validateManualPartitionAssignment, assignment after assignment:
+# an empty list first; then the ids in ascending order, each refused if not registered, else if it
+# repeats (so the lowest offending id is named, and an unregistered one given twice is unregistered).
+BAD_ASSIGNMENTS = {
+    ((),): EMPTY,
+    ((1,), ()): EMPTY,
+    ((), (12,)): EMPTY,
+    ((1, 1),): REPEATED.format(1),
+    ((1,), (1, 1)): REPEATED.format(1),
+    ((1, 12, 1),): REPEATED.format(1),
+    ((12, 12),): UNREGISTERED.format(12),
+    ((1,), (1, 13, 12)): UNREGISTERED.format(12),
+    ((1, 1), (12,)): REPEATED.format(1),
+}
+
+
+def test_create_partitions_refuses_empty_and_repeated_replicas(shared_broker, create_topic, wire) -> None:
+    """CreatePartitions checks each assignment as Kafka's ReplicationControlManager does and
+    answers INVALID_REPLICA_ASSIGNMENT with its message, validate_only as well."""
+    admin = admin_for(shared_broker.bootstrap)
+    topic = create_topic(shared_broker.bootstrap, partitions=1)
+    client = wire(shared_broker.bootstrap)
+    for validate_only in (True, False):
+        for assignments, message in BAD_ASSIGNMENTS.items():
+            request = create_partitions_v3.CreatePartitionsRequest(
+                topics=(create_partitions_v3.CreatePartitionsTopic(
+                    name=topic, count=1 + len(assignments),
+                    assignments=tuple(create_partitions_v3.CreatePartitionsAssignment(broker_ids=a) for a in assignments),
+                ),),
+                timeout=timedelta(seconds=10), validate_only=validate_only,
+            )  # fmt: skip
+            answered = client.request(request).results
+            assert [(r.name, r.error_code, r.error_message) for r in answered] == [
+                (topic, ErrorCode.invalid_replica_assignment, message),
+            ], (assignments, validate_only)
+        futures = admin.create_partitions([NewPartitions(topic, 2, replica_assignment=[[1, 1]])], validate_only=validate_only,
+                                          request_timeout=DEADLINE_S)  # fmt: skip
+        assert refusal(futures[topic]) == (KafkaError.INVALID_REPLICA_ASSIGNMENT, REPEATED.format(1)), validate_only
+    assert len(topics(admin)[topic].partitions) == 1
+    admin.create_partitions([NewPartitions(topic, 2, replica_assignment=[[1]])])[topic].result(timeout=DEADLINE_S)
+    assert sorted(topics(admin)[topic].partitions) == [0, 1]
+
+
+def test_create_topics_checks_manual_assignments_as_kafka(shared_broker, topic_name, wire) -> None:
+    """CreateTopics with manual assignments: the same checks and messages as CreatePartitions
+    (an unregistered broker too), INVALID_REPLICA_ASSIGNMENT, validate_only as well; nothing
+    is created. An assignment naming only this broker still makes the topic."""
+    admin = admin_for(shared_broker.bootstrap)
+    client = wire(shared_broker.bootstrap)
+
+    def create(assignments: tuple[tuple[int, ...], ...], validate_only: bool) -> list[tuple]:
+        request = create_topics_v7.CreateTopicsRequest(
+            topics=(create_topics_v7.CreatableTopic(
+                name=topic_name, num_partitions=-1, replication_factor=-1, configs=(),
+                assignments=tuple(
+                    create_topics_v7.CreatableReplicaAssignment(partition_index=i, broker_ids=a) for i, a in enumerate(assignments)
+                ),
+            ),),
+            timeout=timedelta(seconds=10), validate_only=validate_only,
+        )  # fmt: skip
+        answered = client.request(request).topics
+        return [(t.name, t.error_code, t.error_message, t.num_partitions) for t in answered]
+
+    for validate_only in (True, False):
+        for assignments, message in {**BAD_ASSIGNMENTS, ((12,),): UNREGISTERED.format(12)}.items():
+            assert create(assignments, validate_only) == [
+                (topic_name, ErrorCode.invalid_replica_assignment, message, -1),
+            ], (assignments, validate_only)
+        # confluent-kafka asks for the partition count too; on the wire it sends -1, as Kafka wants.
+        new_topic = NewTopic(topic_name, 2, replica_assignment=[[1], [12]])
+        futures = admin.create_topics([new_topic], validate_only=validate_only, request_timeout=DEADLINE_S)
+        assert refusal(futures[topic_name]) == (KafkaError.INVALID_REPLICA_ASSIGNMENT, UNREGISTERED.format(12)), validate_only
+    assert topic_name not in topics(admin)
+
+    assert create(((1,), (1,)), True) == [(topic_name, ErrorCode.none, None, 2)]
+    assert topic_name not in topics(admin)
+    assert create(((1,), (1,)), False) == [(topic_name, ErrorCode.none, None, 2)]
+    assert sorted(topics(admin)[topic_name].partitions) == [0, 1]
+
+
+def test_manual_assignments_keep_one_replica_count(metadata_backend) -> None:
+    """The replica count check comes last, and needs two registered brokers to be reached (on
+    one, a second id is unregistered or repeated): the checks themselves, without a broker.
+    CreatePartitions holds every assignment to the existing partitions' count (1 here);
+    CreateTopics holds each to the one before it."""
+
+    def refused(assignments: list[list[int]], replication_factor: int | None) -> str:
+        with pytest.raises(InvalidReplicaAssignment) as raised:
+            validate_manual_assignments("t", assignments, {1, 2}, replication_factor)
+        return str(raised.value)
+
+    mismatch = ("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous "
+                "partitions, which have {} replica(s).")  # fmt: skip
+    assert refused([[1, 2]], 1) == mismatch.format(2, 1)
+    assert refused([[2], [2, 1]], 1) == mismatch.format(2, 1)
+    assert refused([[2, 1], [1]], None) == mismatch.format(1, 2)
+    assert refused([[1], [2], [1, 2]], None) == mismatch.format(2, 1)
+    # Before it: an empty list, an unregistered id, a repeated one.
+    assert refused([[1, 2, 3]], 1) == UNREGISTERED.format(3)
+    assert refused([[1, 2, 2]], 1) == REPEATED.format(2)
+    assert refused([[1, 2], []], None) == EMPTY
+    # What Kafka accepts (this broker then refuses any replica but its own).
+    validate_manual_assignments("t", [[2, 1], [1, 2]], {1, 2}, None)
+    validate_manual_assignments("t", [[2], [1]], {1, 2}, 1)
 
 
 def test_describe_cluster(shared_broker) -> None:

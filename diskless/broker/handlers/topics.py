@@ -16,7 +16,16 @@ from metadata.model import validate_topic_name
 
 from .. import topic_configs
 from ..api import BrokerApi
-from ..errors import AssignmentCountMismatch, InvalidReplicationFactor, InvalidRequest, UnregisteredBroker, error_code_for
+from ..errors import (
+    AssignmentCountMismatch,
+    EmptyReplicaList,
+    InvalidReplicationFactor,
+    InvalidRequest,
+    RepeatedReplica,
+    ReplicaCountMismatch,
+    UnregisteredBroker,
+    error_code_for,
+)
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import ALTER, DELETE, TOPIC
 
@@ -76,13 +85,14 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
 
 
 def _partitioning(broker: BrokerApi, wanted: Any) -> tuple[int, int]:
-    node = broker.settings.node_id
     if wanted.assignments:
         if wanted.num_partitions != -1 or wanted.replication_factor != -1:
             raise InvalidRequest("give either assignments or num_partitions/replication_factor, not both")
-        for assignment in wanted.assignments:
-            if tuple(assignment.broker_ids) != (node,):
-                raise InvalidReplicationFactor(len(assignment.broker_ids), 1)
+        # Kafka's ReplicationControlManager.createTopic: the first assignment sets the replica
+        # count, every later one must have as many.
+        replicas = [a.broker_ids for a in wanted.assignments]
+        validate_manual_assignments(wanted.name, replicas, _registered(broker), None)
+        _require_this_broker(replicas, broker.settings.node_id)
         return len(wanted.assignments), 1
     num_partitions = broker.settings.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
     replication_factor = broker.settings.default_replication_factor if wanted.replication_factor == -1 else wanted.replication_factor
@@ -143,9 +153,11 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
                 # Kafka's ReplicationControlManager.createPartitions: one assignment per new partition
                 # (an empty list too: null alone means "choose for me"), with or without validate_only.
                 raise AssignmentCountMismatch(wanted.name, added, len(wanted.assignments))
-            registered = {broker.settings.node_id, *broker.cluster.brokers}
-            for assignment in wanted.assignments or ():
-                _check_assignment(wanted.name, assignment.broker_ids, registered, broker.settings.node_id)
+            if wanted.assignments is not None:
+                # The existing partitions have one replica each: the new ones must too.
+                replicas = [a.broker_ids for a in wanted.assignments]
+                validate_manual_assignments(wanted.name, replicas, _registered(broker), 1)
+                _require_this_broker(replicas, broker.settings.node_id)
             if not body.validate_only:
                 await broker.registry.create_partitions(wanted.name, wanted.count)
         except Exception as exc:
@@ -154,18 +166,39 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
     return make(mod.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-def _check_assignment(topic: str, broker_ids: Sequence[int], registered: Collection[int], node_id: int) -> None:
-    """One new partition's replicas. Kafka's ReplicationControlManager.validateManualPartitionAssignment
-    walks the ids in ascending order and refuses the first that is not registered (a live
-    broker, or this one) with INVALID_REPLICA_ASSIGNMENT. A partition here has one replica, and
-    an assignment must name this broker: any other is refused with INVALID_REPLICATION_FACTOR,
-    as are an empty list and a repeated id (Kafka refuses those first, with their own messages)."""
-    previous = None
-    for broker_id in sorted(broker_ids):
-        if broker_id == previous:
-            break
-        if broker_id not in registered:
-            raise UnregisteredBroker(topic, broker_id)
-        previous = broker_id
-    if tuple(broker_ids) != (node_id,):
-        raise InvalidReplicationFactor(len(broker_ids), 1)
+def _registered(broker: BrokerApi) -> set[int]:
+    """The broker ids an assignment may name: the live brokers of the cluster, and this one."""
+    return {broker.settings.node_id, *broker.cluster.brokers}
+
+
+def validate_manual_assignments(
+    topic: str, assignments: Sequence[Sequence[int]], registered: Collection[int], replication_factor: int | None,
+) -> None:
+    """Kafka's ReplicationControlManager.validateManualPartitionAssignment on each assignment in
+    request order; the first refusal wins. `replication_factor` is the replica count every
+    assignment must have (CreatePartitions: the existing partitions'), or None for "as many as
+    the assignment before it" (CreateTopics). Per assignment, as Kafka: an empty list first; then
+    the ids in ascending order, each refused if not registered, else if it repeats the one
+    before; then the replica count."""
+    for broker_ids in assignments:
+        if not broker_ids:
+            raise EmptyReplicaList(topic)
+        previous = None
+        for broker_id in sorted(broker_ids):
+            if broker_id not in registered:
+                raise UnregisteredBroker(topic, broker_id)
+            if broker_id == previous:
+                raise RepeatedReplica(topic, broker_id)
+            previous = broker_id
+        if replication_factor is not None and len(broker_ids) != replication_factor:
+            raise ReplicaCountMismatch(topic, len(broker_ids), replication_factor)
+        replication_factor = len(broker_ids)
+
+
+def _require_this_broker(assignments: Sequence[Sequence[int]], node_id: int) -> None:
+    """What this broker adds to Kafka's checks, once they all passed: a partition has one
+    replica, on the broker that makes it. Any other assignment Kafka would accept (another
+    registered broker, several) is refused with INVALID_REPLICATION_FACTOR."""
+    for broker_ids in assignments:
+        if tuple(broker_ids) != (node_id,):
+            raise InvalidReplicationFactor(len(broker_ids), 1)
