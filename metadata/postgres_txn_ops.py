@@ -6,6 +6,7 @@ Same contract as postgres_ops.py (each runs inside the store's transaction or ca
 from __future__ import annotations
 
 from .postgres_ops import Conn, _check_coordinator, _fenced_partition, _partition_row
+from .store import NO_PENDING_OFFSETS_STATES
 from .transactions import COLUMNS, TransactionRecord
 
 
@@ -24,6 +25,16 @@ async def put_transaction(conn: Conn, record: TransactionRecord, coordinator: tu
 async def list_transactions(conn: Conn) -> list[TransactionRecord]:
     rows = await conn.fetch(f"SELECT {COLUMNS} FROM transactions ORDER BY transactional_id")
     return [TransactionRecord.decode(tuple(row)) for row in rows]
+
+
+async def list_pending_offset_transactions(conn: Conn, group_id: str) -> list[TransactionRecord]:
+    """Idle rows are skipped by state in SQL, so only open and ending transactions are sent and
+    decoded; the group is matched on the decoded offsets (exact, unlike a pattern on the JSON text)."""
+    rows = await conn.fetch(
+        f"SELECT {COLUMNS} FROM transactions WHERE state <> ALL($1::text[]) ORDER BY transactional_id", list(NO_PENDING_OFFSETS_STATES)
+    )
+    records = (TransactionRecord.decode(tuple(row)) for row in rows)
+    return [r for r in records if any(g == group_id for g, _ in r.pending_offsets)]
 
 
 async def delete_transaction(conn: Conn, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:

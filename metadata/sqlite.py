@@ -410,6 +410,9 @@ class SqliteMetadataStore:
     async def list_transactions(self) -> list[TransactionRecord]:
         return await self._call(txn_ops.list_transactions)
 
+    async def list_pending_offset_transactions(self, group_id: str) -> list[TransactionRecord]:
+        return await self._call(txn_ops.list_pending_offset_transactions, group_id)
+
     async def delete_transaction(self, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:
         await self._call(txn_ops.delete_transaction, transactional_id, coordinator)
 

@@ -9,6 +9,7 @@ import sqlite3
 
 from .errors import CoordinatorFenced
 from .sqlite_ops import _check_coordinator, _fenced_partition, _partition_row, _read, _write
+from .store import NO_PENDING_OFFSETS_STATES
 from .transactions import COLUMNS, TransactionRecord
 
 
@@ -34,6 +35,18 @@ def list_transactions(conn: sqlite3.Connection) -> list[TransactionRecord]:
     with _read(conn):
         rows = conn.execute(f"SELECT {COLUMNS} FROM transactions ORDER BY transactional_id").fetchall()
     return [TransactionRecord.decode(tuple(row)) for row in rows]
+
+
+def list_pending_offset_transactions(conn: sqlite3.Connection, group_id: str) -> list[TransactionRecord]:
+    """Idle rows are skipped by state in SQL, so only open and ending transactions are decoded;
+    the group is matched on the decoded offsets (exact, unlike a pattern on the JSON text)."""
+    marks = ", ".join("?" * len(NO_PENDING_OFFSETS_STATES))
+    with _read(conn):
+        rows = conn.execute(
+            f"SELECT {COLUMNS} FROM transactions WHERE state NOT IN ({marks}) ORDER BY transactional_id", NO_PENDING_OFFSETS_STATES
+        ).fetchall()
+    records = (TransactionRecord.decode(tuple(row)) for row in rows)
+    return [r for r in records if any(g == group_id for g, _ in r.pending_offsets)]
 
 
 def delete_transaction(conn: sqlite3.Connection, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:

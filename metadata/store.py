@@ -30,7 +30,14 @@ from .model import (
     WalBatch,
 )
 from .security import AclBinding, StoredScramCredential
-from .transactions import TransactionRecord
+from .transactions import COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, TransactionRecord
+
+# Transaction states whose rows hold no pending offsets: every way into Empty, CompleteCommit
+# and CompleteAbort clears them (diskless/broker/txn/coordinator.py); Dead, Kafka's state of an
+# expiring id (never written here), holds none either.
+# Backends skip these rows in SQL for `list_pending_offset_transactions`; a state not named
+# here (Ongoing, PrepareCommit, PrepareAbort, PrepareEpochFence, any later one) is read.
+NO_PENDING_OFFSETS_STATES = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD)
 
 
 @runtime_checkable
@@ -414,6 +421,14 @@ class MetadataStore(Protocol):
 
     async def list_transactions(self) -> list[TransactionRecord]:
         """Every transactional id's state, ordered by id."""
+        ...
+
+    async def list_pending_offset_transactions(self, group_id: str) -> list[TransactionRecord]:
+        """The transactional ids' states that may hold pending offsets (TxnOffsetCommit) of
+        `group_id`, ordered by id: those in a state not in NO_PENDING_OFFSETS_STATES with at
+        least one pending offset of exactly that group. OffsetFetch with require_stable
+        (KIP-447) reads these instead of every transactional id; the caller decides which
+        states make an offset unstable."""
         ...
 
     async def delete_transaction(self, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:

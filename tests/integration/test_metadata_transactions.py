@@ -4,6 +4,7 @@ scenario on every backend: written whole, read back exactly, replaced, deleted."
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,50 @@ async def test_states_put_at_once_are_each_written_or_each_fenced(store: Metadat
     assert isinstance(results[20], CoordinatorFenced) and (results[20].slot, results[20].found_epoch) == (1, 2)
     await store.put_transaction(again, (0, 1))
     assert await store.list_transactions() == [again, *records[1:]]
+
+
+async def test_pending_offset_transactions_of_a_group(store: MetadataStore) -> None:
+    """Only rows not idle holding an offset of exactly the group: Ongoing, PrepareCommit,
+    PrepareAbort and PrepareEpochFence are read; Empty, CompleteCommit, CompleteAbort and Dead
+    are not, even with offsets (which the coordinator never leaves on them); a group whose
+    name is a topic's, another group's prefix, or added with no offset committed yet is no match."""
+    from metadata.transactions import COMPLETE_ABORT, DEAD, EMPTY, PREPARE_ABORT, PREPARE_EPOCH_FENCE
+
+    def record(transactional_id: str, state: str, *offsets: tuple[str, str, int], groups: tuple[str, ...] = ()) -> TransactionRecord:
+        pending = tuple((g, CommittedOffset(topic, partition, 10, None, "", 1)) for g, topic, partition in offsets)
+        return TransactionRecord(
+            transactional_id, 8000 + len(transactional_id), 0, 60_000, state,
+            partitions=tuple(sorted({(t, p) for _, t, p in offsets})),
+            groups=tuple(sorted({g for g, _, _ in offsets} | set(groups))),
+            pending_offsets=pending, txn_start_ms=1, last_update_ms=1,
+        )  # fmt: skip
+
+    group = 'g"1'  # a quote: the JSON text holds it escaped
+    records = [
+        record("ongoing", ONGOING, (group, "in", 0), ("other", "in", 1)),
+        record("ongoing-other-group", ONGOING, ("other", "in", 2)),
+        record("ongoing-group-named-as-topic", ONGOING, ("other", group, 0)),
+        record("ongoing-group-prefixed", ONGOING, (group + "x", "in", 3), ("x" + group, "in", 4)),
+        record("ongoing-no-offset-yet", ONGOING, groups=(group,)),
+        record("prepare-commit", PREPARE_COMMIT, (group, "in", 5)),
+        record("prepare-abort", PREPARE_ABORT, (group, "in", 6)),
+        record("prepare-epoch-fence", PREPARE_EPOCH_FENCE, (group, "in", 7)),
+        *(record(state, state, (group, "in", 8)) for state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD)),
+    ]
+    for r in records:
+        await store.put_transaction(r)
+    by_id = {r.transactional_id: r for r in records}
+    wanted = ["ongoing", "prepare-abort", "prepare-commit", "prepare-epoch-fence"]
+    assert await store.list_pending_offset_transactions(group) == [by_id[t] for t in wanted]
+    assert [r.transactional_id for r in await store.list_pending_offset_transactions("other")] == [
+        "ongoing", "ongoing-group-named-as-topic", "ongoing-other-group"
+    ]
+    assert await store.list_pending_offset_transactions("g") == []
+    assert await store.list_pending_offset_transactions("in") == []
+    await store.put_transaction(replace(by_id["prepare-commit"], state=COMPLETE_COMMIT, pending_offsets=()))
+    wanted.remove("prepare-commit")
+    assert [r.transactional_id for r in await store.list_pending_offset_transactions(group)] == wanted
+    assert len(await store.list_transactions()) == len(records)  # every other caller still sees all
 
 
 async def test_aborted_transactions_per_partition(store: MetadataStore) -> None:

@@ -14,8 +14,10 @@ included) before it answers, and writes CompleteCommit only after the offsets. N
 remembered between requests, and a group whose coordinator moved still sees the pending
 offsets its previous coordinator handed on. The transaction state is read before the
 committed offsets: a transaction seen complete has already written its offsets. The cost: one
-read of the store's transactions while this broker does not coordinate every slot; the store
-failing answers the group's coordinator error (retriable), never a stale offset.
+read of the store while this broker does not coordinate every slot, of the rows of transactions
+not idle that hold offsets of the group (store.list_pending_offset_transactions: the idle
+transactional ids, most of them, are skipped in SQL); the store failing answers the group's
+coordinator error (retriable), never a stale offset.
 """
 
 from __future__ import annotations
@@ -143,7 +145,8 @@ async def _unstable_partitions(broker: BrokerApi, group_id: str) -> set[tuple[st
     unstable = broker.transactions.core.pending_offset_partitions(group_id)
     node = broker.settings.node_id
     if any(s.leader_id != node for s in broker.cluster.slots.values()):
-        records = [r for r in await broker.transactions.store.list_transactions() if not is_coordinator(broker, r.transactional_id)]
+        records = await broker.transactions.store.list_pending_offset_transactions(group_id)
+        records = [r for r in records if not is_coordinator(broker, r.transactional_id)]
         unstable |= pending_offset_partitions(records, group_id)
     return unstable
 
