@@ -399,3 +399,39 @@ async def test_a_pattern_subscription_is_resolved_by_the_broker(fast_group_broke
             await admin.create_topics(f"{prefix}-b", 1)
             await wait_until(lambda: TopicPartition(f"{prefix}-b", 0) in member.assignment(), "the topic created later")
             assert {tp.topic for tp in member.assignment()} == {f"{prefix}-a", f"{prefix}-b"}
+
+
+@pytest.fixture
+def slow_heartbeat_broker(tmp_path):
+    process = BrokerProcess(
+        tmp_path / "data", "--group-initial-rebalance-delay-ms", "0",
+        "--group-consumer-heartbeat-interval-ms", "2000", "--group-consumer-min-heartbeat-interval-ms", "2000",
+        "--group-consumer-session-timeout-ms", "10000", "--group-consumer-min-session-timeout-ms", "10000",
+    ).start()  # fmt: skip
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+async def test_a_member_joining_right_after_a_coordinator_restart_takes_nothing_the_old_members_hold(slow_heartbeat_broker) -> None:
+    """The restarted coordinator knows no member: the first to join (epoch 0) would get every
+    partition while the members of before still hold theirs, until their next heartbeat tells
+    them UNKNOWN_MEMBER_ID (up to a heartbeat interval, 2 s here). The group, taken over, gives
+    out nothing for an interval from when it is first heard of: no partition has two owners."""
+    bootstrap = slow_heartbeat_broker.bootstrap
+    topic = await make_topic(bootstrap, 4)
+    group = _name("g")
+    members = Members()
+    try:
+        await members.add("a", consumer(bootstrap, group, topic, "a"))
+        await members.add("b", consumer(bootstrap, group, topic, "b"))
+        await wait_until(lambda: members.covering(4) and all(c.assignment() for c in members.consumers.values()), "two members to settle")
+        await asyncio.to_thread(slow_heartbeat_broker.restart)
+        await members.add("c", consumer(bootstrap, group, topic, "c"))  # at once
+        await wait_until(
+            lambda: members.covering(4) and all(c.assignment() for c in members.consumers.values()), "the three members to settle"
+        )
+    finally:
+        await members.close()
+    assert members.overlaps == []

@@ -173,20 +173,27 @@ def test_a_member_waiting_for_unreleased_partitions_is_asked_back_sooner():
 
 
 def test_a_group_taken_over_gives_no_partition_for_a_heartbeat_interval():
-    # The group's coordinator slot moved here at 1000: the old coordinator's members may hold
-    # every partition until their next heartbeat fences them (UNKNOWN_MEMBER_ID here).
+    # The group's coordinator slot moved here at 1000 (the old holder answered for 300 ms
+    # more): the old coordinator's members may hold every partition until their next
+    # heartbeat fences them (UNKNOWN_MEMBER_ID here).
     c = ConsumerGroupCoordinator()
-    c.take_over(lambda group_id: group_id == "g", 1_000)
+    c.take_over(lambda group_id: group_id == "g", 1_000, extra_ms=300)
     old = beat(c, "old-member", 7, {T1: frozenset({0, 1, 2, 3})}, now=1_100)
     assert old.error_code is ErrorCode.unknown_member_id
-    r = join(c, "m1", now=1_200)
+    r = join(c, "m1", now=2_000)
     assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, {})
     assert r.heartbeat_interval_ms == 500  # waiting for unreleased partitions: asked back sooner
-    assert beat(c, "m1", 1, {}, now=5_999).assignment is None
-    # One heartbeat interval (5 s) after the take-over, the partitions are free to give.
-    r = beat(c, "m1", 1, {}, now=6_000)
+    assert beat(c, "m1", 1, {}, now=6_999).assignment is None
+    # One heartbeat interval (5 s) after the group was first heard of, the partitions are free.
+    r = beat(c, "m1", 1, {}, now=7_000)
     assert (r.member_epoch, r.assignment, r.heartbeat_interval_ms) == (1, {T1: frozenset({0, 1, 2, 3})}, 5_000)
-    # Another group, and this group heard of first once the interval is over, are not held.
-    assert join(c, "n1", now=1_200, group="other").assignment == {T1: frozenset({0, 1, 2, 3})}
+    # Heard of at once, the hold counts from the take-over's end (1300).
     c.unload(lambda group_id: group_id == "g")
-    assert join(c, "m2", now=6_000).assignment == {T1: frozenset({0, 1, 2, 3})}
+    c.take_over(lambda group_id: group_id == "g", 10_000, extra_ms=300)
+    assert join(c, "m2", now=10_000).assignment == {}
+    assert beat(c, "m2", 1, {}, now=15_299).assignment is None
+    assert beat(c, "m2", 1, {}, now=15_300).assignment == {T1: frozenset({0, 1, 2, 3})}
+    # Another group is not held, nor this one first heard of a session timeout (45 s) on.
+    assert join(c, "n1", now=10_000, group="other").assignment == {T1: frozenset({0, 1, 2, 3})}
+    c.unload(lambda group_id: group_id == "g")
+    assert join(c, "m3", now=10_300 + SESSION_MS).assignment == {T1: frozenset({0, 1, 2, 3})}

@@ -26,8 +26,9 @@ written to a log, so a coordinator that does not know a group (after a restart, 
 controller moved) answers a heartbeat with a non-zero epoch UNKNOWN_MEMBER_ID, and the member
 rejoins with epoch 0; committed offsets are kept by the shell in the metadata store. Members
 of the previous coordinator hold their partitions until their next heartbeat tells them so:
-a group taken over (`take_over`) gives out no partition for one heartbeat interval, so that
-no partition has two owners (Kafka reloads the members and their assignments instead).
+a group taken over (`take_over`) gives out no partition for one heartbeat interval from when
+it is first heard of here, so that no partition has two owners (Kafka reloads the members and
+their assignments instead).
 
 One coordinator per broker, used by one task; not thread-safe.
 """
@@ -504,16 +505,17 @@ class ConsumerGroupCoordinator:
     def take_over(self, which: Callable[[str], bool], now_ms: int, extra_ms: int = 0) -> None:
         """The groups `which` names were coordinated elsewhere until now (their coordinator
         slot moved here): members there may hold partitions until their next heartbeat, which
-        fences them (UNKNOWN_MEMBER_ID here). A group first heard of within a heartbeat
-        interval (plus `extra_ms`) from now gives out no partition before that is over."""
-        self._taken_over = [
-            (w, since) for w, since in self._taken_over if now_ms < since + self.config.group_consumer_max_heartbeat_interval_ms
-        ]  # fmt: skip
+        fences them (UNKNOWN_MEMBER_ID here). A group first heard of here within a session
+        timeout gives out no partition for one heartbeat interval from then (or from now plus
+        `extra_ms`, if later): its old members, who found this coordinator as its new members
+        did, heartbeat meanwhile. Past a session timeout they would be gone anyway."""
+        self._taken_over = [(w, since) for w, since in self._taken_over if now_ms < since + self.config.group_consumer_max_session_timeout_ms]
         self._taken_over.append((which, now_ms + extra_ms))
 
     def _unknown_owners_until_ms(self, group_id: str, now_ms: int) -> int:
-        interval_ms = self._heartbeat_interval_ms(group_id)
-        return max((since + interval_ms for which, since in self._taken_over if now_ms < since + interval_ms and which(group_id)), default=0)
+        session_ms = self._session_timeout_ms(group_id)
+        taken = [since for which, since in self._taken_over if now_ms < since + session_ms and which(group_id)]
+        return max(now_ms, *taken) + self._heartbeat_interval_ms(group_id) if taken else 0
 
     def unload(self, which: Callable[[str], bool] | None = None) -> None:
         """Give up every group, or those `which` names (shutdown, or their coordinator slot
