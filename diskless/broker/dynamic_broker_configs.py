@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace as replaced
 from . import topic_configs
 from .compaction.config import DOUBLE_MAX, CleanerConfig, InvalidCleanerConfig
 from .connection_limits import InvalidPerIpOverrides, parse_per_ip_overrides
-from .topic_configs import AlterOp, ConfigType, InvalidConfig
+from .topic_configs import AlterOp, ConfigSource, ConfigType, InvalidConfig
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -193,15 +193,28 @@ def cleaner_config(base: CleanerConfig, values: Mapping[str, str]) -> CleanerCon
     return replaced(base, **changes)  # type: ignore[arg-type]
 
 
+def topic_default_levels(
+    static: Mapping[str, str], cluster_default: Mapping[str, str], broker: Mapping[str, str]
+) -> dict[ConfigSource, dict[str, str]]:
+    """The broker-wide defaults of topic configs at each level, highest priority first
+    (topic_configs.BROKER_LEVELS), by topic config name: this broker's dynamic values, the
+    cluster-wide dynamic ones, the static ones (`--topic-default`, already by topic config name)."""
+    return {
+        ConfigSource.DYNAMIC_BROKER_CONFIG: {DYNAMIC[name]: value for name, value in broker.items() if name in DYNAMIC},
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: {DYNAMIC[name]: value for name, value in cluster_default.items() if name in DYNAMIC},
+        ConfigSource.STATIC_BROKER_CONFIG: dict(static),
+    }
+
+
 def topic_defaults(static: Mapping[str, str], cluster_default: Mapping[str, str], broker: Mapping[str, str]) -> dict[str, str]:
     """The broker-wide defaults of topic configs (by topic config name), dynamic over static."""
-    defaults = dict(static)
-    for level in (cluster_default, broker):
-        defaults.update({DYNAMIC[name]: value for name, value in level.items() if name in DYNAMIC})
+    defaults: dict[str, str] = {}
+    for level in reversed(topic_default_levels(static, cluster_default, broker).values()):
+        defaults.update(level)
     return defaults
 
 
 __all__ = [
     "BROKER_DYNAMIC", "BROKER_RESOURCE", "CLUSTER_DEFAULT", "DYNAMIC", "BrokerConfigRefused", "apply", "broker_values", "cleaner_config",
-    "topic_defaults",
+    "topic_default_levels", "topic_defaults",
 ]

@@ -87,10 +87,13 @@ class Registry:
         self._offline: dict[tuple[str, int], Exception] = {}  # led here, but could not be opened
         self._gate = OpeningGate()  # requests for partitions being opened wait for them
         # Dynamic broker configs (dynamic_broker_configs.py) of the cluster ("") and of this
-        # broker (its node id), by broker config name; the topic defaults they make.
+        # broker (its node id), by broker config name; the topic defaults they make, and the
+        # levels they are set at (DescribeConfigs' synonyms: topic_configs.describe).
         self.dynamic_broker_configs: dict[str, dict[str, str]] = {}
         self.topic_defaults: dict[str, str] = dict(settings.topic_defaults)
-        self.topic_default_sources: dict[str, ConfigSource] = {}
+        self.topic_default_levels: dict[ConfigSource, dict[str, str]] = dynamic_broker_configs.topic_default_levels(
+            settings.topic_defaults, {}, {}
+        )
         self._dynamic_read_at = float("-inf")
         # The broker's own dynamic settings (dynamic_broker_configs.BROKER_DYNAMIC): the static
         # values it started with, and who applies a change (its listeners and cleaner).
@@ -322,10 +325,7 @@ class Registry:
         cluster = mine.get(dynamic_broker_configs.CLUSTER_DEFAULT, {})
         broker = mine.get(str(self.settings.node_id), {})
         self.topic_defaults = dynamic_broker_configs.topic_defaults(self.settings.topic_defaults, cluster, broker)
-        self.topic_default_sources = {
-            **{dynamic_broker_configs.DYNAMIC[n]: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG for n in cluster if n in dynamic_broker_configs.DYNAMIC},
-            **{dynamic_broker_configs.DYNAMIC[n]: ConfigSource.DYNAMIC_BROKER_CONFIG for n in broker if n in dynamic_broker_configs.DYNAMIC},
-        }
+        self.topic_default_levels = dynamic_broker_configs.topic_default_levels(self.settings.topic_defaults, cluster, broker)
         for topic in self._topics.values():
             self._apply_configs(topic)
         if self.on_broker_configs is not None:

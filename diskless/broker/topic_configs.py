@@ -6,11 +6,17 @@ every topic config Kafka 4.x reports (LogConfig's non-internal configs), each wi
 and synonyms as Kafka's ConfigHelper.createTopicConfigEntry builds them:
 
     synonyms  the topic's own value first (TOPIC_CONFIG, under the topic config's name), then
-              the broker default under Kafka's broker name for it (STATIC_BROKER_CONFIG,
-              e.g. log.retention.ms), then Kafka's built-in default of that broker config
+              the broker default under Kafka's broker name for it (e.g. log.retention.ms) at
+              every level it is set, in ConfigHelper.configSynonyms' order: this broker's
+              dynamic value (DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic default
+              (DYNAMIC_DEFAULT_BROKER_CONFIG), the static value the broker started with
+              (STATIC_BROKER_CONFIG); then Kafka's built-in default of that broker config
               (DEFAULT_CONFIG) when it has one; configs without a broker synonym
               (remote.storage.enable, the throttled-replica lists) have none
     source    the first synonym's source, DEFAULT_CONFIG when there is none
+
+The same broker-level synonyms make the entries of the log.* configs of a BROKER resource
+(`broker_synonyms`, handlers/configs.py).
 
 Diskless differs from Kafka on purpose in two defaults: remote.storage.enable is true and
 local.retention.ms is 0 (segments leave the disk once they are in the bucket). Configs whose
@@ -250,32 +256,43 @@ def effective(topic_configs: Mapping[str, str], broker_defaults: Mapping[str, st
     return values
 
 
-def synonyms(
-    definition: ConfigDef, topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str],
-    default_sources: Mapping[str, ConfigSource] | None = None,
-) -> tuple[ConfigSynonym, ...]:
-    """Kafka's synonym list for one topic config, highest priority first. `default_sources`
-    says where a broker default came from (dynamic_broker_configs.py); static when absent."""
-    name = definition.name
-    found = []
-    if name in topic_configs:
-        found.append(ConfigSynonym(name, topic_configs[name], ConfigSource.TOPIC_CONFIG))
-    broker_name = definition.synonym
-    if name in broker_defaults:
-        source = (default_sources or {}).get(name, ConfigSource.STATIC_BROKER_CONFIG)
-        found.append(ConfigSynonym(broker_name or name, broker_defaults[name], source))
-    if broker_name is not None and definition.synonym_default:
-        found.append(ConfigSynonym(broker_name, definition.default, ConfigSource.DEFAULT_CONFIG))
+# The levels a broker default of a topic config can be set at, highest priority first (Kafka's
+# ConfigHelper.configSynonyms): this broker's dynamic configs, the cluster-wide dynamic default,
+# the static configs the broker started with.
+BROKER_LEVELS = (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG)
+
+
+def broker_synonyms(definition: ConfigDef, levels: Mapping[ConfigSource, Mapping[str, str]]) -> tuple[ConfigSynonym, ...]:
+    """The broker-level synonyms of one topic config, highest priority first: its value at each
+    of BROKER_LEVELS that sets it (`levels`: source -> values by topic config name), under
+    Kafka's broker name for it, then that broker config's built-in default when it has one."""
+    name, broker_name = definition.name, definition.synonym or definition.name
+    found = [ConfigSynonym(broker_name, levels[s][name], s) for s in BROKER_LEVELS if name in levels.get(s, {})]
+    if definition.synonym is not None and definition.synonym_default:
+        found.append(ConfigSynonym(definition.synonym, definition.default, ConfigSource.DEFAULT_CONFIG))
     return tuple(found)
 
 
+def synonyms(
+    definition: ConfigDef, topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str],
+    default_levels: Mapping[ConfigSource, Mapping[str, str]] | None = None,
+) -> tuple[ConfigSynonym, ...]:
+    """Kafka's synonym list for one topic config, highest priority first. `default_levels` says
+    at which levels the broker defaults are set (dynamic_broker_configs.topic_default_levels;
+    `broker_defaults` are then their winners); without it, `broker_defaults` are all static."""
+    name = definition.name
+    own = (ConfigSynonym(name, topic_configs[name], ConfigSource.TOPIC_CONFIG),) if name in topic_configs else ()
+    levels = default_levels if default_levels is not None else {ConfigSource.STATIC_BROKER_CONFIG: broker_defaults}
+    return own + broker_synonyms(definition, levels)
+
+
 def describe(
-    topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str], default_sources: Mapping[str, ConfigSource] | None = None
+    topic_configs: Mapping[str, str], broker_defaults: Mapping[str, str], default_levels: Mapping[ConfigSource, Mapping[str, str]] | None = None
 ) -> list[ConfigEntry]:
     """Every topic config with its value, source and synonyms, in Kafka's (name) order."""
     entries = []
     for name, definition in TOPIC_CONFIGS.items():
-        found = synonyms(definition, topic_configs, broker_defaults, default_sources)
+        found = synonyms(definition, topic_configs, broker_defaults, default_levels)
         if found:
             value, source = found[0].value, found[0].source
         else:

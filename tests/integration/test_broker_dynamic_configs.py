@@ -105,6 +105,91 @@ def test_dynamic_broker_configs_apply_at_once_and_survive_a_restart(broker, crea
     assert answer.error_code is ErrorCode.invalid_request
 
 
+@pytest.fixture
+def static_broker(tmp_path):
+    """A broker started with static defaults of topic configs (`--topic-default`)."""
+    process = BrokerProcess(tmp_path / "data", "--topic-default", "max.message.bytes=2000", "--topic-default", "retention.ms=7000").start()
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+def test_topic_synonyms_list_every_level_of_the_broker_default(static_broker, create_topic, wire) -> None:
+    """Kafka's ConfigHelper.createTopicConfigEntry / configSynonyms: a topic config's synonyms are
+    its own value, then its broker config at every level that sets it (this broker's dynamic
+    value, the cluster-wide dynamic default, the static value), then Kafka's built-in default;
+    the entry's value and source are the first one's."""
+    from kafka.admin import ConfigResource as KpConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    bootstrap = static_broker.bootstrap
+    topic = create_topic(bootstrap, partitions=1, configs={"max.message.bytes": "5000"})
+    for name, value in (("message.max.bytes", "3000"), ("log.retention.ms", "8000"), ("log.segment.bytes", "1048576")):
+        assert alter_cluster_default(wire(bootstrap), name, value) is ErrorCode.none
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    alter(admin, "1", ConfigEntry("message.max.bytes", "4000", incremental_operation=AlterConfigOpType.SET),
+          ConfigEntry("log.retention.ms", "9000", incremental_operation=AlterConfigOpType.SET))  # fmt: skip
+
+    expected = {
+        "max.message.bytes": ("5000", "DYNAMIC_TOPIC_CONFIG", [
+            ("max.message.bytes", "5000", "DYNAMIC_TOPIC_CONFIG"),
+            ("message.max.bytes", "4000", "DYNAMIC_BROKER_CONFIG"),
+            ("message.max.bytes", "3000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+            ("message.max.bytes", "2000", "STATIC_BROKER_CONFIG"),
+            ("message.max.bytes", "1048588", "DEFAULT_CONFIG"),
+        ]),
+        "retention.ms": ("9000", "DYNAMIC_BROKER_CONFIG", [  # log.retention.ms has no built-in default
+            ("log.retention.ms", "9000", "DYNAMIC_BROKER_CONFIG"),
+            ("log.retention.ms", "8000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+            ("log.retention.ms", "7000", "STATIC_BROKER_CONFIG"),
+        ]),
+        "segment.bytes": ("1048576", "DYNAMIC_DEFAULT_BROKER_CONFIG", [
+            ("log.segment.bytes", "1048576", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+            ("log.segment.bytes", "1073741824", "DEFAULT_CONFIG"),
+        ]),
+    }  # fmt: skip
+    # kafka-python hands back the synonym list as the broker sent it.
+    python_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        described_topic = python_admin.describe_configs(
+            [KpConfigResource(ConfigResourceType.TOPIC, topic)], include_synonyms=True, config_filter="all"
+        )["topic"][topic]
+        broker_1 = python_admin.describe_configs(
+            [KpConfigResource(ConfigResourceType.BROKER, "1")], include_synonyms=True, config_filter="all"
+        )["broker"]["1"]
+    finally:
+        python_admin.close()
+    got = {
+        name: (described_topic[name]["value"], described_topic[name]["config_source"],
+               [(s["name"], s["value"], s["source"]) for s in described_topic[name]["synonyms"]])
+        for name in expected
+    }  # fmt: skip
+    assert got == expected
+    # The broker resource lists the same levels under the broker config's name.
+    assert [(s["name"], s["value"], s["source"]) for s in broker_1["message.max.bytes"]["synonyms"]] == expected["max.message.bytes"][2][1:]
+
+    # librdkafka always asks for synonyms (include_synonyms=true) and confluent-kafka keeps them in a
+    # dict by name, the last of each name winning: the lowest level each name is set at.
+    entries = described(admin, ResourceType.TOPIC, topic)
+    seen = {
+        name: (entries[name].value, entries[name].source, {s.name: (s.value, s.source) for s in entries[name].synonyms.values()})
+        for name in expected
+    }
+    assert seen == {
+        "max.message.bytes": ("5000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value, {
+            "max.message.bytes": ("5000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+            "message.max.bytes": ("1048588", ConfigSource.DEFAULT_CONFIG.value),
+        }),
+        "retention.ms": ("9000", ConfigSource.DYNAMIC_BROKER_CONFIG.value, {
+            "log.retention.ms": ("7000", ConfigSource.STATIC_BROKER_CONFIG.value),
+        }),
+        "segment.bytes": ("1048576", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value, {
+            "log.segment.bytes": ("1073741824", ConfigSource.DEFAULT_CONFIG.value),
+        }),
+    }  # fmt: skip
+
+
 def test_dynamic_broker_configs_through_kafka_python(broker, create_topic) -> None:
     from kafka.admin import ConfigResource as KpConfigResource
     from kafka.admin import ConfigResourceType, KafkaAdminClient

@@ -101,19 +101,16 @@ def _broker_entries(broker: BrokerApi, resource_name: str) -> list[topic_configs
         levels.append((setting.default, ConfigSource.DEFAULT_CONFIG))
         synonyms = tuple(topic_configs.ConfigSynonym(name, value, source) for value, source in levels)
         entries.append(topic_configs.ConfigEntry(name, levels[0][0], levels[0][1], setting.type, setting.doc, synonyms))
-    # Then the log.* defaults of topic configs.
+    # Then the log.* defaults of topic configs, with the synonyms a topic's entry lists below its own
+    # value (the levels the registry keeps; the default resource has no per-broker level).
     names = sorted(n for n in cluster if n in DYNAMIC_BROKER_CONFIGS) if resource_name == CLUSTER_DEFAULT else sorted(DYNAMIC_BROKER_CONFIGS)
+    levels = broker.registry.topic_default_levels
+    if resource_name == CLUSTER_DEFAULT:
+        levels = {s: values for s, values in levels.items() if s is not ConfigSource.DYNAMIC_BROKER_CONFIG}
     for name in names:
         definition = topic_configs.TOPIC_CONFIGS[DYNAMIC_BROKER_CONFIGS[name]]
-        levels = [] if resource_name == CLUSTER_DEFAULT or name not in mine else [(mine[name], ConfigSource.DYNAMIC_BROKER_CONFIG)]
-        if name in cluster:
-            levels.append((cluster[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-        if definition.name in broker.settings.topic_defaults:
-            levels.append((broker.settings.topic_defaults[definition.name], ConfigSource.STATIC_BROKER_CONFIG))
-        if definition.synonym_default:
-            levels.append((definition.default, ConfigSource.DEFAULT_CONFIG))
-        synonyms = tuple(topic_configs.ConfigSynonym(name, value, source) for value, source in levels)
-        value, source = levels[0] if levels else (None, ConfigSource.DEFAULT_CONFIG)
+        synonyms = topic_configs.broker_synonyms(definition, levels)
+        value, source = (synonyms[0].value, synonyms[0].source) if synonyms else (None, ConfigSource.DEFAULT_CONFIG)
         entries.append(topic_configs.ConfigEntry(name, value, source, definition.type, definition.doc, synonyms))  # type: ignore[arg-type]
     return entries
 
@@ -143,7 +140,7 @@ async def handle_describe_configs(broker: BrokerApi, request: Request) -> Any:
             if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"unknown topic {resource.resource_name}"
             else:
-                entries = topic_configs.describe(topic.configs, broker.registry.topic_defaults, broker.registry.topic_default_sources)
+                entries = topic_configs.describe(topic.configs, broker.registry.topic_defaults, broker.registry.topic_default_levels)
         elif resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(broker.settings.node_id)):
                 error, message = ErrorCode.invalid_request, f"unknown broker {resource.resource_name}"

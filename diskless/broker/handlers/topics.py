@@ -62,7 +62,7 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
         described = ()
         if error is ErrorCode.none:
             entries = topic_configs.describe(
-                topic.configs if topic else configs, broker.registry.topic_defaults, broker.registry.topic_default_sources
+                topic.configs if topic else configs, broker.registry.topic_defaults, broker.registry.topic_default_levels
             )
             described = tuple(
                 make(mod.CreatableTopicConfigs, name=e.name, value=e.value, read_only=False, config_source=int(e.source), is_sensitive=False)
