@@ -214,7 +214,7 @@ def _write_cleaned(
                 cleaned: bytes | None = markers.marker(data, header, horizons)
                 stats.count_passed(data, cleaned, header)
             elif header.is_transactional and header in aborted:
-                cleaned = copy_with([], header) if retain_empty else None
+                cleaned = copy_with([], header, delete_horizon_ms=header.delete_horizon_ms) if retain_empty else None
                 stats.count_passed(data, cleaned, header)
             else:
                 cleaned = clean_batch(data, header, offset_map, horizons=horizons, retain_empty=retain_empty, stats=stats)

@@ -104,7 +104,7 @@ def clean_batch(
         if not retain_empty:
             stats.batches_dropped += 1
             return None
-        cleaned = copy_with([], header)
+        cleaned = copy_with([], header, delete_horizon_ms=header.delete_horizon_ms)  # as the walk leaves it
         stats.bytes_written += len(cleaned)
         return cleaned
     kept: list[int] = []  # offsets; decided on keys alone, records decoded only for a partial copy
