@@ -27,14 +27,19 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
+def group_broker(data_dir, heartbeat_ms: int = 300, session_ms: int = 6000) -> BrokerProcess:
+    """A started broker whose consumer-protocol groups heartbeat every `heartbeat_ms` (300: so
+    that reconciliation takes a few hundred ms) with a session of `session_ms`."""
+    return BrokerProcess(
+        data_dir, "--group-initial-rebalance-delay-ms", "0",
+        "--group-consumer-heartbeat-interval-ms", str(heartbeat_ms), "--group-consumer-min-heartbeat-interval-ms", str(heartbeat_ms),
+        "--group-consumer-session-timeout-ms", str(session_ms), "--group-consumer-min-session-timeout-ms", str(session_ms),
+    ).start()  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def fast_group_broker(tmp_path_factory):
-    """Heartbeats every 300 ms and a 6 s session, so that reconciliation takes a few hundred ms."""
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("cgp") / "data", "--group-initial-rebalance-delay-ms", "0",
-        "--group-consumer-heartbeat-interval-ms", "300", "--group-consumer-min-heartbeat-interval-ms", "300",
-        "--group-consumer-session-timeout-ms", "6000", "--group-consumer-min-session-timeout-ms", "6000",
-    ).start()  # fmt: skip
+    process = group_broker(tmp_path_factory.mktemp("cgp") / "data")
     try:
         yield process
     finally:
@@ -333,11 +338,7 @@ async def _sample_assignments(members: Members, samples: list[dict[str, set[Topi
 
 @pytest.fixture
 def restartable_broker(tmp_path):
-    process = BrokerProcess(
-        tmp_path / "data", "--group-initial-rebalance-delay-ms", "0",
-        "--group-consumer-heartbeat-interval-ms", "300", "--group-consumer-min-heartbeat-interval-ms", "300",
-        "--group-consumer-session-timeout-ms", "6000", "--group-consumer-min-session-timeout-ms", "6000",
-    ).start()  # fmt: skip
+    process = group_broker(tmp_path / "data")
     try:
         yield process
     finally:
@@ -403,11 +404,7 @@ async def test_a_pattern_subscription_is_resolved_by_the_broker(fast_group_broke
 
 @pytest.fixture
 def slow_heartbeat_broker(tmp_path):
-    process = BrokerProcess(
-        tmp_path / "data", "--group-initial-rebalance-delay-ms", "0",
-        "--group-consumer-heartbeat-interval-ms", "2000", "--group-consumer-min-heartbeat-interval-ms", "2000",
-        "--group-consumer-session-timeout-ms", "10000", "--group-consumer-min-session-timeout-ms", "10000",
-    ).start()  # fmt: skip
+    process = group_broker(tmp_path / "data", heartbeat_ms=2000, session_ms=10_000)
     try:
         yield process
     finally:
