@@ -411,15 +411,19 @@ class Registry:
         configs = self.topic_configs(topic)
         rules = _rules_of(configs)
         chosen = list(zip(indexes, initial_leaders(len(indexes), live, load)))
-        # One transaction for them all; a partition the controller gave a leader first answers
-        # None, and the next reconcile follows the controller's choice.
+        # One transaction for them all; a partition the controller gave a leader first (it saw
+        # it leaderless between the topic's row and this write) answers None.
         epochs = await self.store.set_partition_leaders(topic.name, [(index, node, 0) for index, node in chosen])
-        mine = [(index, epoch) for (index, node), epoch in zip(chosen, epochs) if node == me and epoch is not None]
+        mine = [(index, epoch, False) for (index, node), epoch in zip(chosen, epochs) if node == me and epoch is not None]
+        lost = {index for (index, _), epoch in zip(chosen, epochs) if epoch is None}
+        if lost:  # follow the controller's choice now: the creation answers with its partitions open
+            mine += [(p.partition, p.leader_epoch, True) for p in await self.store.list_partition_leaders()
+                     if p.topic == topic.name and p.partition in lost and p.leader_id == me]  # fmt: skip
         # The directories first, in a worker thread: thousands of mkdirs would hold the event
         # loop (heartbeats, other clients) for seconds on a slow disk.
-        await asyncio.to_thread(_claim_dirs, self.settings.logs_dir, topic, [index for index, _ in mine])
-        for index, epoch in mine:
-            await self._open_leader(topic, index, configs, None, epoch, rules=rules, stored=False)
+        await asyncio.to_thread(_claim_dirs, self.settings.logs_dir, topic, [index for index, _, _ in mine])
+        for index, epoch, stored in mine:
+            await self._open_leader(topic, index, configs, None, epoch, rules=rules, stored=stored)
             await asyncio.sleep(0)  # a new partition opens without a wait: let heartbeats and clients in
 
     async def create_partitions(self, name: str, count: int) -> TopicMetadata:
