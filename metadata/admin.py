@@ -20,12 +20,12 @@ from .postgres_url import PostgresUrl
 from .url import SqliteUrl, parse_metadata_url
 
 # What `check` counts; the write-ahead tables exist from schema version 2, the transaction
-# coordinator's from 6, the partitions' aborted transactions from 7.
+# coordinator's from 6, the partitions' aborted transactions from 7, the consumer groups' from 11.
 COUNTED_TABLES = (
-    "topics", "partitions", "topic_configs", "committed_offsets", "remote_segments", "producer_snapshots",
-    "wal_objects", "wal_batches", "transactions", "aborted_transactions",
+    "topics", "partitions", "topic_configs", "committed_offsets", "consumer_groups", "remote_segments",
+    "producer_snapshots", "wal_objects", "wal_batches", "transactions", "aborted_transactions",
 )  # fmt: skip
-_TABLES_SINCE = {"wal_objects": 2, "wal_batches": 2, "transactions": 6, "aborted_transactions": 7}
+_TABLES_SINCE = {"wal_objects": 2, "wal_batches": 2, "transactions": 6, "aborted_transactions": 7, "consumer_groups": 11}
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,9 @@ partition is a compare-and-set on its leader epoch. The store may be shared by e
 the event loop it was opened on.
 
 Order. Calls about the same partition (epoch bumps, log start offset, producer snapshot,
-catalogue and WAL deletions) and about the same group's offsets run one at a time, in the
-order they were made, as on SQLite; unrelated calls run side by side on the pool.
+catalogue and WAL deletions) and about the same group (its offsets, its consumer group state)
+run one at a time, in the order they were made, as on SQLite; unrelated calls run side by side
+on the pool.
 
 Time. The server's `statement_timeout` is `timeout_ms`, and so is the budget of one call,
 retries included: a call answers (or raises) within about `timeout_ms` whatever the
@@ -428,6 +429,17 @@ class PostgresMetadataStore:
         return await self._call(
             ops.expire_group_offsets, group_id, older_than_ms, coordinator, idempotent=False, key=("group", group_id)
         )
+
+    # --- consumer groups (KIP-848) ---------------------------------------------------------
+
+    async def put_consumer_group(self, group_id: str, state: str, coordinator: tuple[int, int] | None = None) -> None:
+        await self._call(txn_ops.put_consumer_group, group_id, state, coordinator, idempotent=True, key=("group", group_id))
+
+    async def get_consumer_group(self, group_id: str) -> str | None:
+        return await self._call(txn_ops.get_consumer_group, group_id, idempotent=True, transaction=False)
+
+    async def delete_consumer_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
+        await self._call(txn_ops.delete_consumer_group, group_id, coordinator, idempotent=True, key=("group", group_id))
 
     # --- producer ids and state ------------------------------------------------------------
 

@@ -388,6 +388,7 @@ async def delete_offsets(
 
 async def delete_group(conn: Conn, group_id: str, coordinator: tuple[int, int] | None = None) -> int:
     await _check_coordinator(conn, coordinator)
+    await conn.execute("DELETE FROM consumer_groups WHERE group_id = $1", group_id)
     return _rowcount(await conn.execute("DELETE FROM committed_offsets WHERE group_id = $1", group_id))
 
 

@@ -27,7 +27,7 @@ import asyncpg
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Any fixed 64-bit number, the same for every broker of every version: "diskless" in ASCII.
 MIGRATION_LOCK_ID = 0x6469736B6C657373
@@ -249,7 +249,15 @@ ALTER TABLE producer_states ADD COLUMN coordinator_epoch INTEGER NOT NULL DEFAUL
 ALTER TABLE producer_states ADD COLUMN current_txn_first_offset BIGINT NOT NULL DEFAULT -1;
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9, 10: _SCHEMA_V10}
+# v11: each KIP-848 consumer group's state, one opaque text per group (its coordinator's snapshot).
+_SCHEMA_V11 = """
+CREATE TABLE consumer_groups (
+    group_id  TEXT COLLATE "C" PRIMARY KEY,
+    state     TEXT NOT NULL
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11}
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -1,4 +1,5 @@
-"""PostgreSQL operations for the transaction coordinator's state (metadata/transactions.py).
+"""PostgreSQL operations for the coordinators' own state: the transaction coordinator's
+(metadata/transactions.py) and each KIP-848 consumer group's (an opaque text).
 
 Same contract as postgres_ops.py (each runs inside the store's transaction or call).
 """
@@ -40,6 +41,23 @@ async def list_pending_offset_transactions(conn: Conn, group_id: str) -> list[Tr
 async def delete_transaction(conn: Conn, transactional_id: str, coordinator: tuple[int, int] | None = None) -> None:
     await _check_coordinator(conn, coordinator)
     await conn.execute("DELETE FROM transactions WHERE transactional_id = $1", transactional_id)
+
+
+async def put_consumer_group(conn: Conn, group_id: str, state: str, coordinator: tuple[int, int] | None = None) -> None:
+    await _check_coordinator(conn, coordinator)
+    await conn.execute(
+        "INSERT INTO consumer_groups (group_id, state) VALUES ($1, $2) ON CONFLICT (group_id) DO UPDATE SET state = EXCLUDED.state",
+        group_id, state,
+    )  # fmt: skip
+
+
+async def get_consumer_group(conn: Conn, group_id: str) -> str | None:
+    return await conn.fetchval("SELECT state FROM consumer_groups WHERE group_id = $1", group_id)
+
+
+async def delete_consumer_group(conn: Conn, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
+    await _check_coordinator(conn, coordinator)
+    await conn.execute("DELETE FROM consumer_groups WHERE group_id = $1", group_id)
 
 
 async def put_aborted_transactions(

@@ -222,6 +222,17 @@ class SqliteMetadataStore:
     ) -> int:
         return await self._call(ops.expire_group_offsets, group_id, older_than_ms, coordinator)
 
+    # --- consumer groups (KIP-848) ---------------------------------------------------------
+
+    async def put_consumer_group(self, group_id: str, state: str, coordinator: tuple[int, int] | None = None) -> None:
+        await self._call(txn_ops.put_consumer_group, group_id, state, coordinator)
+
+    async def get_consumer_group(self, group_id: str) -> str | None:
+        return await self._call(txn_ops.get_consumer_group, group_id)
+
+    async def delete_consumer_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
+        await self._call(txn_ops.delete_consumer_group, group_id, coordinator)
+
     # --- producer ids and state ------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:

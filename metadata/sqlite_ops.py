@@ -332,6 +332,7 @@ def delete_offsets(
 def delete_group(conn: sqlite3.Connection, group_id: str, coordinator: tuple[int, int] | None = None) -> int:
     with _write(conn):
         _check_coordinator(conn, coordinator)
+        conn.execute("DELETE FROM consumer_groups WHERE group_id = ?", (group_id,))
         return conn.execute("DELETE FROM committed_offsets WHERE group_id = ?", (group_id,)).rowcount
 
 

@@ -22,7 +22,7 @@ import sqlite3
 
 from .errors import UnsupportedSchemaVersion
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 _SCHEMA_V1 = """
 CREATE TABLE topics (
@@ -236,7 +236,15 @@ ALTER TABLE producer_states ADD COLUMN coordinator_epoch INTEGER NOT NULL DEFAUL
 ALTER TABLE producer_states ADD COLUMN current_txn_first_offset BIGINT NOT NULL DEFAULT -1;
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9, 10: _SCHEMA_V10}
+# v11: each KIP-848 consumer group's state, one opaque text per group (its coordinator's snapshot).
+_SCHEMA_V11 = """
+CREATE TABLE consumer_groups (          -- a rowid table: a state outgrows WITHOUT ROWID's small rows
+    group_id  TEXT PRIMARY KEY,
+    state     TEXT NOT NULL
+);
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11}
 
 
 def ensure_schema(conn: sqlite3.Connection, location: str) -> None:

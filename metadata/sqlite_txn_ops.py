@@ -1,4 +1,5 @@
-"""SQLite operations for the transaction coordinator's state (metadata/transactions.py).
+"""SQLite operations for the coordinators' own state: the transaction coordinator's
+(metadata/transactions.py) and each KIP-848 consumer group's (an opaque text).
 
 Same contract as sqlite_ops.py (one transaction each, on the store's worker thread).
 """
@@ -53,6 +54,23 @@ def delete_transaction(conn: sqlite3.Connection, transactional_id: str, coordina
     with _write(conn):
         _check_coordinator(conn, coordinator)
         conn.execute("DELETE FROM transactions WHERE transactional_id = ?", (transactional_id,))
+
+
+def put_consumer_group(conn: sqlite3.Connection, group_id: str, state: str, coordinator: tuple[int, int] | None = None) -> None:
+    with _write(conn):
+        _check_coordinator(conn, coordinator)
+        conn.execute("INSERT OR REPLACE INTO consumer_groups (group_id, state) VALUES (?, ?)", (group_id, state))
+
+
+def get_consumer_group(conn: sqlite3.Connection, group_id: str) -> str | None:
+    row = conn.execute("SELECT state FROM consumer_groups WHERE group_id = ?", (group_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def delete_consumer_group(conn: sqlite3.Connection, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
+    with _write(conn):
+        _check_coordinator(conn, coordinator)
+        conn.execute("DELETE FROM consumer_groups WHERE group_id = ?", (group_id,))
 
 
 def put_aborted_transactions(

@@ -149,8 +149,8 @@ class MetadataStore(Protocol):
         ...
 
     async def delete_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> int:
-        """DeleteGroups (the offsets part). Returns how many offsets were deleted. Fenced as
-        commit_offsets."""
+        """DeleteGroups: the group's offsets and its consumer group state (put_consumer_group),
+        in one transaction. Returns how many offsets were deleted. Fenced as commit_offsets."""
         ...
 
     async def list_groups_with_offsets(self) -> list[str]:
@@ -169,6 +169,26 @@ class MetadataStore(Protocol):
         """As expire_offsets, for one group: its coordinator found it empty long enough. One
         conditional delete, so an offset committed again meanwhile (a newer
         commit_timestamp_ms) stays. Returns how many were deleted. Fenced as commit_offsets."""
+        ...
+
+    # --- consumer groups (KIP-848) ---------------------------------------------------------
+
+    # A consumer group's state as its coordinator keeps it (what Kafka writes as ConsumerGroup*
+    # records to __consumer_offsets), one text per group that the store does not interpret,
+    # fenced on the group's coordinator slot as its offsets are.
+
+    async def put_consumer_group(self, group_id: str, state: str, coordinator: tuple[int, int] | None = None) -> None:
+        """Write a KIP-848 consumer group's whole state (insert or replace), an opaque text
+        (group/consumer_snapshot.py's text). With `coordinator` (slot, epoch), only while that
+        coordinator slot is at that epoch: CoordinatorFenced."""
+        ...
+
+    async def get_consumer_group(self, group_id: str) -> str | None:
+        """The group's last state put, or None."""
+        ...
+
+    async def delete_consumer_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
+        """Forget the group's state; no-op if unknown. Fenced as put_consumer_group."""
         ...
 
     # --- producer ids and state ------------------------------------------------------------

@@ -123,7 +123,7 @@ class Broker:
         # bound before (its port is what the broker registers), requests wait for this.
         self._ready = asyncio.Event()
         self._coordinating: frozenset[int] = frozenset()  # coordinator slots held at the last view applied
-        self._views_applied = False
+        self._coordinating_epochs: dict[int, int] = {}  # and their epochs
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -309,7 +309,7 @@ class Broker:
         taken up (`_apply_view`: its groups unloaded or taken over first)."""
         slots = self.cluster.slots
         held = slots.get(slot_of(key, len(slots))) if slots else None
-        if held is None or held.leader_id != self.config.node_id or held.partition not in self._coordinating:
+        if held is None or held.leader_id != self.config.node_id or self._coordinating_epochs.get(held.partition) != held.leader_epoch:
             return None
         return held.partition, held.leader_epoch
 
@@ -319,24 +319,17 @@ class Broker:
 
     async def _apply_view(self, view: ClusterView) -> None:
         """Open and close partitions as the view says; give up the groups of coordinator slots
-        that moved away (their members rejoin at the new holder, as in Kafka); take over those
-        of slots that another broker or incarnation held (epoch above 1), or this broker's
-        process before a restart (its first view, on a directory it did not just make). The
-        slots first, before any wait: a slot is coordinated here only once in `_coordinating`."""
+        that moved away, or came back at another epoch (their holder meanwhile may have changed
+        them): groups are read from the store when next needed (groups.py). The slots first,
+        before any wait: a slot is coordinated here only once in `_coordinating`."""
         me = self.config.node_id
-        held = frozenset(slot for slot, lead in view.slots.items() if lead.leader_id == me)
-        lost, gained = self._coordinating - held, held - self._coordinating
-        restarted = not self._views_applied and not self.data_dir_lock.created
+        epochs = {slot: lead.leader_epoch for slot, lead in view.slots.items() if lead.leader_id == me}
+        lost = frozenset(slot for slot, epoch in self._coordinating_epochs.items() if epochs.get(slot) != epoch)
         count = len(view.slots)
         if lost:
             self.groups.unload(lambda group_id: slot_of(group_id, count) in lost)
-            log.info("coordinator slot(s) %s moved to other brokers; their groups unloaded", sorted(lost))
-        if taken := frozenset(slot for slot in gained if restarted or view.slots[slot].leader_epoch > 1):
-            # The old holder answers its members until it applies its own view: up to one
-            # broker heartbeat later, their next heartbeat can still be one interval away.
-            self.groups.take_over(lambda group_id: slot_of(group_id, count) in taken, self.config.broker_heartbeat_interval_ms)
-            log.info("coordinator slot(s) %s taken over; their consumer-protocol groups give out partitions after one heartbeat interval", sorted(taken))
-        self._coordinating, self._views_applied = held, True
+            log.info("coordinator slot(s) %s moved (to other brokers, or away and back); their groups unloaded", sorted(lost))
+        self._coordinating, self._coordinating_epochs = frozenset(epochs), epochs
         await self.registry.reconcile(view)
 
     async def allocate_producer_id(self) -> int:

@@ -26,6 +26,11 @@ after the controller moved the slot on gets CoordinatorFenced and answers NOT_CO
 through the new coordinator, as Kafka's old coordinator fails to append to __consumer_offsets
 once it lost the partition's leadership.
 
+KIP-848 groups' state is in the store too (`_load`, `_persist`): written before the answer
+to each heartbeat that changed it, fenced by the coordinator slot as offsets are, and read
+back when a coordinator first meets the group (after a restart or a slot move), so members go
+on at their epochs and no partition has two owners across the move.
+
 Only the event-loop task calls this class.
 """
 
@@ -98,6 +103,10 @@ class Groups:
         # since when the expiry passes have found this broker coordinating a group.
         self._members_seen_ms: dict[str, int] = {}
         self._coordinated_since_ms: dict[str, int] = {}
+        # KIP-848 groups read from the store since coordinated here: each one's row as last read
+        # or written (None: no row); and one lock per group, so writes go out in order.
+        self._stored: dict[str, str | None] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run_timers(), name="group-timers")
@@ -108,11 +117,8 @@ class Groups:
         self._deliver(self.coordinator.unload(self.clock(), which))
         self.consumer.unload(which)
         self._coordinated_since_ms = {g: t for g, t in self._coordinated_since_ms.items() if not which(g)}
-
-    def take_over(self, which: Callable[[str], bool], extra_ms: int = 0) -> None:
-        """The groups `which` names were coordinated by another broker (or incarnation) until
-        now: see ConsumerGroupCoordinator.take_over."""
-        self.consumer.take_over(which, self.clock(), extra_ms)
+        self._stored = {g: text for g, text in self._stored.items() if not which(g)}
+        self._locks = {g: lock for g, lock in self._locks.items() if not which(g)}
 
     async def stop(self) -> None:
         self._deliver(self.coordinator.unload(self.clock()))
@@ -130,6 +136,7 @@ class Groups:
     async def join_group(self, **request: Any) -> JoinGroupResponse:
         group_id = request["group_id"]
         self._seen_members(group_id)
+        await self._load(group_id)
         if self.consumer.is_consumer_group(group_id):
             if not self.consumer.is_empty(group_id):
                 return JoinGroupResponse(error_code=ErrorCode.inconsistent_group_protocol, member_id=request["member_id"])
@@ -155,8 +162,10 @@ class Groups:
         self._seen_members(group_id)  # the group may become empty now
         return await self._settle(self.coordinator.leave_group(group_id, members, now_ms=self.clock()))
 
-    def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: Iterable[Any]) -> HeartbeatResponse:
-        """ConsumerGroupHeartbeat; `topics` are the cluster's TopicMetadata."""
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: Iterable[Any]) -> HeartbeatResponse:
+        """ConsumerGroupHeartbeat; `topics` are the cluster's TopicMetadata. Answered once
+        what it changed is in the store."""
+        await self._load(request.group_id)
         now = self.clock()
         self._seen_members(request.group_id)
         if request.member_epoch == 0 and not self.consumer.is_consumer_group(request.group_id):
@@ -173,11 +182,15 @@ class Groups:
         infos = {t.name: TopicInfo(t.topic_id, t.name, t.num_partitions) for t in topics}
         response = self.consumer.heartbeat(request, infos, now)
         self._timer_changed.set()
+        error = await self._persist(request.group_id)
+        if error is not None:
+            return HeartbeatResponse(error, None, request.member_id or None, request.member_epoch, 0)
         return response
 
-    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
+    async def consumer_group_describe(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
         described = []
         for group_id in group_ids:
+            await self._load(group_id)
             d = self.consumer.describe(group_id)
             if d.error_code is ErrorCode.group_id_not_found and self.coordinator.group_overview(group_id) is not None:
                 d = ConsumerGroupDescription(group_id, ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
@@ -261,6 +274,62 @@ class Groups:
             while (deadline := self.consumer.next_deadline_ms()) is not None and deadline <= now:
                 for group_id, member_id in self.consumer.tick(now):
                     log.info("consumer group %s: member %s fenced (session or rebalance timeout expired)", group_id, member_id)
+                    await self._persist(group_id)
+
+    # --- KIP-848 groups' state in the store ------------------------------------------------
+
+    def _lock(self, group_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(group_id, asyncio.Lock())
+
+    async def _load(self, group_id: str) -> None:
+        """Take up a KIP-848 group from the store if this coordinator does not know it yet
+        (once per group while coordinated here); a store failure propagates."""
+        if group_id in self._stored or self.consumer.is_consumer_group(group_id) or self.coordinator.group_overview(group_id) is not None:
+            return
+        async with self._lock(group_id):
+            if group_id in self._stored or self.consumer.is_consumer_group(group_id):
+                return
+            text = await self.store.get_consumer_group(group_id)
+            if text is not None and not self.consumer.is_consumer_group(group_id):
+                try:
+                    self.consumer.restore(group_id, text, self.clock())
+                except ValueError as exc:
+                    log.error("consumer group %s: its stored state is unreadable (%s); its members rejoin", group_id, exc)
+                else:
+                    self._timer_changed.set()
+                    log.info("consumer group %s taken up from the metadata store (%d member(s), group epoch %s)",
+                             group_id, len(self.consumer.groups[group_id].members), self.consumer.groups[group_id].group_epoch)  # fmt: skip
+            self._stored[group_id] = text
+
+    async def _persist(self, group_id: str) -> ErrorCode | None:
+        """Write the group's state if it changed since last written (a group without members
+        has no row). On failure the group is dropped here, to be read again from what the
+        store holds, and the error for the caller's answer is returned: NOT_COORDINATOR when
+        the coordinator slot moved on, COORDINATOR_NOT_AVAILABLE when the store failed."""
+        group = self.consumer.groups.get(group_id)
+        if group is None and group_id not in self._stored:
+            return None  # nothing known or changed (a heartbeat refused before it made the group)
+        async with self._lock(group_id):
+            if self.consumer.groups.get(group_id) is not group:
+                return ErrorCode.not_coordinator  # dropped meanwhile (a failed write, a slot move)
+            text = self.consumer.export(group_id)
+            if text == self._stored.get(group_id):
+                return None
+            try:
+                if text is None:
+                    await self.store.delete_consumer_group(group_id, self._fence(group_id))
+                else:
+                    await self.store.put_consumer_group(group_id, text, self._fence(group_id))
+            except Exception as exc:
+                self.consumer.unload(lambda g: g == group_id)
+                self._stored.pop(group_id, None)
+                if isinstance(exc, CoordinatorFenced):
+                    log.info("consumer group %s: writing its state fenced (%s); answering NOT_COORDINATOR", group_id, exc)
+                    return ErrorCode.not_coordinator
+                log.warning("consumer group %s: writing its state to the metadata store failed: %s", group_id, exc)
+                return ErrorCode.coordinator_not_available
+            self._stored[group_id] = text
+            return None
 
     # --- describing and listing ----------------------------------------------------------
 
@@ -273,6 +342,7 @@ class Groups:
         with_offsets = set(await self.store.list_groups_with_offsets())
         described = []
         for group_id in group_ids:
+            await self._load(group_id)
             if self.consumer.is_consumer_group(group_id):
                 # Not a classic group: Dead, or GROUP_ID_NOT_FOUND from v6, as Kafka.
                 d = self.coordinator.describe_group(group_id, api_version=api_version)
@@ -309,6 +379,7 @@ class Groups:
         known: Callable[[str, int], bool],
     ) -> list[ErrorCode]:
         """OffsetCommit: one error per (topic, partition, offset, leader_epoch, metadata) given."""
+        await self._load(group_id)
         now = self.clock()
         error = self._validate_offset_commit(group_id, generation_id, member_id, group_instance_id, now, api_version, is_transactional=False)
         if error is not ErrorCode.none:
@@ -340,7 +411,7 @@ class Groups:
             raise CoordinatorFenced(-1, -1, None)  # the view lost the slot since the request was checked (slot unknown here)
         return coordinator
 
-    def validate_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+    async def validate_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         """TxnOffsetCommit v3+ (KIP-447), checked by the group's coordinator before the offsets go
         to the transaction's: Kafka's validateTransactionalOffsetCommit. As OffsetCommit, except
         that a group that does not exist answers ILLEGAL_GENERATION to a generation >= 0, a
@@ -348,6 +419,7 @@ class Groups:
         answers ILLEGAL_GENERATION (what transactional producers know). Generation -1 with no
         member id (v0-v2, or a producer not given the consumer's group metadata) is not checked
         against members, as Kafka; it creates an unknown group Empty, as Kafka does."""
+        await self._load(group_id)
         error = self._validate_offset_commit(group_id, generation_id, member_id, group_instance_id, self.clock(), is_transactional=True)
         return ErrorCode.illegal_generation if error is ErrorCode.stale_member_epoch else error
 
@@ -365,10 +437,11 @@ class Groups:
             group_id, generation_id, member_id, group_instance_id, now_ms, is_transactional=is_transactional, api_version=api_version
         )
 
-    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+    async def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """OffsetFetch v9+: a consumer-protocol member fetches with its member epoch."""
         if member_epoch < 0 and not member_id:
             return ErrorCode.none
+        await self._load(group_id)
         if not self.consumer.is_consumer_group(group_id):
             # Kafka: a classic group is fetched from without member checks by classic members.
             return ErrorCode.none if member_epoch < 0 else ErrorCode.unknown_member_id
@@ -378,6 +451,7 @@ class Groups:
         return await self.store.fetch_offsets(group_id, partitions)
 
     async def delete_group(self, group_id: str) -> ErrorCode:
+        await self._load(group_id)
         if self.consumer.is_consumer_group(group_id):
             error = self.consumer.delete_group(group_id)
         else:
@@ -390,12 +464,14 @@ class Groups:
             except CoordinatorFenced as exc:
                 log.info("DeleteGroups of group %s fenced: %s; answering NOT_COORDINATOR", group_id, exc)
                 return ErrorCode.not_coordinator
+            self._stored[group_id] = None  # the store's delete_group took its state too
             log.info("deleted group %s", group_id)
         return error
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """OffsetDelete: refused per partition while members of the group consume its topic,
         and for the whole group while members of a non-consumer group (e.g. Connect) exist."""
+        await self._load(group_id)
         if self.consumer.is_consumer_group(group_id):
             subscribed = self.consumer.subscribed_topics(group_id)
             overview = None

@@ -57,6 +57,7 @@ def test_postgresql_migrate_then_check(postgres_database: str) -> None:
     async def fill() -> None:
         async with await open_metadata_store(postgres_database) as store:
             await store.create_topic("orders", 3, {"retention.ms": "1"})
+            await store.put_consumer_group("g", "{}")
 
     asyncio.run(fill())
     check = diskless("metadata", "check", "--metadata", postgres_database, "--json")
@@ -64,8 +65,9 @@ def test_postgresql_migrate_then_check(postgres_database: str) -> None:
     report = json.loads(check.stdout)
     assert (report["backend"], report["connection"], report["schema_version"]) == ("postgresql", "ok", SCHEMA_VERSION)
     assert report["row_counts"] == {
-        "topics": 1, "partitions": 3, "topic_configs": 1, "committed_offsets": 0, "remote_segments": 0,
-        "producer_snapshots": 0, "wal_objects": 0, "wal_batches": 0, "transactions": 0, "aborted_transactions": 0,
+        "topics": 1, "partitions": 3, "topic_configs": 1, "committed_offsets": 0, "consumer_groups": 1,
+        "remote_segments": 0, "producer_snapshots": 0, "wal_objects": 0, "wal_batches": 0, "transactions": 0,
+        "aborted_transactions": 0,
     }  # fmt: skip
     human = diskless("metadata", "check", "--metadata", postgres_database)
     assert f"schema version: {SCHEMA_VERSION} (current)" in human.stdout

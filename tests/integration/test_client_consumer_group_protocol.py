@@ -296,7 +296,9 @@ async def test_a_member_joining_a_group_of_five_pauses_no_other_member(fast_grou
     try:
         for i in range(5):
             await members.add(f"m{i}", consumer(bootstrap, group, topic, f"m{i}", listener=listeners[f"m{i}"]))
-        await wait_until(lambda: members.covering(12) and all(c.assignment() for c in members.consumers.values()), "five to settle")
+        # Settled: 12 over 5 is 3, 3, 2, 2, 2 (covering all 12 with five members is not enough:
+        # a member can still hold one partition more than its target while another waits for it).
+        await wait_until(lambda: members.covering(12) and sorted(len(c.assignment()) for c in members.consumers.values()) == [2, 2, 2, 3, 3], "five to settle")
         before = {name: c.assignment() for name, c in members.consumers.items()}
         for listener in listeners.values():
             listener.revoked.clear()
@@ -327,7 +329,7 @@ async def test_a_member_joining_a_group_of_five_pauses_no_other_member(fast_grou
     # Each partition read in offset order, across its owners: nothing read twice, nothing skipped.
     for p in range(12):
         offsets = [o for _, partition, o, _ in members.consumed if partition == p]
-        assert offsets == list(range(len(offsets)))
+        assert offsets == list(range(len(offsets))), [(name, o) for name, partition, o, _ in members.consumed if partition == p]
 
 
 async def _sample_assignments(members: Members, samples: list[dict[str, set[TopicPartition]]]) -> None:
@@ -345,12 +347,11 @@ def restartable_broker(tmp_path):
         process.close()
 
 
-async def test_a_coordinator_restart_keeps_committed_offsets_and_members_rejoin(restartable_broker) -> None:
-    """The KIP-848 group's membership lives in the coordinator's memory, its committed offsets
-    in the metadata store: after the broker restarts, members are told UNKNOWN_MEMBER_ID, give
-    up their partitions (lost) and rejoin from epoch 0, and go on from the committed offsets.
-    Nothing is lost; records read after the last commit (here: while the members did not yet
-    know their membership was gone) come again, at least once, as with any lost partition."""
+async def test_a_coordinator_restart_keeps_the_group_and_its_members_go_on(restartable_broker) -> None:
+    """The KIP-848 group's state is in the metadata store with its committed offsets: after the
+    broker restarts, the coordinator takes the group up as it was; its members go on at their
+    epochs with their partitions (none lost, none revoked, no rejoin) and read every record
+    exactly once, also those produced while the broker was away."""
     bootstrap = restartable_broker.bootstrap
     topic = await make_topic(bootstrap, 4)
     group = _name("g")
@@ -366,24 +367,19 @@ async def test_a_coordinator_restart_keeps_committed_offsets_and_members_rejoin(
             lambda: len(members.consumed) == 100 and members.covering(4) and all(c.assignment() for c in members.consumers.values()),
             "100 records read by two members",
         )
-        for c in members.consumers.values():
-            await c.commit()
-        held = members.consumers["a"].assignment()
+        held = {name: c.assignment() for name, c in members.consumers.items()}
+        listener.revoked.clear()  # what a gave b when b joined
         await asyncio.to_thread(restartable_broker.restart)
         async with Producer(bootstrap) as producer:
             for i in range(100, 140):
                 await producer.send(topic, b"v%d" % i, partition=i % 4)
-        # Told UNKNOWN_MEMBER_ID at its first heartbeat to the new coordinator: what it held is lost.
-        await wait_until(lambda: listener.lost == held, "a to learn that its membership is gone")
-        await wait_until(
-            lambda: len(members.consumed) >= 140 and members.covering(4) and all(c.assignment() for c in members.consumers.values()),
-            "the group to form again and read the 40 new records",
-        )
+        await wait_until(lambda: len(members.consumed) >= 140, "the 40 new records read")
+        assert {name: c.assignment() for name, c in members.consumers.items()} == held
+        assert (listener.lost, listener.revoked) == (set(), set())
     finally:
         await members.close()
     counts = Counter(value for _, _, _, value in members.consumed)
-    assert set(counts) == {b"v%d" % i for i in range(140)}
-    assert {v for v, n in counts.items() if n > 1} <= {b"v%d" % i for i in range(100, 140)}  # all committed before
+    assert set(counts) == {b"v%d" % i for i in range(140)} and set(counts.values()) == {1}
 
 
 async def test_a_pattern_subscription_is_resolved_by_the_broker(fast_group_broker) -> None:

@@ -29,6 +29,7 @@ from metadata import (
     BrokerIdInUse,
     BrokerRegistration,
     CommittedOffset,
+    CoordinatorFenced,
     PartitionLeadership,
     ConflictingConfigChanges,
     FencedLeaderEpoch,
@@ -376,6 +377,71 @@ async def test_expire_offsets_deletes_strictly_older_commits(store: MetadataStor
     assert await store.list_groups_with_offsets() == ["mixed"]
     assert await store.fetch_offsets("mixed") == [offset(topic, 2, 2, ts=200)]
     assert await store.expire_offsets(200) == 0
+
+
+# --- consumer groups (KIP-848) -----------------------------------------------------------
+
+
+async def test_consumer_group_state_is_put_whole_and_read_back_exactly(store: MetadataStore) -> None:
+    group, other = name("g"), name("g")
+    assert await store.get_consumer_group(group) is None
+    first = json.dumps({"group_epoch": 1, "members": {"m-1": {"member_epoch": 1, "assigned": {"orders": [0, 1]}}}, "rack": "é"}, ensure_ascii=False)
+    await store.put_consumer_group(group, first)
+    assert await store.get_consumer_group(group) == first
+    second = json.dumps({"group_epoch": 2, "members": {}})
+    await store.put_consumer_group(group, second)  # replaces the whole state
+    assert await store.get_consumer_group(group) == second
+    await store.put_consumer_group(other, "{}")
+    await store.delete_consumer_group(group)
+    assert await store.get_consumer_group(group) is None
+    await store.delete_consumer_group(group)  # unknown now: a no-op
+    await store.delete_consumer_group(name("g"))
+    assert await store.get_consumer_group(other) == "{}"
+
+
+async def test_consumer_group_state_is_written_only_at_its_coordinator_slots_epoch(store: MetadataStore) -> None:
+    group, never_written = name("g"), name("g")
+    await store.create_coordinator_slots(4)
+    assert await store.set_coordinator_slots([(2, 1, 0)]) == [1]  # broker 1 holds slot 2 at epoch 1
+    await store.put_consumer_group(group, "held by 1", (2, 1))
+    assert await store.set_coordinator_slots([(2, 7, 1)]) == [2]  # the slot moves to broker 7
+    with pytest.raises(CoordinatorFenced) as fenced:
+        await store.put_consumer_group(group, "late", (2, 1))  # the old holder, not told yet
+    assert (fenced.value.slot, fenced.value.expected_epoch, fenced.value.found_epoch) == (2, 1, 2)
+    with pytest.raises(CoordinatorFenced) as fenced:
+        await store.delete_consumer_group(group, (2, 1))
+    assert (fenced.value.slot, fenced.value.expected_epoch, fenced.value.found_epoch) == (2, 1, 2)
+    with pytest.raises(CoordinatorFenced):
+        await store.put_consumer_group(never_written, "late", (2, 1))
+    with pytest.raises(CoordinatorFenced) as fenced:
+        await store.put_consumer_group(group, "late", (9, 0))  # no such slot
+    assert (fenced.value.slot, fenced.value.expected_epoch, fenced.value.found_epoch) == (9, 0, None)
+    assert await store.get_consumer_group(group) == "held by 1"  # nothing of the stale holder landed
+    assert await store.get_consumer_group(never_written) is None
+    await store.put_consumer_group(group, "held by 7", (2, 2))  # the new holder writes
+    assert await store.get_consumer_group(group) == "held by 7"
+    await store.delete_consumer_group(group, (2, 2))
+    assert await store.get_consumer_group(group) is None
+
+
+async def test_delete_group_forgets_the_consumer_group_state_with_the_offsets(store: MetadataStore) -> None:
+    topic, g1, g2, g3 = name(), name("g"), name("g"), name("g")
+    await store.create_topic(topic, 2, {})
+    await store.commit_offsets(g1, [offset(topic, 0, 5), offset(topic, 1, 6)])
+    await store.commit_offsets(g3, [offset(topic, 0, 9)])
+    for group in (g1, g2, g3):  # g2: a state and no offsets
+        await store.put_consumer_group(group, f"state of {group}")
+    assert await store.delete_group(g1) == 2  # still the offsets deleted
+    assert (await store.get_consumer_group(g1), await store.fetch_offsets(g1)) == (None, [])
+    assert await store.delete_group(g2) == 0
+    assert await store.get_consumer_group(g2) is None
+    await store.create_coordinator_slots(1)
+    assert await store.set_coordinator_slots([(0, 1, 0)]) == [1]
+    with pytest.raises(CoordinatorFenced):
+        await store.delete_group(g3, (0, 0))
+    assert (await store.get_consumer_group(g3), await store.fetch_offsets(g3)) == (f"state of {g3}", [offset(topic, 0, 9)])
+    assert await store.delete_group(g3, (0, 1)) == 1
+    assert (await store.get_consumer_group(g3), await store.fetch_offsets(g3)) == (None, [])
 
 
 # --- producer ids and snapshots ----------------------------------------------------------
@@ -998,6 +1064,7 @@ async def test_everything_survives_close_and_reopen(url: str) -> None:
         await store.set_log_start_offset(topic, 2, 77)
         epoch = await store.bump_leader_epoch(topic, 3)
         await store.commit_offsets("g", [offset(topic, 3, 5, epoch=None)])
+        await store.put_consumer_group("g", '{"group_epoch": 4}')
         committed = await add_committed(store, seg(topic, 3, 0, 9, epoch=epoch))
         uploading = seg(topic, 3, 10, 19, epoch=epoch)
         await store.add_remote_segment(uploading)
@@ -1011,6 +1078,7 @@ async def test_everything_survives_close_and_reopen(url: str) -> None:
         assert await store.get_log_start_offsets(topic) == {0: 0, 1: 0, 2: 77, 3: 0}
         assert await store.get_leader_epoch(topic, 3) == epoch == 1
         assert await store.fetch_offsets("g") == [offset(topic, 3, 5, epoch=None)]
+        assert await store.get_consumer_group("g") == '{"group_epoch": 4}'
         assert await store.list_remote_segments(topic, 3, ALL_STATES) == [committed, uploading]
         assert await store.get_producer_snapshot(topic, 3) == snapshot
         assert await store.allocate_producer_id() > last_producer_id

@@ -84,7 +84,7 @@ class View:
     def __init__(self, node_id: int, slots: list[PartitionLeadership]) -> None:
         self.config = SimpleNamespace(node_id=node_id)
         self.cluster = SimpleNamespace(slots={s.partition: s for s in slots})
-        self._coordinating = frozenset(s.partition for s in slots if s.leader_id == node_id)  # taken up, as _apply_view does
+        self._coordinating_epochs = {s.partition: s.leader_epoch for s in slots if s.leader_id == node_id}  # taken up, as _apply_view does
 
     def coordinator_of(self, key: str) -> tuple[int, int] | None:
         return Broker._coordinator_of(self, key)  # type: ignore[arg-type]

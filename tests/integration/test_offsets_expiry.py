@@ -125,7 +125,7 @@ async def test_a_classic_group_with_a_live_member_keeps_its_old_offsets(sqlite_s
 
 async def test_a_consumer_group_with_a_live_member_keeps_its_old_offsets(sqlite_store: MetadataStore) -> None:
     clock, groups, topic, group = await setup(sqlite_store)
-    joined = groups.consumer_group_heartbeat(
+    joined = await groups.consumer_group_heartbeat(
         HeartbeatRequest(group, uuid.uuid4().hex, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={}), [topic]
     )
     assert joined.error_code.value == 0 and not groups.consumer.is_empty(group)

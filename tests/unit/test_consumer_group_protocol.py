@@ -172,28 +172,49 @@ def test_a_member_waiting_for_unreleased_partitions_is_asked_back_sooner():
     assert taken.heartbeat_interval_ms == 5000 and taken.assignment == {T1: frozenset({2, 3})}
 
 
-def test_a_group_taken_over_gives_no_partition_for_a_heartbeat_interval():
-    # The group's coordinator slot moved here at 1000 (the old holder answered for 300 ms
-    # more): the old coordinator's members may hold every partition until their next
-    # heartbeat fences them (UNKNOWN_MEMBER_ID here).
+def test_a_restored_group_goes_on_where_its_old_coordinator_left_it():
+    """The state `export`ed mid-rebalance (m1 revoking half of its partitions for the newcomer
+    m2, a static member m3 away with epoch -2) is `restore`d by another coordinator: the same
+    heartbeats get the same answers from both, no partition is given while m1 holds it, and
+    the restored members' sessions start at the restore."""
+    old = ConsumerGroupCoordinator()
+    first = join(old, "m1")
+    static = join(old, "m3", topics=("b",), instance="i3")
+    assert beat(old, "m3", -2, static.assignment, instance="i3").error_code is ErrorCode.none  # leaves for now
+    waiting = join(old, "m2")
+    assert (waiting.member_epoch, waiting.assignment) == (3, {})
+    text = old.export("g")
+    new = ConsumerGroupCoordinator()
+    new.restore("g", text, 100_000)
+    assert new.export("g") == text
+    assert new.describe("g") == old.describe("g")
+    for c in (old, new):
+        # m2 is still waiting: m1 holds the partitions it is to have until it revokes them.
+        assert beat(c, "m2", 3, {}, now=100_000).assignment is None
+        revoking = beat(c, "m1", first.member_epoch, first.assignment, now=100_000)
+        assert (revoking.member_epoch, revoking.assignment) == (first.member_epoch, {T1: frozenset({0, 1})})
+        assert beat(c, "m2", 3, {}, now=100_000).assignment is None
+        assert beat(c, "m1", first.member_epoch, revoking.assignment, now=100_000).member_epoch == 3
+        assert beat(c, "m2", 3, {}, now=100_000).assignment == {T1: frozenset({2, 3})}
+        # The static member comes back as a new incarnation and takes its partitions back.
+        back = join(c, "m3-again", topics=("b",), instance="i3", now=100_000)
+        assert (back.error_code, back.assignment) == (ErrorCode.none, {T2: frozenset({0, 1})})
+    assert new.export("g") == old.export("g")
+    # m1 and m2 heartbeat no more: their sessions, restarted at the restore, end a session later.
+    assert new.tick(100_000 + SESSION_MS - 1) == []
+    assert sorted(new.tick(100_000 + SESSION_MS)) == [("g", "m1"), ("g", "m2"), ("g", "m3-again")]
+    assert new.export("g") is None  # no members: nothing to keep
+
+
+def test_an_unreadable_stored_state_is_refused_and_the_group_stays_unknown():
     c = ConsumerGroupCoordinator()
-    c.take_over(lambda group_id: group_id == "g", 1_000, extra_ms=300)
-    old = beat(c, "old-member", 7, {T1: frozenset({0, 1, 2, 3})}, now=1_100)
-    assert old.error_code is ErrorCode.unknown_member_id
-    r = join(c, "m1", now=2_000)
-    assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, {})
-    assert r.heartbeat_interval_ms == 500  # waiting for unreleased partitions: asked back sooner
-    assert beat(c, "m1", 1, {}, now=6_999).assignment is None
-    # One heartbeat interval (5 s) after the group was first heard of, the partitions are free.
-    r = beat(c, "m1", 1, {}, now=7_000)
-    assert (r.member_epoch, r.assignment, r.heartbeat_interval_ms) == (1, {T1: frozenset({0, 1, 2, 3})}, 5_000)
-    # Heard of at once, the hold counts from the take-over's end (1300).
-    c.unload(lambda group_id: group_id == "g")
-    c.take_over(lambda group_id: group_id == "g", 10_000, extra_ms=300)
-    assert join(c, "m2", now=10_000).assignment == {}
-    assert beat(c, "m2", 1, {}, now=15_299).assignment is None
-    assert beat(c, "m2", 1, {}, now=15_300).assignment == {T1: frozenset({0, 1, 2, 3})}
-    # Another group is not held, nor this one first heard of a session timeout (45 s) on.
-    assert join(c, "n1", now=10_000, group="other").assignment == {T1: frozenset({0, 1, 2, 3})}
-    c.unload(lambda group_id: group_id == "g")
-    assert join(c, "m3", now=10_300 + SESSION_MS).assignment == {T1: frozenset({0, 1, 2, 3})}
+    join(c, "m1")
+    text = c.export("g")
+    for bad in ("{", "[]", text.replace('"version":1', '"version":9'), text.replace('"state":"stable"', '"state":"?"')):
+        other = ConsumerGroupCoordinator()
+        try:
+            other.restore("g", bad, 0)
+            raise AssertionError(f"{bad!r} was restored")
+        except ValueError:
+            pass
+        assert not other.is_consumer_group("g")

@@ -21,14 +21,13 @@ must do so within its rebalance timeout, else it is removed too.
 A member waiting for partitions another still holds is answered with a tenth of the heartbeat
 interval (Kafka answers the configured one): it takes them soon after their release.
 
-Differences from Kafka, invisible to a client that follows the protocol: groups are not
-written to a log, so a coordinator that does not know a group (after a restart, or when the
-controller moved) answers a heartbeat with a non-zero epoch UNKNOWN_MEMBER_ID, and the member
-rejoins with epoch 0; committed offsets are kept by the shell in the metadata store. Members
-of the previous coordinator hold their partitions until their next heartbeat tells them so:
-a group taken over (`take_over`) gives out no partition for one heartbeat interval from when
-it is first heard of here, so that no partition has two owners (Kafka reloads the members and
-their assignments instead).
+A group's state outlives its coordinator: the shell (groups.py) writes `export`'s text to
+the metadata store before it answers a heartbeat that changed it, and a coordinator that
+does not know a group (after a restart, or when its coordinator slot moved here) `restore`s
+it first, as Kafka replays __consumer_offsets: members go on at their epochs with their
+assignments, and no partition is given while its old owner may still hold it. A group the
+store does not know either answers a heartbeat with a non-zero epoch UNKNOWN_MEMBER_ID, and
+the member rejoins with epoch 0. Committed offsets are kept by the shell in the store too.
 
 One coordinator per broker, used by one task; not thread-safe.
 """
@@ -47,6 +46,7 @@ from kio.schema.errors import ErrorCode
 from . import group_configs
 from .assignors import MemberSpec, TopicInfo, assign
 from .config import GroupConfig
+from . import consumer_snapshot
 from .consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -137,7 +137,6 @@ class ConsumerGroupCoordinator:
         self.group_configs: dict[str, dict[str, str]] = {}  # overrides set on each group id
         self.timers = Timers()
         self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
-        self._taken_over: list[tuple[Callable[[str], bool], int]] = []  # (which groups, since when)
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------
 
@@ -195,7 +194,7 @@ class ConsumerGroupCoordinator:
         if group is None:
             if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
                 raise Rejected(ErrorCode.unknown_member_id, f"Group {r.group_id} is not known to this coordinator: rejoin.")
-            group = ConsumerGroup(r.group_id, unknown_owners_until_ms=self._unknown_owners_until_ms(r.group_id, now_ms))
+            group = ConsumerGroup(r.group_id)
         member_id = r.member_id or self._new_member_id()
         member, is_new = self._member(group, r, member_id)
         self.groups[group.group_id] = group  # only once the member was accepted
@@ -344,7 +343,7 @@ class ConsumerGroupCoordinator:
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Partitions | None, now_ms: int) -> None:
         old_epoch, old_state = member.member_epoch, member.state
-        epoch, state, assigned, pending = reconcile(group, member, owned, now_ms)
+        epoch, state, assigned, pending = reconcile(group, member, owned)
         group.release(member)
         if epoch != member.member_epoch:
             member.previous_member_epoch = member.member_epoch
@@ -502,20 +501,22 @@ class ConsumerGroupCoordinator:
             group.assignor_name or self.config.group_consumer_assignors[0], members,
         )  # fmt: skip
 
-    def take_over(self, which: Callable[[str], bool], now_ms: int, extra_ms: int = 0) -> None:
-        """The groups `which` names were coordinated elsewhere until now (their coordinator
-        slot moved here): members there may hold partitions until their next heartbeat, which
-        fences them (UNKNOWN_MEMBER_ID here). A group first heard of here within a session
-        timeout gives out no partition for one heartbeat interval from then (or from now plus
-        `extra_ms`, if later): its old members, who found this coordinator as its new members
-        did, heartbeat meanwhile. Past a session timeout they would be gone anyway."""
-        self._taken_over = [(w, since) for w, since in self._taken_over if now_ms < since + self.config.group_consumer_max_session_timeout_ms]
-        self._taken_over.append((which, now_ms + extra_ms))
+    def export(self, group_id: str) -> str | None:
+        """The group's state as the metadata store keeps it (consumer_snapshot.py); None for a
+        group not known here, and for one without members (nothing to keep)."""
+        group = self.groups.get(group_id)
+        return consumer_snapshot.to_text(group) if group is not None and group.members else None
 
-    def _unknown_owners_until_ms(self, group_id: str, now_ms: int) -> int:
-        session_ms = self._session_timeout_ms(group_id)
-        taken = [since for which, since in self._taken_over if now_ms < since + session_ms and which(group_id)]
-        return max(now_ms, *taken) + self._heartbeat_interval_ms(group_id) if taken else 0
+    def restore(self, group_id: str, text: str, now_ms: int) -> None:
+        """Take up a group another coordinator (or this broker before a restart) `export`ed:
+        its members' sessions, and the rebalance timeouts of those revoking partitions, start
+        now. Raises ValueError for a text that is not a group's state."""
+        group = consumer_snapshot.from_text(group_id, text)
+        self.groups[group_id] = group
+        for member in group.members.values():
+            self.timers.schedule(_session_key(group_id, member.member_id), now_ms + self._session_timeout_ms(group_id))
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self.timers.schedule(_revocation_key(group_id, member.member_id), now_ms + member.rebalance_timeout_ms, member.member_epoch)
 
     def unload(self, which: Callable[[str], bool] | None = None) -> None:
         """Give up every group, or those `which` names (shutdown, or their coordinator slot

@@ -81,9 +81,6 @@ class ConsumerGroup:
     owners: dict[TopicPartition, str] = field(default_factory=dict)
     # What the last target assignment was computed from: subscribed topic -> (id, partitions).
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-    # Until then no partition is given that no member here holds: the group was taken over
-    # from another coordinator, whose members may still hold them (ConsumerGroupCoordinator.take_over).
-    unknown_owners_until_ms: int = 0
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -122,7 +119,7 @@ class ConsumerGroup:
 
 
 def reconcile(
-    group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None, now_ms: int
+    group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None
 ) -> tuple[int, MemberState, dict[uuid.UUID, frozenset[int]], dict[uuid.UUID, frozenset[int]]]:
     """Kafka's CurrentAssignmentBuilder.build: the member's next (epoch, state, assigned,
     pending revocation) given the group's target and the partitions the member reports it
@@ -131,23 +128,22 @@ def reconcile(
     if member.state is MemberState.STABLE:
         if member.member_epoch == target_epoch:
             return member.member_epoch, member.state, member.assigned, member.pending_revocation
-        return _next_assignment(group, member, member.member_epoch, owned, now_ms)
+        return _next_assignment(group, member, member.member_epoch, owned)
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if _owns_any(owned, member.pending_revocation):
             return member.member_epoch, member.state, member.assigned, member.pending_revocation
-        return _next_assignment(group, member, min(member.member_epoch + 1, target_epoch), owned, now_ms)
-    return _next_assignment(group, member, member.member_epoch, owned, now_ms)
+        return _next_assignment(group, member, min(member.member_epoch + 1, target_epoch), owned)
+    return _next_assignment(group, member, member.member_epoch, owned)
 
 
 def _next_assignment(
-    group: ConsumerGroup, member: ConsumerMember, member_epoch: int, owned: Assignment | None, now_ms: int
+    group: ConsumerGroup, member: ConsumerMember, member_epoch: int, owned: Assignment | None
 ) -> tuple[int, MemberState, dict[uuid.UUID, frozenset[int]], dict[uuid.UUID, frozenset[int]]]:
     target = group.target.get(member.member_id, {})
     kept: dict[uuid.UUID, frozenset[int]] = {}
     revoking: dict[uuid.UUID, frozenset[int]] = {}
     adding: dict[uuid.UUID, frozenset[int]] = {}
     unreleased = False
-    unknown_owners = now_ms < group.unknown_owners_until_ms
     for topic_id in set(target) | set(member.assigned):
         wanted = target.get(topic_id, frozenset())
         current = member.assigned.get(topic_id, frozenset())
@@ -158,7 +154,7 @@ def _next_assignment(
         free = set()
         for p in wanted - current:
             owner = group.owners.get((topic_id, p))
-            if owner == member.member_id or (owner is None and not unknown_owners):  # its own: revoked, then given back
+            if owner is None or owner == member.member_id:  # its own: revoked, then given back
                 free.add(p)
             else:
                 unreleased = True

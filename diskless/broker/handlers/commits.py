@@ -170,7 +170,7 @@ async def handle_offset_fetch(broker: BrokerApi, request: Request) -> Any:
             error, topics = _refusal(broker, group.group_id), ()
             try:
                 if error is ErrorCode.none and version >= 9:  # a consumer-protocol member fetches with its member epoch (KIP-848)
-                    error = broker.groups.validate_offset_fetch(group.group_id, group.member_id, group.member_epoch)
+                    error = await broker.groups.validate_offset_fetch(group.group_id, group.member_id, group.member_epoch)
                 if error is ErrorCode.none:
                     topics = await _fetch_group(
                         broker, mod, group.group_id, group.topics, "OffsetFetchResponsePartitions", "OffsetFetchResponseTopics", body.require_stable

@@ -63,7 +63,7 @@ async def handle_consumer_group_heartbeat(broker: BrokerApi, request: Request) -
         client_host=PEER_HOST.get(),
         api_version=version,
     )
-    result = broker.groups.consumer_group_heartbeat(heartbeat, broker.registry.topics.values())
+    result = await broker.groups.consumer_group_heartbeat(heartbeat, broker.registry.topics.values())
     assignment = None
     if result.assignment is not None:
         assignment = make(mod.Assignment, topic_partitions=_topic_partitions(mod, broker, result.assignment, with_names=False))
@@ -113,7 +113,7 @@ async def handle_consumer_group_describe(broker: BrokerApi, request: Request) ->
     body = request.body
     mod = response_module(69, request.header.api_version)
     groups = []
-    for d in broker.groups.consumer_group_describe(body.group_ids):
+    for d in await broker.groups.consumer_group_describe(body.group_ids):
         members = tuple(
             make(
                 mod.Member,

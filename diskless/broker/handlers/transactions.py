@@ -187,7 +187,7 @@ async def handle_txn_offset_commit(broker: BrokerApi, request: Request) -> Any:
             error = ErrorCode.none  # every partition already answered
         elif not handed_on and not is_coordinator(broker, body.group_id):
             error = ErrorCode.not_coordinator  # only the group's coordinator knows its members
-        elif not handed_on and (member_error := broker.groups.validate_txn_offset_commit(
+        elif not handed_on and (member_error := await broker.groups.validate_txn_offset_commit(
             body.group_id, getattr(body, "generation_id", -1), getattr(body, "member_id", ""), getattr(body, "group_instance_id", None)
         )) is not ErrorCode.none:  # fmt: skip
             # KIP-447 (v3+): a zombie whose partitions a rebalance moved away commits nothing.
