@@ -438,6 +438,9 @@ class PostgresMetadataStore:
     async def get_consumer_group(self, group_id: str) -> str | None:
         return await self._call(txn_ops.get_consumer_group, group_id, idempotent=True, transaction=False)
 
+    async def list_consumer_groups(self) -> list[str]:
+        return await self._call(txn_ops.list_consumer_groups, idempotent=True, transaction=False)
+
     async def delete_consumer_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
         await self._call(txn_ops.delete_consumer_group, group_id, coordinator, idempotent=True, key=("group", group_id))
 

@@ -55,6 +55,10 @@ async def get_consumer_group(conn: Conn, group_id: str) -> str | None:
     return await conn.fetchval("SELECT state FROM consumer_groups WHERE group_id = $1", group_id)
 
 
+async def list_consumer_groups(conn: Conn) -> list[str]:
+    return [r["group_id"] for r in await conn.fetch("SELECT group_id FROM consumer_groups ORDER BY group_id")]
+
+
 async def delete_consumer_group(conn: Conn, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
     await _check_coordinator(conn, coordinator)
     await conn.execute("DELETE FROM consumer_groups WHERE group_id = $1", group_id)

@@ -230,6 +230,9 @@ class SqliteMetadataStore:
     async def get_consumer_group(self, group_id: str) -> str | None:
         return await self._call(txn_ops.get_consumer_group, group_id)
 
+    async def list_consumer_groups(self) -> list[str]:
+        return await self._call(txn_ops.list_consumer_groups)
+
     async def delete_consumer_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
         await self._call(txn_ops.delete_consumer_group, group_id, coordinator)
 

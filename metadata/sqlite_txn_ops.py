@@ -67,6 +67,10 @@ def get_consumer_group(conn: sqlite3.Connection, group_id: str) -> str | None:
     return None if row is None else row[0]
 
 
+def list_consumer_groups(conn: sqlite3.Connection) -> list[str]:
+    return [row[0] for row in conn.execute("SELECT group_id FROM consumer_groups ORDER BY group_id")]
+
+
 def delete_consumer_group(conn: sqlite3.Connection, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
     with _write(conn):
         _check_coordinator(conn, coordinator)

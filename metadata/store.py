@@ -187,6 +187,10 @@ class MetadataStore(Protocol):
         """The group's last state put, or None."""
         ...
 
+    async def list_consumer_groups(self) -> list[str]:
+        """The ids of the groups with a state put, ordered."""
+        ...
+
     async def delete_consumer_group(self, group_id: str, coordinator: tuple[int, int] | None = None) -> None:
         """Forget the group's state; no-op if unknown. Fenced as put_consumer_group."""
         ...

@@ -318,17 +318,20 @@ class Broker:
         return self._coordinating
 
     async def _apply_view(self, view: ClusterView) -> None:
-        """Open and close partitions as the view says; give up the groups of coordinator slots
-        that moved away, or came back at another epoch (their holder meanwhile may have changed
-        them): groups are read from the store when next needed (groups.py). The slots first,
-        before any wait: a slot is coordinated here only once in `_coordinating`."""
+        """Open and close partitions as the view says; forget the groups of every coordinator
+        slot that moved away, came here, or came back at another epoch: whatever this broker
+        knew of them may be stale (another holder changed them meanwhile), and groups are read
+        from the store when next needed (groups.py). The slots first, before any wait: a slot
+        is coordinated here only once in `_coordinating`."""
         me = self.config.node_id
         epochs = {slot: lead.leader_epoch for slot, lead in view.slots.items() if lead.leader_id == me}
-        lost = frozenset(slot for slot, epoch in self._coordinating_epochs.items() if epochs.get(slot) != epoch)
+        before = self._coordinating_epochs
+        moved = frozenset(slot for slot in before.keys() | epochs.keys() if before.get(slot) != epochs.get(slot))
         count = len(view.slots)
-        if lost:
-            self.groups.unload(lambda group_id: slot_of(group_id, count) in lost)
-            log.info("coordinator slot(s) %s moved (to other brokers, or away and back); their groups unloaded", sorted(lost))
+        if moved:
+            self.groups.unload(lambda group_id: slot_of(group_id, count) in moved)
+            if lost := sorted(slot for slot in moved if slot not in epochs):
+                log.info("coordinator slot(s) %s moved to other brokers; their groups unloaded", lost)
         self._coordinating, self._coordinating_epochs = frozenset(epochs), epochs
         await self.registry.reconcile(view)
 

@@ -283,7 +283,10 @@ class Groups:
 
     async def _load(self, group_id: str) -> None:
         """Take up a KIP-848 group from the store if this coordinator does not know it yet
-        (once per group while coordinated here); a store failure propagates."""
+        (once per group while coordinated here); a store failure propagates. Never on a
+        broker that does not coordinate it: its copy would be stale when the slot came here."""
+        if self._coordinator_of is not None and self._coordinator_of(group_id) is None:
+            return
         if group_id in self._stored or self.consumer.is_consumer_group(group_id) or self.coordinator.group_overview(group_id) is not None:
             return
         async with self._lock(group_id):
@@ -358,6 +361,8 @@ class Groups:
         """ListGroups, sorted by group id; both filters match case-insensitively, and a group
         known only by its offsets is a classic one (as Kafka loads it)."""
         states, types = tuple(states_filter), tuple(types_filter)
+        for group_id in await self.store.list_consumer_groups():  # as Kafka lists its slots' groups, loaded or not
+            await self._load(group_id)
         known = {g.group_id for g in self.coordinator.list_groups()} | set(self.consumer.groups)
         with_offsets = await self.store.list_groups_with_offsets()
         if types and "classic" not in {t.lower() for t in types}:

@@ -392,11 +392,13 @@ async def test_consumer_group_state_is_put_whole_and_read_back_exactly(store: Me
     await store.put_consumer_group(group, second)  # replaces the whole state
     assert await store.get_consumer_group(group) == second
     await store.put_consumer_group(other, "{}")
+    assert [g for g in await store.list_consumer_groups() if g in (group, other)] == sorted([group, other])
     await store.delete_consumer_group(group)
     assert await store.get_consumer_group(group) is None
     await store.delete_consumer_group(group)  # unknown now: a no-op
     await store.delete_consumer_group(name("g"))
     assert await store.get_consumer_group(other) == "{}"
+    assert [g for g in await store.list_consumer_groups() if g in (group, other)] == [other]
 
 
 async def test_consumer_group_state_is_written_only_at_its_coordinator_slots_epoch(store: MetadataStore) -> None:

@@ -10,6 +10,7 @@ reading a view the test holds back.
 
 from __future__ import annotations
 
+import json
 import uuid
 from types import SimpleNamespace
 from typing import Any
@@ -22,6 +23,7 @@ from kio.schema.offset_delete.v0 import request as offset_delete_v0
 from diskless.broker.app import Broker
 from diskless.broker.cluster.slots import slot_of
 from diskless.broker.group import GroupConfig
+from diskless.broker.group.consumer_coordinator import HeartbeatRequest
 from diskless.broker.groups import Groups
 from diskless.broker.handlers.commits import handle_offset_commit, handle_offset_delete
 from diskless.wire import Request, RequestHeader
@@ -143,5 +145,48 @@ async def test_a_coordinator_with_a_stale_view_answers_not_coordinator(tmp_path:
         clock[0] += RETENTION_MS + max(CONFIG.group_max_session_timeout_ms, CONFIG.group_consumer_max_session_timeout_ms)
         assert await a.groups.expire_offsets(lambda _: True) == 0  # partition 1's offset is past retention: fenced
         assert await committed(opened, group) == {0: 9, 1: 5}
+    finally:
+        await opened.close()
+
+
+async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old_one_is_fenced(tmp_path: Any) -> None:
+    """KIP-848 state, through `Groups` over a real SQLite store: broker 1 writes the group as
+    its member joins; broker 2, not its coordinator, does not read it (its copy would be stale
+    by the time the slot came); once the slot is 2's, the member's next heartbeat there goes on
+    at its epoch with its partitions, and stalled broker 1's next write is fenced: it answers
+    NOT_COORDINATOR and forgets the group."""
+    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
+    try:
+        topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
+        group = f"g-{uuid.uuid4().hex[:10]}"
+        slot = slot_of(group, SLOTS)
+        await opened.create_coordinator_slots(SLOTS)
+        assert await opened.set_coordinator_slots([(slot, 1, 0)]) == [1]
+        clock = [1_000]
+        slots = [PartitionLeadership(COORDINATOR_SLOTS, s, 1, 1 if s == slot else 0) for s in range(SLOTS)]
+        a = broker(opened, View(1, slots), topic.name, clock)
+        b_view = View(2, slots)
+        b = broker(opened, b_view, topic.name, clock)
+        join = HeartbeatRequest(group, "m1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
+        joined = await a.groups.consumer_group_heartbeat(join, [topic])
+        assert (joined.error_code, joined.member_epoch, joined.assignment) == (ErrorCode.none, 1, {topic.topic_id: frozenset({0, 1})})
+        assert [d.error_code for d in await b.groups.consumer_group_describe([group])] == [ErrorCode.group_id_not_found]
+        assert b.groups.consumer.groups == {}
+
+        assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
+        b_view.cluster.slots[slot] = PartitionLeadership(COORDINATOR_SLOTS, slot, 2, 2)
+        b_view._coordinating_epochs = {slot: 2}
+        owned = {topic.topic_id: frozenset({0, 1})}
+        beat = HeartbeatRequest(group, "m1", 1, owned=owned)
+        answer = await b.groups.consumer_group_heartbeat(beat, [topic])
+        assert (answer.error_code, answer.member_epoch, answer.assignment) == (ErrorCode.none, 1, None)  # nothing changed
+        [described] = await b.groups.consumer_group_describe([group])
+        assert (described.group_epoch, [(m.member_id, m.member_epoch, m.assignment) for m in described.members]) == (1, [("m1", 1, owned)])
+        # Broker 1 has not heard: a second member joins there; its write is fenced.
+        late = await a.groups.consumer_group_heartbeat(HeartbeatRequest(group, "m2", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={}), [topic])
+        assert late.error_code is ErrorCode.not_coordinator
+        assert not a.groups.consumer.is_consumer_group(group)
+        assert [m.member_id for m in (await b.groups.consumer_group_describe([group]))[0].members] == ["m1"]
+        assert json.loads(await opened.get_consumer_group(group))["group_epoch"] == 1
     finally:
         await opened.close()
