@@ -200,6 +200,15 @@ def _known_error_code(value: object) -> ErrorCode | None:
     return None if code is ErrorCode.none else code
 
 
+class NotGroupCoordinator(Exception):
+    """The group's coordinator slot moved while this broker read the group from the metadata
+    store: the client looks the coordinator up again (NOT_COORDINATOR)."""
+
+    def __init__(self, group_id: str) -> None:
+        super().__init__(f"no longer the coordinator of group {group_id!r}")
+        self.group_id = group_id
+
+
 class NotTransactionCoordinator(Exception):
     """This broker lost the transaction coordinator's slot before writing a transition: the
     client looks the coordinator up again (NOT_COORDINATOR)."""
@@ -270,6 +279,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (TransactionsUnsupported, ErrorCode.invalid_txn_state),
     (TxnVerificationFailed, ErrorCode.invalid_txn_state),  # unless it carries the verification's code (error_code_for)
     (NotTransactionCoordinator, ErrorCode.not_coordinator),
+    (NotGroupCoordinator, ErrorCode.not_coordinator),
     (OutOfOrderSequence, ErrorCode.out_of_order_sequence_number),
     (UnknownProducerId, ErrorCode.unknown_producer_id),
     (InvalidProducerEpoch, ErrorCode.invalid_producer_epoch),

@@ -67,6 +67,7 @@ from .group import (
     Outcome,
     SyncGroupResponse,
 )
+from .errors import NotGroupCoordinator
 from .group.views import described_with_offsets, listed_with_offsets
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ class Groups:
         # KIP-848 groups read from the store since coordinated here: each one's row as last read
         # or written (None: no row); and one lock per group, so writes go out in order.
         self._stored: dict[str, str | None] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, asyncio.Lock] = {}  # dropped with the group: a read or write that spans an unload applies nothing
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run_timers(), name="group-timers")
@@ -283,16 +284,20 @@ class Groups:
 
     async def _load(self, group_id: str) -> None:
         """Take up a KIP-848 group from the store if this coordinator does not know it yet
-        (once per group while coordinated here); a store failure propagates. Never on a
-        broker that does not coordinate it: its copy would be stale when the slot came here."""
+        (once per group while coordinated here); a store failure propagates, and so does
+        NotGroupCoordinator when the slot moved during the read. Never on a broker that does
+        not coordinate the group: its copy would be stale when the slot came here."""
         if self._coordinator_of is not None and self._coordinator_of(group_id) is None:
             return
         if group_id in self._stored or self.consumer.is_consumer_group(group_id) or self.coordinator.group_overview(group_id) is not None:
             return
-        async with self._lock(group_id):
+        lock = self._lock(group_id)
+        async with lock:
             if group_id in self._stored or self.consumer.is_consumer_group(group_id):
                 return
             text = await self.store.get_consumer_group(group_id)
+            if self._locks.get(group_id) is not lock:  # unloaded meanwhile: what was read may be stale
+                raise NotGroupCoordinator(group_id)
             if text is not None and not self.consumer.is_consumer_group(group_id):
                 try:
                     self.consumer.restore(group_id, text, self.clock())
@@ -312,7 +317,8 @@ class Groups:
         group = self.consumer.groups.get(group_id)
         if group is None and group_id not in self._stored:
             return None  # nothing known or changed (a heartbeat refused before it made the group)
-        async with self._lock(group_id):
+        lock = self._lock(group_id)
+        async with lock:
             if self.consumer.groups.get(group_id) is not group:
                 return ErrorCode.not_coordinator  # dropped meanwhile (a failed write, a slot move)
             text = self.consumer.export(group_id)
@@ -331,6 +337,8 @@ class Groups:
                     return ErrorCode.not_coordinator
                 log.warning("consumer group %s: writing its state to the metadata store failed: %s", group_id, exc)
                 return ErrorCode.coordinator_not_available
+            if self._locks.get(group_id) is not lock:
+                return ErrorCode.not_coordinator  # its slot moved meanwhile: the next coordinator reads what was written
             self._stored[group_id] = text
             return None
 

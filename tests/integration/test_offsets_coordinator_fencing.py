@@ -10,6 +10,7 @@ reading a view the test holds back.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from types import SimpleNamespace
@@ -22,6 +23,7 @@ from kio.schema.offset_delete.v0 import request as offset_delete_v0
 
 from diskless.broker.app import Broker
 from diskless.broker.cluster.slots import slot_of
+from diskless.broker.errors import NotGroupCoordinator
 from diskless.broker.group import GroupConfig
 from diskless.broker.group.consumer_coordinator import HeartbeatRequest
 from diskless.broker.groups import Groups
@@ -188,5 +190,56 @@ async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old
         assert not a.groups.consumer.is_consumer_group(group)
         assert [m.member_id for m in (await b.groups.consumer_group_describe([group]))[0].members] == ["m1"]
         assert json.loads(await opened.get_consumer_group(group))["group_epoch"] == 1
+    finally:
+        await opened.close()
+
+
+class Held:
+    """The store, with reads and writes of consumer group state held until the test lets them go."""
+
+    def __init__(self, opened: MetadataStore) -> None:
+        self.opened = opened
+        self.reads, self.writes, self.writing = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.opened, name)
+
+    async def get_consumer_group(self, group_id: str) -> str | None:
+        await self.reads.wait()
+        return await self.opened.get_consumer_group(group_id)
+
+    async def put_consumer_group(self, group_id: str, state: str, coordinator: tuple[int, int] | None = None) -> None:
+        self.writing.set()
+        await self.writes.wait()
+        await self.opened.put_consumer_group(group_id, state, coordinator)
+
+
+async def test_a_group_unloaded_while_read_or_written_is_not_taken_up_from_that_read(tmp_path: Any) -> None:
+    """The slot moves (`unload`) while the group's state is being read, or written: what the
+    read found is not used (NOT_COORDINATOR: the member looks again), and a written state is
+    not taken for this broker's copy; the next request reads the store afresh."""
+    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
+    try:
+        topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
+        group = f"g-{uuid.uuid4().hex[:10]}"
+        held = Held(opened)
+        groups = Groups(CONFIG, held, lambda: 1_000, RETENTION_MS)
+        join = HeartbeatRequest(group, "m1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
+        reading = asyncio.ensure_future(groups.consumer_group_heartbeat(join, [topic]))
+        await asyncio.sleep(0)
+        groups.unload(lambda _: True)
+        held.reads.set()
+        with pytest.raises(NotGroupCoordinator):
+            await reading
+        assert not groups.consumer.is_consumer_group(group)
+
+        writing = asyncio.ensure_future(groups.consumer_group_heartbeat(join, [topic]))
+        await held.writing.wait()
+        groups.unload(lambda _: True)
+        held.writes.set()
+        assert (await writing).error_code is ErrorCode.not_coordinator
+        assert json.loads(await opened.get_consumer_group(group))["group_epoch"] == 1  # written, but not this broker's copy
+        answer = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned={topic.topic_id: frozenset({0, 1})}), [topic])
+        assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 1)  # read afresh: m1 goes on
     finally:
         await opened.close()
