@@ -122,7 +122,7 @@ class Broker:
         # Set once the broker joined the cluster and opened its partitions: the listener is
         # bound before (its port is what the broker registers), requests wait for this.
         self._ready = asyncio.Event()
-        self._coordinating: frozenset[int] = frozenset()  # coordinator slots held at the last view applied
+        self._coordinating: frozenset[tuple[int, int]] = frozenset()  # (slot, epoch) held at the last view applied
         self._coordinating_epochs: dict[int, int] = {}  # and their epochs
 
     # --- life cycle ----------------------------------------------------------------------
@@ -306,15 +306,16 @@ class Broker:
 
     def _coordinator_of(self, key: str) -> tuple[int, int] | None:
         """(slot, epoch) of a group's or transactional id's coordinator slot if held here, and
-        taken up (`_apply_view`: its groups unloaded or taken over first)."""
+        taken up (`_apply_view`: whatever this broker knew of its groups forgotten first)."""
         slots = self.cluster.slots
         held = slots.get(slot_of(key, len(slots))) if slots else None
         if held is None or held.leader_id != self.config.node_id or self._coordinating_epochs.get(held.partition) != held.leader_epoch:
             return None
         return held.partition, held.leader_epoch
 
-    def _slots_held(self) -> frozenset[int]:
-        """The coordinator slots taken up here (`_apply_view`)."""
+    def _slots_held(self) -> frozenset[tuple[int, int]]:
+        """The coordinator slots taken up here (`_apply_view`), with their epochs: a slot held
+        again at another epoch is a change (its state may have moved on elsewhere)."""
         return self._coordinating
 
     async def _apply_view(self, view: ClusterView) -> None:
@@ -332,7 +333,7 @@ class Broker:
             self.groups.unload(lambda group_id: slot_of(group_id, count) in moved)
             if lost := sorted(slot for slot in moved if slot not in epochs):
                 log.info("coordinator slot(s) %s moved to other brokers; their groups unloaded", lost)
-        self._coordinating, self._coordinating_epochs = frozenset(epochs), epochs
+        self._coordinating, self._coordinating_epochs = frozenset(epochs.items()), epochs
         await self.registry.reconcile(view)
 
     async def allocate_producer_id(self) -> int:

@@ -74,7 +74,7 @@ class Cluster:
         self.transactions = Transactions(
             store, self.leader, self.allocate, lambda: 1_000,  # type: ignore[arg-type]
             lambda transactional_id: None if self.epoch is None else (0, self.epoch),
-            lambda: frozenset() if self.epoch is None else frozenset({0}),
+            lambda: frozenset() if self.epoch is None else frozenset({(0, self.epoch)}),
             900_000, find_topic=self.find_topic if find_topic else None,
         )  # fmt: skip
 

@@ -7,12 +7,12 @@ silent past their timeout.
 
 A transactional id is coordinated by the broker holding its coordinator slot (cluster/slots.py,
 as Kafka's __transaction_state partition): `coordinator_of` gives the slot and its epoch while
-this broker holds it, `held` which slots it holds. When the slots held change, the state of
-those it holds is read from the store again, and every transaction found preparing is
-finished; the state of slots lost is dropped (the next holder reads the store). The slot's
-epoch is the coordinator epoch: every write of transaction state is conditional on it in the
-store (CoordinatorFenced once the slot moved on, so a stale holder cannot write), and markers
-carry it.
+this broker holds it, `held` which slots it holds and at which epochs. When they change (a
+slot held again at another epoch too), the state of those it holds is read from the store
+again, and every transaction found preparing is finished; the state of slots lost is dropped
+(the next holder reads the store). The slot's epoch is the coordinator epoch: every write of
+transaction state is conditional on it in the store (CoordinatorFenced once the slot moved
+on, so a stale holder cannot write), and markers carry it.
 
 Markers go through the leader of each partition: in process for the partitions this broker
 leads, with WriteTxnMarkers (inter_broker.py) to the broker leading the others; a partition
@@ -77,7 +77,7 @@ class Transactions:
         allocate_producer_id: Callable[[], Awaitable[int]],
         clock: Callable[[], int],
         coordinator_of: Callable[[str], tuple[int, int] | None],
-        held: Callable[[], frozenset[int]],
+        held: Callable[[], frozenset[tuple[int, int]]],
         transaction_max_timeout_ms: int,
         remote_leader: Callable[[str, int], tuple[str, int] | None] = lambda topic, index: None,
         inter_broker: InterBrokerClient | None = None,
@@ -96,7 +96,7 @@ class Transactions:
         self._clock = clock
         self._coordinator_of = coordinator_of  # (slot, epoch) of a transactional id held here, else None
         self._held = held
-        self._loaded: frozenset[int] | None = None  # the slots whose state core holds
+        self._loaded: frozenset[tuple[int, int]] | None = None  # the (slot, epoch)s whose state core holds
         self._load_lock = asyncio.Lock()
         self._locks: dict[str, asyncio.Lock] = {}
         self._completions: dict[str, asyncio.Task[None]] = {}
