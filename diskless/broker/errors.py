@@ -80,6 +80,22 @@ class UnregisteredBroker(InvalidReplicaAssignment):
         self.broker_id = broker_id
 
 
+class RepeatedPartitionIndex(InvalidReplicaAssignment):
+    """CreateTopics: two assignments for the same partition index."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        super().__init__(f"Found multiple manual partition assignments for partition {partition}")
+        self.topic = topic
+
+
+class PartitionIndexGap(InvalidReplicaAssignment):
+    """CreateTopics: the assignments' partition indexes are not 0, 1, ... n - 1."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__("partitions should be a consecutive 0-based integer sequence")
+        self.topic = topic
+
+
 class EmptyReplicaList(InvalidReplicaAssignment):
     """An assignment names no broker at all."""
 

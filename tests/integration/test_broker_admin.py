@@ -563,6 +563,41 @@ def test_create_topics_checks_manual_assignments_as_kafka(shared_broker, topic_n
     assert sorted(topics(admin)[topic_name].partitions) == [0, 1]
 
 
+def test_create_topics_checks_the_partition_indexes_of_manual_assignments_as_kafka(shared_broker, topic_name, wire) -> None:
+    """Kafka's createTopic: num_partitions and replication_factor must be -1 beside assignments
+    (INVALID_REQUEST, the replication factor named first); an index given twice is refused at
+    that assignment, before its replicas are checked; the indexes must be 0 .. n - 1 in any
+    order, checked once every assignment passed (INVALID_REPLICA_ASSIGNMENT)."""
+    admin = admin_for(shared_broker.bootstrap)
+    client = wire(shared_broker.bootstrap)
+
+    def create(assignments: dict[int, tuple[int, ...]] | list[tuple[int, tuple[int, ...]]], num_partitions: int = -1, replication_factor: int = -1) -> tuple:
+        pairs = list(assignments.items()) if isinstance(assignments, dict) else assignments
+        request = create_topics_v7.CreateTopicsRequest(
+            topics=(create_topics_v7.CreatableTopic(
+                name=topic_name, num_partitions=num_partitions, replication_factor=replication_factor, configs=(),
+                assignments=tuple(create_topics_v7.CreatableReplicaAssignment(partition_index=i, broker_ids=a) for i, a in pairs),
+            ),),
+            timeout=timedelta(seconds=10), validate_only=True,
+        )  # fmt: skip
+        [answered] = client.request(request).topics
+        return answered.error_code, answered.error_message, answered.num_partitions
+
+    both = "A manual partition assignment was specified, but {} was not set to -1."
+    assert create({0: (1,)}, num_partitions=1, replication_factor=1) == (ErrorCode.invalid_request, both.format("replication factor"), -1)
+    assert create({0: (1,)}, num_partitions=1) == (ErrorCode.invalid_request, both.format("numPartitions"), -1)
+    twice = "Found multiple manual partition assignments for partition 0"
+    assert create([(0, (1,)), (0, (1,))]) == (ErrorCode.invalid_replica_assignment, twice, -1)
+    assert create([(0, (1,)), (0, ())]) == (ErrorCode.invalid_replica_assignment, twice, -1)  # before its replicas
+    assert create([(0, ()), (0, (1,))]) == (ErrorCode.invalid_replica_assignment, EMPTY, -1)
+    gap = "partitions should be a consecutive 0-based integer sequence"
+    for indexes in ({0: (1,), 2: (1,)}, {1: (1,)}, {-1: (1,), 0: (1,)}):
+        assert create(indexes) == (ErrorCode.invalid_replica_assignment, gap, -1), indexes
+    assert create({0: (1,), 2: (12,)}) == (ErrorCode.invalid_replica_assignment, UNREGISTERED.format(12), -1)  # replicas first
+    assert create({2: (1,), 0: (1,), 1: (1,)}) == (ErrorCode.none, None, 3)  # any order
+    assert topic_name not in topics(admin)
+
+
 def test_manual_assignments_keep_one_replica_count(metadata_backend) -> None:
     """The replica count check comes last, and needs two registered brokers to be reached (on
     one, a second id is unregistered or repeated): the checks themselves, without a broker.

@@ -21,6 +21,8 @@ from ..errors import (
     EmptyReplicaList,
     InvalidReplicationFactor,
     InvalidRequest,
+    PartitionIndexGap,
+    RepeatedPartitionIndex,
     RepeatedReplica,
     ReplicaCountMismatch,
     UnregisteredBroker,
@@ -86,12 +88,24 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
 
 def _partitioning(broker: BrokerApi, wanted: Any) -> tuple[int, int]:
     if wanted.assignments:
-        if wanted.num_partitions != -1 or wanted.replication_factor != -1:
-            raise InvalidRequest("give either assignments or num_partitions/replication_factor, not both")
-        # Kafka's ReplicationControlManager.createTopic: the first assignment sets the replica
-        # count, every later one must have as many.
+        # Kafka's ReplicationControlManager.createTopic, its messages and order: the first
+        # assignment sets the replica count, every later one must have as many; the indexes
+        # are 0 .. n - 1, each once.
+        if wanted.replication_factor != -1:
+            raise InvalidRequest("A manual partition assignment was specified, but replication factor was not set to -1.")
+        if wanted.num_partitions != -1:
+            raise InvalidRequest("A manual partition assignment was specified, but numPartitions was not set to -1.")
+        indexes: set[int] = set()
+        registered, replication_factor = _registered(broker), None
+        for a in wanted.assignments:
+            if a.partition_index in indexes:
+                raise RepeatedPartitionIndex(wanted.name, a.partition_index)
+            indexes.add(a.partition_index)
+            validate_manual_assignments(wanted.name, [a.broker_ids], registered, replication_factor)
+            replication_factor = len(a.broker_ids)
         replicas = [a.broker_ids for a in wanted.assignments]
-        validate_manual_assignments(wanted.name, replicas, _registered(broker), None)
+        if indexes != set(range(len(indexes))):
+            raise PartitionIndexGap(wanted.name)
         _require_this_broker(replicas, broker.settings.node_id)
         return len(wanted.assignments), 1
     num_partitions = broker.settings.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
