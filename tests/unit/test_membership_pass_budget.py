@@ -37,9 +37,8 @@ async def test_a_held_up_controller_pass_does_not_let_the_session_lapse(tmp_path
         settings = MembershipSettings(node_id=1, host="127.0.0.1", port=9092, rack=None, incarnation="a",
                                       session_timeout_ms=1000, heartbeat_interval_ms=100)  # fmt: skip
         membership = Membership(store, settings, apply, fenced)
-        started = time.monotonic()
         await asyncio.wait_for(membership.join(), 5)  # its first pass is held, and cut short
-        assert time.monotonic() - started < 1.0
+        assert membership.may_write()  # within its budget: the session is still valid (not a wall-clock bound: CI is busy)
         assert {key: lead.leader_id for key, lead in views[-1].leaders.items()} == {("t", 0): None, ("t", 1): None}
         membership.start()
         try:
