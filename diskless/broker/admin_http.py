@@ -186,7 +186,7 @@ async def group_members(groups: Groups, registry: Registry) -> dict[str, dict[st
         ]  # fmt: skip
         found[d.group_id] = {"state": d.group_state, "type": "classic", "members": members}
     names = {topic.topic_id: name for name, topic in registry.topics.items()}
-    for d in await groups.consumer_group_describe([g.group_id for g in listed if g.group_type != "classic"]):
+    for d in await groups.consumer_group_describe([g.group_id for g in listed if g.group_type != "classic"], strict=False):
         if d.error_code:
             continue
         members = [

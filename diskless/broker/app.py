@@ -306,7 +306,11 @@ class Broker:
 
     def _coordinator_of(self, key: str) -> tuple[int, int] | None:
         """(slot, epoch) of a group's or transactional id's coordinator slot if held here, and
-        taken up (`_apply_view`: whatever this broker knew of its groups forgotten first)."""
+        taken up (`_apply_view`: whatever this broker knew of its groups forgotten first), while
+        this broker's session is valid (a broker cut off from the store may have lost the slot
+        already: its members look the coordinator up again)."""
+        if self.membership is not None and not self.membership.may_write():
+            return None
         slots = self.cluster.slots
         held = slots.get(slot_of(key, len(slots))) if slots else None
         if held is None or held.leader_id != self.config.node_id or self._coordinating_epochs.get(held.partition) != held.leader_epoch:
@@ -321,9 +325,9 @@ class Broker:
     async def _apply_view(self, view: ClusterView) -> None:
         """Open and close partitions as the view says; forget the groups of every coordinator
         slot that moved away, came here, or came back at another epoch: whatever this broker
-        knew of them may be stale (another holder changed them meanwhile), and groups are read
-        from the store when next needed (groups.py). The slots first, before any wait: a slot
-        is coordinated here only once in `_coordinating`."""
+        knew of them may be stale (another holder changed them meanwhile); the stored groups of
+        the slots that came are read from the store (groups.py). The slots first, before any
+        wait: a slot is coordinated here only once in `_coordinating`."""
         me = self.config.node_id
         epochs = {slot: lead.leader_epoch for slot, lead in view.slots.items() if lead.leader_id == me}
         before = self._coordinating_epochs
@@ -334,6 +338,8 @@ class Broker:
             if lost := sorted(slot for slot in moved if slot not in epochs):
                 log.info("coordinator slot(s) %s moved to other brokers; their groups unloaded", lost)
         self._coordinating, self._coordinating_epochs = frozenset(epochs.items()), epochs
+        if taken := frozenset(slot for slot in moved if slot in epochs):
+            self.groups.take_up(lambda group_id: slot_of(group_id, count) in taken)
         await self.registry.reconcile(view)
 
     async def allocate_producer_id(self) -> int:

@@ -104,27 +104,51 @@ class Groups:
         # since when the expiry passes have found this broker coordinating a group.
         self._members_seen_ms: dict[str, int] = {}
         self._coordinated_since_ms: dict[str, int] = {}
-        # KIP-848 groups read from the store since coordinated here: each one's row as last read
-        # or written (None: no row); and one lock per group, so writes go out in order.
-        self._stored: dict[str, str | None] = {}
-        self._locks: dict[str, asyncio.Lock] = {}  # dropped with the group: a read or write that spans an unload applies nothing
+        # KIP-848 state: the group ids the store was found to have no state of (not read again
+        # while coordinated here), one lock per group so its reads and writes go out in order
+        # (dropped with the group: a read or write that spans an unload applies nothing), and
+        # the background reads of slots taken up.
+        self._absent: set[str] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._taking_up: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run_timers(), name="group-timers")
         self._configs_task = asyncio.create_task(self._refresh_group_configs(), name="group-configs")
 
     def unload(self, which: Callable[[str], bool]) -> None:
-        """Give up the groups `which` names: their coordinator slot moved to another broker."""
+        """Forget the groups `which` names: their coordinator slot moved away, came here, or
+        came back at another epoch (what this broker knew of them may be stale)."""
         self._deliver(self.coordinator.unload(self.clock(), which))
         self.consumer.unload(which)
         self._coordinated_since_ms = {g: t for g, t in self._coordinated_since_ms.items() if not which(g)}
-        self._stored = {g: text for g, text in self._stored.items() if not which(g)}
+        self._absent = {g for g in self._absent if not which(g)}
         self._locks = {g: lock for g, lock in self._locks.items() if not which(g)}
+
+    def take_up(self, which: Callable[[str], bool]) -> None:
+        """Read the stored KIP-848 groups `which` names (their coordinator slot came here), in
+        the background, as Kafka loads a partition's groups when it becomes its coordinator:
+        their members' sessions run from now, also of members that never come back. A group
+        asked for before its turn is read then (`_load`)."""
+        task = asyncio.create_task(self._take_up(which), name="group-take-up")
+        self._taking_up.add(task)
+        task.add_done_callback(self._taking_up.discard)
+
+    async def _take_up(self, which: Callable[[str], bool]) -> None:
+        try:
+            for group_id in await self.store.list_consumer_groups():
+                if which(group_id):
+                    try:
+                        await self._load(group_id)
+                    except NotGroupCoordinator:
+                        pass  # moved on meanwhile
+        except Exception as exc:  # the store is down: each group is read when first asked for
+            log.warning("reading the consumer groups of coordinator slots taken up failed: %s", exc)
 
     async def stop(self) -> None:
         self._deliver(self.coordinator.unload(self.clock()))
         self.consumer.unload()
-        for task in (self._task, self._configs_task):
+        for task in (self._task, self._configs_task, *self._taking_up):
             if task is not None:
                 task.cancel()
                 try:
@@ -188,10 +212,12 @@ class Groups:
             return HeartbeatResponse(error, None, request.member_id or None, request.member_epoch, 0)
         return response
 
-    async def consumer_group_describe(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
+    async def consumer_group_describe(self, group_ids: Iterable[str], *, strict: bool = True) -> list[ConsumerGroupDescription]:
+        """ConsumerGroupDescribe; not `strict` (the console), a group this broker does not
+        coordinate is described as not found instead of raising NotGroupCoordinator."""
         described = []
         for group_id in group_ids:
-            await self._load(group_id)
+            await self._load(group_id, strict=strict)
             d = self.consumer.describe(group_id)
             if d.error_code is ErrorCode.group_id_not_found and self.coordinator.group_overview(group_id) is not None:
                 d = ConsumerGroupDescription(group_id, ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
@@ -273,65 +299,73 @@ class Groups:
             while (deadline := self.coordinator.next_deadline_ms()) is not None and deadline <= now:
                 self._deliver(self.coordinator.tick(now))
             while (deadline := self.consumer.next_deadline_ms()) is not None and deadline <= now:
-                for group_id, member_id in self.consumer.tick(now):
+                expired = self.consumer.tick(now)
+                for group_id, member_id in expired:
                     log.info("consumer group %s: member %s fenced (session or rebalance timeout expired)", group_id, member_id)
-                    await self._persist(group_id)
+                await asyncio.gather(*(self._persist(group_id) for group_id in dict.fromkeys(g for g, _ in expired)))
 
     # --- KIP-848 groups' state in the store ------------------------------------------------
 
     def _lock(self, group_id: str) -> asyncio.Lock:
         return self._locks.setdefault(group_id, asyncio.Lock())
 
-    async def _load(self, group_id: str) -> None:
-        """Take up a KIP-848 group from the store if this coordinator does not know it yet
-        (once per group while coordinated here); a store failure propagates, and so does
-        NotGroupCoordinator when the slot moved during the read. Never on a broker that does
-        not coordinate the group: its copy would be stale when the slot came here."""
+    async def _load(self, group_id: str, *, strict: bool = True) -> None:
+        """Take up a KIP-848 group from the store if this coordinator does not know it yet;
+        a store failure propagates. Only at the group's coordinator, whose slot is taken up
+        and whose session is valid (`coordinator_of`): elsewhere a copy would be stale by the
+        time the slot came, and requests answer NOT_COORDINATOR (NotGroupCoordinator) unless
+        not `strict` (listings), as they do when the slot moves during the read."""
         if self._coordinator_of is not None and self._coordinator_of(group_id) is None:
+            if strict:
+                raise NotGroupCoordinator(group_id)
             return
-        if group_id in self._stored or self.consumer.is_consumer_group(group_id) or self.coordinator.group_overview(group_id) is not None:
+        if self.consumer.is_consumer_group(group_id) or group_id in self._absent or self.coordinator.group_overview(group_id) is not None:
             return
         lock = self._lock(group_id)
         async with lock:
-            if group_id in self._stored or self.consumer.is_consumer_group(group_id):
+            if self.consumer.is_consumer_group(group_id) or group_id in self._absent:
                 return
             text = await self.store.get_consumer_group(group_id)
             if self._locks.get(group_id) is not lock:  # unloaded meanwhile: what was read may be stale
                 raise NotGroupCoordinator(group_id)
-            if text is not None and not self.consumer.is_consumer_group(group_id):
-                try:
-                    self.consumer.restore(group_id, text, self.clock())
-                except ValueError as exc:
-                    log.error("consumer group %s: its stored state is unreadable (%s); its members rejoin", group_id, exc)
-                else:
-                    self._timer_changed.set()
-                    log.info("consumer group %s taken up from the metadata store (%d member(s), group epoch %s)",
-                             group_id, len(self.consumer.groups[group_id].members), self.consumer.groups[group_id].group_epoch)  # fmt: skip
-            self._stored[group_id] = text
+            if text is None:
+                self._absent.add(group_id)
+                return
+            try:
+                self.consumer.restore(group_id, text, self.clock())
+            except ValueError as exc:  # its members rejoin; the new group's first write replaces the row
+                log.error("consumer group %s: its stored state is unreadable (%s); its members rejoin", group_id, exc)
+                self._absent.add(group_id)
+                return
+            self._timer_changed.set()
+            log.info("consumer group %s taken up from the metadata store (%d member(s), group epoch %d)",
+                     group_id, len(self.consumer.groups[group_id].members), self.consumer.groups[group_id].group_epoch)  # fmt: skip
 
     async def _persist(self, group_id: str) -> ErrorCode | None:
-        """Write the group's state if it changed since last written (a group without members
-        has no row). On failure the group is dropped here, to be read again from what the
-        store holds, and the error for the caller's answer is returned: NOT_COORDINATOR when
-        the coordinator slot moved on, COORDINATOR_NOT_AVAILABLE when the store failed."""
+        """Write the group's state if it changed (a group without members has no row), before
+        the caller answers. On failure the group is dropped here, to be read again from what
+        the store holds, and the error for the caller's answer is returned: NOT_COORDINATOR
+        when the slot moved on, COORDINATOR_NOT_AVAILABLE when the store failed. A heartbeat
+        that changed nothing is answered at once: what it answers was written before."""
+        if not self.consumer.changed(group_id):
+            return None
         group = self.consumer.groups.get(group_id)
-        if group is None and group_id not in self._stored:
-            return None  # nothing known or changed (a heartbeat refused before it made the group)
         lock = self._lock(group_id)
         async with lock:
-            if self.consumer.groups.get(group_id) is not group:
+            if self.consumer.groups.get(group_id) is not group or self._locks.get(group_id) is not lock:
                 return ErrorCode.not_coordinator  # dropped meanwhile (a failed write, a slot move)
+            if not self.consumer.changed(group_id):
+                return None  # written by the write before, this change in it
             text = self.consumer.export(group_id)
-            if text == self._stored.get(group_id):
-                return None
             try:
                 if text is None:
                     await self.store.delete_consumer_group(group_id, self._fence(group_id))
                 else:
                     await self.store.put_consumer_group(group_id, text, self._fence(group_id))
             except Exception as exc:
-                self.consumer.unload(lambda g: g == group_id)
-                self._stored.pop(group_id, None)
+                if self._locks.get(group_id) is lock and self.consumer.groups.get(group_id) is group:
+                    self.consumer.unload(lambda g: g == group_id)  # what the store holds is the truth now
+                    self._absent.discard(group_id)
                 if isinstance(exc, CoordinatorFenced):
                     log.info("consumer group %s: writing its state fenced (%s); answering NOT_COORDINATOR", group_id, exc)
                     return ErrorCode.not_coordinator
@@ -339,7 +373,7 @@ class Groups:
                 return ErrorCode.coordinator_not_available
             if self._locks.get(group_id) is not lock:
                 return ErrorCode.not_coordinator  # its slot moved meanwhile: the next coordinator reads what was written
-            self._stored[group_id] = text
+            self._absent.discard(group_id)
             return None
 
     # --- describing and listing ----------------------------------------------------------
@@ -353,7 +387,7 @@ class Groups:
         with_offsets = set(await self.store.list_groups_with_offsets())
         described = []
         for group_id in group_ids:
-            await self._load(group_id)
+            await self._load(group_id, strict=False)  # the console describes every group listed
             if self.consumer.is_consumer_group(group_id):
                 # Not a classic group: Dead, or GROUP_ID_NOT_FOUND from v6, as Kafka.
                 d = self.coordinator.describe_group(group_id, api_version=api_version)
@@ -370,7 +404,10 @@ class Groups:
         known only by its offsets is a classic one (as Kafka loads it)."""
         states, types = tuple(states_filter), tuple(types_filter)
         for group_id in await self.store.list_consumer_groups():  # as Kafka lists its slots' groups, loaded or not
-            await self._load(group_id)
+            try:
+                await self._load(group_id, strict=False)
+            except NotGroupCoordinator:
+                pass  # its slot moved meanwhile: listed by the next coordinator
         known = {g.group_id for g in self.coordinator.list_groups()} | set(self.consumer.groups)
         with_offsets = await self.store.list_groups_with_offsets()
         if types and "classic" not in {t.lower() for t in types}:
@@ -477,7 +514,7 @@ class Groups:
             except CoordinatorFenced as exc:
                 log.info("DeleteGroups of group %s fenced: %s; answering NOT_COORDINATOR", group_id, exc)
                 return ErrorCode.not_coordinator
-            self._stored[group_id] = None  # the store's delete_group took its state too
+            self._absent.add(group_id)  # the store's delete_group took its state too
             log.info("deleted group %s", group_id)
         return error
 

@@ -408,10 +408,10 @@ def slow_heartbeat_broker(tmp_path):
 
 
 async def test_a_member_joining_right_after_a_coordinator_restart_takes_nothing_the_old_members_hold(slow_heartbeat_broker) -> None:
-    """The restarted coordinator knows no member: the first to join (epoch 0) would get every
-    partition while the members of before still hold theirs, until their next heartbeat tells
-    them UNKNOWN_MEMBER_ID (up to a heartbeat interval, 2 s here). The group, taken over, gives
-    out nothing for an interval from when it is first heard of: no partition has two owners."""
+    """A member joins at once after the coordinator restarted: the group is read back from the
+    store with the members of before and the partitions they hold, so the newcomer is given
+    only what they have let go: no partition has two owners (without the stored state it would
+    get every partition while they still held theirs, up to a heartbeat interval, 2 s here)."""
     bootstrap = slow_heartbeat_broker.bootstrap
     topic = await make_topic(bootstrap, 4)
     group = _name("g")

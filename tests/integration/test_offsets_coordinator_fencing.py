@@ -88,6 +88,7 @@ class View:
     def __init__(self, node_id: int, slots: list[PartitionLeadership]) -> None:
         self.config = SimpleNamespace(node_id=node_id)
         self.cluster = SimpleNamespace(slots={s.partition: s for s in slots})
+        self.membership = None  # no session to lapse
         self._coordinating_epochs = {s.partition: s.leader_epoch for s in slots if s.leader_id == node_id}  # taken up, as _apply_view does
 
     def coordinator_of(self, key: str) -> tuple[int, int] | None:
@@ -154,7 +155,7 @@ async def test_a_coordinator_with_a_stale_view_answers_not_coordinator(tmp_path:
 async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old_one_is_fenced(tmp_path: Any) -> None:
     """KIP-848 state, through `Groups` over a real SQLite store: broker 1 writes the group as
     its member joins; broker 2, not its coordinator, does not read it (its copy would be stale
-    by the time the slot came); once the slot is 2's, the member's next heartbeat there goes on
+    by the time the slot came: NOT_COORDINATOR, or not found for the console); once the slot is 2's, the member's next heartbeat there goes on
     at its epoch with its partitions, and stalled broker 1's next write is fenced: it answers
     NOT_COORDINATOR and forgets the group."""
     opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
@@ -172,7 +173,9 @@ async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old
         join = HeartbeatRequest(group, "m1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
         joined = await a.groups.consumer_group_heartbeat(join, [topic])
         assert (joined.error_code, joined.member_epoch, joined.assignment) == (ErrorCode.none, 1, {topic.topic_id: frozenset({0, 1})})
-        assert [d.error_code for d in await b.groups.consumer_group_describe([group])] == [ErrorCode.group_id_not_found]
+        with pytest.raises(NotGroupCoordinator):  # ConsumerGroupDescribe answers NOT_COORDINATOR
+            await b.groups.consumer_group_describe([group])
+        assert [d.error_code for d in await b.groups.consumer_group_describe([group], strict=False)] == [ErrorCode.group_id_not_found]
         assert b.groups.consumer.groups == {}
 
         assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
@@ -190,6 +193,23 @@ async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old
         assert not a.groups.consumer.is_consumer_group(group)
         assert [m.member_id for m in (await b.groups.consumer_group_describe([group]))[0].members] == ["m1"]
         assert json.loads(await opened.get_consumer_group(group))["group_epoch"] == 1
+        # Broker 2 cut off from the store (its session may lapse, the slot move on): its
+        # members look the coordinator up again.
+        b_view.membership = SimpleNamespace(may_write=lambda: False)
+        with pytest.raises(NotGroupCoordinator):
+            await b.groups.consumer_group_heartbeat(beat, [topic])
+        assert await offset_commit(b, group, topic.name, {0: 1}) == [ErrorCode.not_coordinator]
+        b_view.membership = None
+
+        # A third broker takes the slot up: the stored group is read at once, its member's
+        # session running from then (it never heartbeats there: it expires a session later).
+        assert await opened.set_coordinator_slots([(slot, 3, 2)]) == [3]
+        c_clock = [50_000]
+        c = broker(opened, View(3, [PartitionLeadership(COORDINATOR_SLOTS, s, 3, 3 if s == slot else 0) for s in range(SLOTS)]), topic.name, c_clock)
+        c.groups.take_up(lambda g: g == group)
+        await asyncio.gather(*c.groups._taking_up)
+        assert c.groups.consumer.is_consumer_group(group)
+        assert c.groups.consumer.next_deadline_ms() == 50_000 + CONFIG.group_consumer_session_timeout_ms
     finally:
         await opened.close()
 
@@ -241,5 +261,82 @@ async def test_a_group_unloaded_while_read_or_written_is_not_taken_up_from_that_
         assert json.loads(await opened.get_consumer_group(group))["group_epoch"] == 1  # written, but not this broker's copy
         answer = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned={topic.topic_id: frozenset({0, 1})}), [topic])
         assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 1)  # read afresh: m1 goes on
+    finally:
+        await opened.close()
+
+
+class Gated:
+    """The store, each write of consumer group state held at its own gate (in call order)."""
+
+    def __init__(self, opened: MetadataStore) -> None:
+        self.opened = opened
+        self.gates: list[asyncio.Event] = []
+        self.arrived = asyncio.Condition()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.opened, name)
+
+    async def put_consumer_group(self, group_id: str, state: str, coordinator: tuple[int, int] | None = None) -> None:
+        gate = asyncio.Event()
+        async with self.arrived:
+            self.gates.append(gate)
+            self.arrived.notify_all()
+        await gate.wait()
+        await self.opened.put_consumer_group(group_id, state, coordinator)
+
+    async def held(self, count: int) -> None:
+        async with self.arrived:
+            await self.arrived.wait_for(lambda: len(self.gates) >= count)
+
+
+async def test_a_stale_write_failing_after_the_slot_came_back_leaves_the_fresh_copy(tmp_path: Any) -> None:
+    """m2's join is written at slot epoch 1, slowly; the slot moves away and back (epoch 3),
+    the group is read again and m3 joins there. m2's stale write is fenced: it answers
+    NOT_COORDINATOR and leaves the fresh copy alone, so m1 goes on, and no newcomer is given
+    the partitions m1 still holds."""
+    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
+    try:
+        topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
+        group = f"g-{uuid.uuid4().hex[:10]}"
+        slot = slot_of(group, SLOTS)
+        await opened.create_coordinator_slots(SLOTS)
+        assert await opened.set_coordinator_slots([(slot, 1, 0)]) == [1]
+        epoch = [1]
+        gated = Gated(opened)
+        groups = Groups(CONFIG, gated, lambda: 1_000, RETENTION_MS, lambda g: (slot_of(g, SLOTS), epoch[0]))
+
+        def join(member: str) -> HeartbeatRequest:
+            return HeartbeatRequest(group, member, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
+
+        first = asyncio.ensure_future(groups.consumer_group_heartbeat(join("m1"), [topic]))
+        await gated.held(1)
+        gated.gates[0].set()
+        assert (await first).assignment == {topic.topic_id: frozenset({0, 1})}
+        stale = asyncio.ensure_future(groups.consumer_group_heartbeat(join("m2"), [topic]))
+        await gated.held(2)
+        assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
+        assert await opened.set_coordinator_slots([(slot, 1, 2)]) == [3]
+        groups.unload(lambda _: True)
+        epoch[0] = 3
+        fresh = asyncio.ensure_future(groups.consumer_group_heartbeat(join("m3"), [topic]))
+        await gated.held(3)
+        gated.gates[1].set()
+        assert (await stale).error_code is ErrorCode.not_coordinator
+        assert groups.consumer.is_consumer_group(group)  # the fresh copy stays
+        gated.gates[2].set()
+        joined = await fresh
+        assert (joined.error_code, joined.assignment) == (ErrorCode.none, {})  # m1 holds both still
+
+        async def answered(request: HeartbeatRequest) -> Any:  # its writes let through
+            task = asyncio.ensure_future(groups.consumer_group_heartbeat(request, [topic]))
+            while not task.done():
+                for gate in gated.gates:
+                    gate.set()
+                await asyncio.sleep(0.001)
+            return task.result()
+
+        m1 = await answered(HeartbeatRequest(group, "m1", 1, owned={topic.topic_id: frozenset({0, 1})}))
+        assert m1.error_code is ErrorCode.none and m1.member_epoch == 1  # revoking one partition for m3, at its epoch
+        assert (await answered(join("m4"))).assignment == {}  # nothing m1 still holds
     finally:
         await opened.close()

@@ -218,3 +218,27 @@ def test_an_unreadable_stored_state_is_refused_and_the_group_stays_unknown():
         except ValueError:
             pass
         assert not other.is_consumer_group("g")
+
+
+def test_only_what_changes_the_group_marks_it_to_be_written():
+    """The shell writes a group's state only when `changed`: a steady heartbeat leaves it
+    unmarked (nothing is serialised), a join, a revocation, a leave or an expiry marks it, and
+    `export` unmarks it."""
+    c = ConsumerGroupCoordinator()
+    first = join(c, "m1")
+    assert c.changed("g")
+    text = c.export("g")
+    assert not c.changed("g")
+    assert beat(c, "m1", first.member_epoch, first.assignment, now=1_000).error_code is ErrorCode.none
+    assert not c.changed("g") and c.export("g") == text  # steady: the same state
+    waiting = join(c, "m2", now=1_000)
+    assert c.changed("g")
+    c.export("g")
+    revoking = beat(c, "m1", first.member_epoch, first.assignment, now=1_000)
+    assert revoking.assignment == {T1: frozenset({0, 1})} and c.changed("g")
+    c.export("g")
+    assert beat(c, "m2", waiting.member_epoch, {}, now=1_000).assignment is None and not c.changed("g")  # still waiting
+    assert beat(c, "m1", revoking.member_epoch, revoking.assignment, now=1_000).member_epoch == 2 and c.changed("g")
+    c.export("g")
+    assert sorted(c.tick(1_000 + SESSION_MS)) == [("g", "m1"), ("g", "m2")] and c.changed("g")
+    assert c.export("g") is None and not c.changed("g")

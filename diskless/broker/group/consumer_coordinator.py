@@ -137,6 +137,7 @@ class ConsumerGroupCoordinator:
         self.group_configs: dict[str, dict[str, str]] = {}  # overrides set on each group id
         self.timers = Timers()
         self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
+        self._changed: set[str] = set()  # groups changed since their state was last `export`ed
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------
 
@@ -195,9 +196,11 @@ class ConsumerGroupCoordinator:
             if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
                 raise Rejected(ErrorCode.unknown_member_id, f"Group {r.group_id} is not known to this coordinator: rejoin.")
             group = ConsumerGroup(r.group_id)
+        epochs_before = (group.group_epoch, group.target_epoch)
         member_id = r.member_id or self._new_member_id()
         member, is_new = self._member(group, r, member_id)
         self.groups[group.group_id] = group  # only once the member was accepted
+        member_before = _stored_fields(member)
         before = (member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
         if r.rack_id is not None:
             member.rack_id = r.rack_id
@@ -220,6 +223,8 @@ class ConsumerGroupCoordinator:
         previous_assigned = dict(member.assigned)
         self._reconcile(group, member, r.owned, now_ms)
         self.timers.schedule(_session_key(group.group_id, member.member_id), now_ms + self._session_timeout_ms(group.group_id))
+        if is_new or member_before != _stored_fields(member) or epochs_before != (group.group_epoch, group.target_epoch):
+            self._changed.add(group.group_id)
         full = r.rebalance_timeout_ms != -1 and (r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None) and r.owned is not None
         send_assignment = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH or full or member.assigned != previous_assigned
         return HeartbeatResponse(
@@ -301,6 +306,7 @@ class ConsumerGroupCoordinator:
         if target is not None:
             group.target[member_id] = target
         group.claim(old)
+        self._changed.add(group.group_id)
         return old
 
     @staticmethod
@@ -371,6 +377,7 @@ class ConsumerGroupCoordinator:
             # The instance will be back: it keeps its partitions until its session expires.
             member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             self.timers.cancel(_revocation_key(group.group_id, member.member_id))
+            self._changed.add(group.group_id)
         else:
             self._remove_member(group, member.member_id)
         return HeartbeatResponse(ErrorCode.none, None, r.member_id, r.member_epoch, 0)
@@ -378,6 +385,7 @@ class ConsumerGroupCoordinator:
     def _remove_member(self, group: ConsumerGroup, member_id: str) -> None:
         if group.remove(member_id) is not None:
             group.group_epoch += 1
+            self._changed.add(group.group_id)
         self._cancel_timers(group.group_id, member_id)
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
@@ -459,6 +467,7 @@ class ConsumerGroupCoordinator:
         if group.members:
             return ErrorCode.non_empty_group
         del self.groups[group_id]
+        self._changed.discard(group_id)
         return ErrorCode.none
 
     def subscribed_topics(self, group_id: str) -> set[str]:
@@ -501,9 +510,16 @@ class ConsumerGroupCoordinator:
             group.assignor_name or self.config.group_consumer_assignors[0], members,
         )  # fmt: skip
 
+    def changed(self, group_id: str) -> bool:
+        """Whether the group changed since its state was last `export`ed (a heartbeat that
+        changed nothing is answered without serialising the group)."""
+        return group_id in self._changed
+
     def export(self, group_id: str) -> str | None:
-        """The group's state as the metadata store keeps it (consumer_snapshot.py); None for a
-        group not known here, and for one without members (nothing to keep)."""
+        """The group's state as the metadata store keeps it (consumer_snapshot.py), from now
+        on not `changed`; None for a group not known here, and for one without members
+        (nothing to keep)."""
+        self._changed.discard(group_id)
         group = self.groups.get(group_id)
         return consumer_snapshot.to_text(group) if group is not None and group.members else None
 
@@ -519,12 +535,23 @@ class ConsumerGroupCoordinator:
                 self.timers.schedule(_revocation_key(group_id, member.member_id), now_ms + member.rebalance_timeout_ms, member.member_epoch)
 
     def unload(self, which: Callable[[str], bool] | None = None) -> None:
-        """Give up every group, or those `which` names (shutdown, or their coordinator slot
-        moved): members get UNKNOWN_MEMBER_ID / NOT_COORDINATOR and rejoin elsewhere."""
+        """Forget every group, or those `which` names (shutdown, a coordinator slot moved, or
+        a store write failed): the next coordinator, or this one later, restores them from
+        what the store holds."""
         gone = {group_id for group_id in self.groups if which is None or which(group_id)}
         for group_id in gone:
             del self.groups[group_id]
+        self._changed -= gone
         self.timers.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in gone)
+
+
+def _stored_fields(m: ConsumerMember) -> tuple[object, ...]:
+    """What consumer_snapshot.py keeps of a member (assignments compared by value)."""
+    return (
+        m.member_id, m.instance_id, m.client_id, m.client_host, m.rack_id, m.rebalance_timeout_ms, m.subscribed_topic_names,
+        m.subscribed_topic_regex, m.server_assignor, m.member_epoch, m.previous_member_epoch, m.state, dict(m.assigned),
+        dict(m.pending_revocation),
+    )  # fmt: skip
 
 
 def _subscribed(member: ConsumerMember, known: Mapping[str, object]) -> set[str]:

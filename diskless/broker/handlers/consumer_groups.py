@@ -1,7 +1,7 @@
 """KIP-848's consumer group protocol: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69).
 
-Served, like the classic group APIs, only by the broker holding the controller lease (the
-group coordinator, `groups.is_coordinator`); others answer NOT_COORDINATOR and the member
+Served, like the classic group APIs, only by the group's coordinator (the holder of its
+coordinator slot, `groups.is_coordinator`); others answer NOT_COORDINATOR and the member
 looks the coordinator up again. The decisions are the sans-IO core's
 (group/consumer_coordinator.py); this module turns kio bodies into its values and back.
 Partitions travel by topic id, as in Kafka.
