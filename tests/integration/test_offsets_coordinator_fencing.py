@@ -152,19 +152,25 @@ async def test_a_coordinator_with_a_stale_view_answers_not_coordinator(tmp_path:
         await opened.close()
 
 
+async def group_of_broker_1(opened: MetadataStore) -> tuple[Any, str, int]:
+    """A topic of two partitions, and a group whose coordinator slot broker 1 holds at epoch 1."""
+    topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
+    group = f"g-{uuid.uuid4().hex[:10]}"
+    slot = slot_of(group, SLOTS)
+    await opened.create_coordinator_slots(SLOTS)
+    assert await opened.set_coordinator_slots([(slot, 1, 0)]) == [1]
+    return topic, group, slot
+
+
 async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old_one_is_fenced(tmp_path: Any) -> None:
     """KIP-848 state, through `Groups` over a real SQLite store: broker 1 writes the group as
     its member joins; broker 2, not its coordinator, does not read it (its copy would be stale
-    by the time the slot came: NOT_COORDINATOR, or not found for the console); once the slot is 2's, the member's next heartbeat there goes on
-    at its epoch with its partitions, and stalled broker 1's next write is fenced: it answers
-    NOT_COORDINATOR and forgets the group."""
+    by the time the slot came: NOT_COORDINATOR, or not found for the console); once the slot
+    is 2's, the member's next heartbeat there goes on at its epoch with its partitions, and
+    stalled broker 1's next write is fenced: it answers NOT_COORDINATOR and forgets the group."""
     opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
     try:
-        topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
-        group = f"g-{uuid.uuid4().hex[:10]}"
-        slot = slot_of(group, SLOTS)
-        await opened.create_coordinator_slots(SLOTS)
-        assert await opened.set_coordinator_slots([(slot, 1, 0)]) == [1]
+        topic, group, slot = await group_of_broker_1(opened)
         clock = [1_000]
         slots = [PartitionLeadership(COORDINATOR_SLOTS, s, 1, 1 if s == slot else 0) for s in range(SLOTS)]
         a = broker(opened, View(1, slots), topic.name, clock)
@@ -296,11 +302,7 @@ async def test_a_stale_write_failing_after_the_slot_came_back_leaves_the_fresh_c
     the partitions m1 still holds."""
     opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
     try:
-        topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
-        group = f"g-{uuid.uuid4().hex[:10]}"
-        slot = slot_of(group, SLOTS)
-        await opened.create_coordinator_slots(SLOTS)
-        assert await opened.set_coordinator_slots([(slot, 1, 0)]) == [1]
+        topic, group, slot = await group_of_broker_1(opened)
         epoch = [1]
         gated = Gated(opened)
         groups = Groups(CONFIG, gated, lambda: 1_000, RETENTION_MS, lambda g: (slot_of(g, SLOTS), epoch[0]))
