@@ -29,7 +29,7 @@ from diskless.broker.group.consumer_coordinator import HeartbeatRequest
 from diskless.broker.groups import Groups
 from diskless.broker.handlers.commits import handle_offset_commit, handle_offset_delete
 from diskless.wire import Request, RequestHeader
-from metadata import CommittedOffset, CoordinatorFenced, MetadataStore, PartitionLeadership, open_metadata_store, sqlite_url
+from metadata import CommittedOffset, CoordinatorFenced, MetadataStore, MetadataStorageError, PartitionLeadership, open_metadata_store, sqlite_url
 from metadata.model import COORDINATOR_SLOTS
 
 from .test_metadata_store import backend, store, url  # noqa: F401 (fixtures: every backend)
@@ -340,5 +340,62 @@ async def test_a_stale_write_failing_after_the_slot_came_back_leaves_the_fresh_c
         m1 = await answered(HeartbeatRequest(group, "m1", 1, owned={topic.topic_id: frozenset({0, 1})}))
         assert m1.error_code is ErrorCode.none and m1.member_epoch == 1  # revoking one partition for m3, at its epoch
         assert (await answered(join("m4"))).assignment == {}  # nothing m1 still holds
+    finally:
+        await opened.close()
+
+
+class Down:
+    """The store, with writes and reads of consumer group state failing while `down`."""
+
+    def __init__(self, opened: MetadataStore) -> None:
+        self.opened = opened
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.opened, name)
+
+    def _check(self, operation: str) -> None:
+        if self.down:
+            raise MetadataStorageError(operation, "connection refused")
+
+    async def get_consumer_group(self, group_id: str) -> str | None:
+        self._check("get_consumer_group")
+        return await self.opened.get_consumer_group(group_id)
+
+    async def put_consumer_group(self, group_id: str, state: str, coordinator: tuple[int, int] | None = None) -> None:
+        self._check("put_consumer_group")
+        await self.opened.put_consumer_group(group_id, state, coordinator)
+
+
+async def test_a_store_outage_answers_coordinator_not_available_and_the_group_goes_on_after(tmp_path: Any) -> None:
+    """While the store is down, a heartbeat that changes the group is answered
+    COORDINATOR_NOT_AVAILABLE (retriable; nothing it changed was given out) and the group is
+    dropped here; a steady heartbeat is still answered. Once the store is back, the members go
+    on from what it holds, at their epochs."""
+    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
+    try:
+        topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
+        group = f"g-{uuid.uuid4().hex[:10]}"
+        store = Down(opened)
+        groups = Groups(CONFIG, store, lambda: 1_000, RETENTION_MS)
+
+        def join(member: str) -> HeartbeatRequest:
+            return HeartbeatRequest(group, member, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
+
+        both = {topic.topic_id: frozenset({0, 1})}
+        assert (await groups.consumer_group_heartbeat(join("m1"), [topic])).assignment == both
+        store.down = True
+        steady = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
+        assert (steady.error_code, steady.member_epoch) == (ErrorCode.none, 1)
+        refused = await groups.consumer_group_heartbeat(join("m2"), [topic])
+        assert refused.error_code is ErrorCode.coordinator_not_available
+        assert not groups.consumer.is_consumer_group(group)
+        with pytest.raises(MetadataStorageError):  # read again while down: the handler answers an error
+            await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
+        store.down = False
+        back = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
+        assert (back.error_code, back.member_epoch) == (ErrorCode.none, 1)
+        [described] = await groups.consumer_group_describe([group])
+        assert [(m.member_id, m.member_epoch, m.assignment) for m in described.members] == [("m1", 1, both)]  # m2 was never a member
     finally:
         await opened.close()
