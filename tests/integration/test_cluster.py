@@ -156,10 +156,13 @@ def create(bootstrap: str, partitions: int) -> str:
 
 def test_three_brokers_share_leadership_and_serve_clients(cluster: Cluster) -> None:
     topic = create(cluster.bootstrap, 6)
-    # Leadership is spread: two partitions each, and every broker reports the same view.
-    per_broker = Counter(leaders(cluster.bootstrap, topic).values())
-    assert per_broker == Counter({1: 2, 2: 2, 3: 2})
-    expected = leaders(cluster.bootstrap, topic)
+    # Leadership is spread: two partitions each, and every broker reports the same view once
+    # its view has the new topic's leaders (within a heartbeat; `create` asked one of them).
+    expected = wait_until(
+        lambda: len(found := leaders(cluster.brokers[1].bootstrap, topic)) == 6 and all(leader >= 1 for leader in found.values()) and found,
+        "broker 1 to show the new topic's leaders",
+    )
+    assert Counter(expected.values()) == Counter({1: 2, 2: 2, 3: 2})
     for broker in cluster.brokers.values():  # every broker's view converges within a heartbeat
         wait_until(lambda: leaders(broker.bootstrap, topic) == expected, f"broker at {broker.bootstrap} to show the leaders")
     md = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap}).list_topics(timeout=DEADLINE_S)
