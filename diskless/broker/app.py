@@ -122,8 +122,7 @@ class Broker:
         # Set once the broker joined the cluster and opened its partitions: the listener is
         # bound before (its port is what the broker registers), requests wait for this.
         self._ready = asyncio.Event()
-        self._coordinating: frozenset[tuple[int, int]] = frozenset()  # (slot, epoch) held at the last view applied
-        self._coordinating_epochs: dict[int, int] = {}  # and their epochs
+        self._coordinating_epochs: dict[int, int] = {}  # coordinator slot -> epoch held at the last view applied
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -320,14 +319,14 @@ class Broker:
     def _slots_held(self) -> frozenset[tuple[int, int]]:
         """The coordinator slots taken up here (`_apply_view`), with their epochs: a slot held
         again at another epoch is a change (its state may have moved on elsewhere)."""
-        return self._coordinating
+        return frozenset(self._coordinating_epochs.items())
 
     async def _apply_view(self, view: ClusterView) -> None:
         """Open and close partitions as the view says; forget the groups of every coordinator
         slot that moved away, came here, or came back at another epoch: whatever this broker
         knew of them may be stale (another holder changed them meanwhile); the stored groups of
         the slots that came are read from the store (groups.py). The slots first, before any
-        wait: a slot is coordinated here only once in `_coordinating`."""
+        wait: a slot is coordinated here only once in `_coordinating_epochs`."""
         me = self.config.node_id
         epochs = {slot: lead.leader_epoch for slot, lead in view.slots.items() if lead.leader_id == me}
         before = self._coordinating_epochs
@@ -337,7 +336,7 @@ class Broker:
             self.groups.unload(lambda group_id: slot_of(group_id, count) in moved)
             if lost := sorted(slot for slot in moved if slot not in epochs):
                 log.info("coordinator slot(s) %s moved to other brokers; their groups unloaded", lost)
-        self._coordinating, self._coordinating_epochs = frozenset(epochs.items()), epochs
+        self._coordinating_epochs = epochs
         if taken := frozenset(slot for slot in moved if slot in epochs):
             self.groups.take_up(lambda group_id: slot_of(group_id, count) in taken)
         await self.registry.reconcile(view)

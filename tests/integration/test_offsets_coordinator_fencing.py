@@ -152,6 +152,11 @@ async def test_a_coordinator_with_a_stale_view_answers_not_coordinator(tmp_path:
         await opened.close()
 
 
+def joining(group: str, member: str, topic: str) -> HeartbeatRequest:
+    """ConsumerGroupHeartbeat of `member` joining `group` (epoch 0), subscribed to `topic`."""
+    return HeartbeatRequest(group, member, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic,), owned={})
+
+
 async def group_of_broker_1(opened: MetadataStore) -> tuple[Any, str, int]:
     """A topic of two partitions, and a group whose coordinator slot broker 1 holds at epoch 1."""
     topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
@@ -176,7 +181,7 @@ async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old
         a = broker(opened, View(1, slots), topic.name, clock)
         b_view = View(2, slots)
         b = broker(opened, b_view, topic.name, clock)
-        join = HeartbeatRequest(group, "m1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
+        join = joining(group, "m1", topic.name)
         joined = await a.groups.consumer_group_heartbeat(join, [topic])
         assert (joined.error_code, joined.member_epoch, joined.assignment) == (ErrorCode.none, 1, {topic.topic_id: frozenset({0, 1})})
         with pytest.raises(NotGroupCoordinator):  # ConsumerGroupDescribe answers NOT_COORDINATOR
@@ -194,7 +199,7 @@ async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old
         [described] = await b.groups.consumer_group_describe([group])
         assert (described.group_epoch, [(m.member_id, m.member_epoch, m.assignment) for m in described.members]) == (1, [("m1", 1, owned)])
         # Broker 1 has not heard: a second member joins there; its write is fenced.
-        late = await a.groups.consumer_group_heartbeat(HeartbeatRequest(group, "m2", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={}), [topic])
+        late = await a.groups.consumer_group_heartbeat(joining(group, "m2", topic.name), [topic])
         assert late.error_code is ErrorCode.not_coordinator
         assert not a.groups.consumer.is_consumer_group(group)
         assert [m.member_id for m in (await b.groups.consumer_group_describe([group]))[0].members] == ["m1"]
@@ -225,12 +230,14 @@ class Held:
 
     def __init__(self, opened: MetadataStore) -> None:
         self.opened = opened
-        self.reads, self.writes, self.writing = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self.reads, self.writes = asyncio.Event(), asyncio.Event()
+        self.reading, self.writing = asyncio.Event(), asyncio.Event()  # a read, a write has come
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.opened, name)
 
     async def get_consumer_group(self, group_id: str) -> str | None:
+        self.reading.set()
         await self.reads.wait()
         return await self.opened.get_consumer_group(group_id)
 
@@ -250,9 +257,9 @@ async def test_a_group_unloaded_while_read_or_written_is_not_taken_up_from_that_
         group = f"g-{uuid.uuid4().hex[:10]}"
         held = Held(opened)
         groups = Groups(CONFIG, held, lambda: 1_000, RETENTION_MS)
-        join = HeartbeatRequest(group, "m1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
+        join = joining(group, "m1", topic.name)
         reading = asyncio.ensure_future(groups.consumer_group_heartbeat(join, [topic]))
-        await asyncio.sleep(0)
+        await held.reading.wait()
         groups.unload(lambda _: True)
         held.reads.set()
         with pytest.raises(NotGroupCoordinator):
@@ -307,20 +314,17 @@ async def test_a_stale_write_failing_after_the_slot_came_back_leaves_the_fresh_c
         gated = Gated(opened)
         groups = Groups(CONFIG, gated, lambda: 1_000, RETENTION_MS, lambda g: (slot_of(g, SLOTS), epoch[0]))
 
-        def join(member: str) -> HeartbeatRequest:
-            return HeartbeatRequest(group, member, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
-
-        first = asyncio.ensure_future(groups.consumer_group_heartbeat(join("m1"), [topic]))
+        first = asyncio.ensure_future(groups.consumer_group_heartbeat(joining(group, "m1", topic.name), [topic]))
         await gated.held(1)
         gated.gates[0].set()
         assert (await first).assignment == {topic.topic_id: frozenset({0, 1})}
-        stale = asyncio.ensure_future(groups.consumer_group_heartbeat(join("m2"), [topic]))
+        stale = asyncio.ensure_future(groups.consumer_group_heartbeat(joining(group, "m2", topic.name), [topic]))
         await gated.held(2)
         assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
         assert await opened.set_coordinator_slots([(slot, 1, 2)]) == [3]
         groups.unload(lambda _: True)
         epoch[0] = 3
-        fresh = asyncio.ensure_future(groups.consumer_group_heartbeat(join("m3"), [topic]))
+        fresh = asyncio.ensure_future(groups.consumer_group_heartbeat(joining(group, "m3", topic.name), [topic]))
         await gated.held(3)
         gated.gates[1].set()
         assert (await stale).error_code is ErrorCode.not_coordinator
@@ -339,7 +343,7 @@ async def test_a_stale_write_failing_after_the_slot_came_back_leaves_the_fresh_c
 
         m1 = await answered(HeartbeatRequest(group, "m1", 1, owned={topic.topic_id: frozenset({0, 1})}))
         assert m1.error_code is ErrorCode.none and m1.member_epoch == 1  # revoking one partition for m3, at its epoch
-        assert (await answered(join("m4"))).assignment == {}  # nothing m1 still holds
+        assert (await answered(joining(group, "m4", topic.name))).assignment == {}  # nothing m1 still holds
     finally:
         await opened.close()
 
@@ -379,15 +383,12 @@ async def test_a_store_outage_answers_coordinator_not_available_and_the_group_go
         store = Down(opened)
         groups = Groups(CONFIG, store, lambda: 1_000, RETENTION_MS)
 
-        def join(member: str) -> HeartbeatRequest:
-            return HeartbeatRequest(group, member, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
-
         both = {topic.topic_id: frozenset({0, 1})}
-        assert (await groups.consumer_group_heartbeat(join("m1"), [topic])).assignment == both
+        assert (await groups.consumer_group_heartbeat(joining(group, "m1", topic.name), [topic])).assignment == both
         store.down = True
         steady = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
         assert (steady.error_code, steady.member_epoch) == (ErrorCode.none, 1)
-        refused = await groups.consumer_group_heartbeat(join("m2"), [topic])
+        refused = await groups.consumer_group_heartbeat(joining(group, "m2", topic.name), [topic])
         assert refused.error_code is ErrorCode.coordinator_not_available
         assert not groups.consumer.is_consumer_group(group)
         with pytest.raises(MetadataStorageError):  # read again while down: the handler answers an error

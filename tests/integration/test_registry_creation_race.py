@@ -8,24 +8,13 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from cold_tier.local import LocalObjectStore
-from cold_tier.remote_log import RemoteLogReader
-from diskless.broker.registry import Registry, RegistrySettings
-from diskless.broker.tiering.remote_log import RemoteStorage
-from diskless.broker.tiering.uploader import Uploader
-from metadata import open_metadata_store
+from .test_registry_unseen_topics import registry_of
 
 ME, OTHER = 2, 7
 
 
 async def test_partitions_the_controller_gave_leaders_first_open_here_if_they_are_mine(tmp_path: Path) -> None:
-    store = await open_metadata_store(f"sqlite:///{tmp_path / 'metadata.db'}")
-    bucket = LocalObjectStore(tmp_path / "bucket")
-    reader = RemoteLogReader(bucket)
-    try:
-        uploader = Uploader(bucket, lambda: [], lambda: 0)
-        registry = Registry(RegistrySettings(ME, tmp_path / "logs", {}, 1, 10**9), store, RemoteStorage(bucket, store, reader), uploader, None, lambda: 0)
-        await registry.load()
+    async with registry_of(tmp_path, ME) as (registry, store):
         real = store.set_partition_leaders
         raced: list[list[int | None]] = []
 
@@ -47,6 +36,3 @@ async def test_partitions_the_controller_gave_leaders_first_open_here_if_they_ar
         assert by_partition == {(0, ME, 1), (1, OTHER, 1), (2, ME, 1)}
         for index in (0, 2):
             assert registry.leader(name, index).high_watermark == 0
-    finally:
-        await reader.close()
-        await store.close()

@@ -6,7 +6,9 @@ broker's own Registry, and the request handlers."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,9 +22,25 @@ from diskless.broker.handlers.topics import handle_delete_topics
 from diskless.broker.registry import Registry, RegistrySettings
 from diskless.broker.tiering.remote_log import RemoteStorage
 from diskless.broker.tiering.uploader import Uploader
-from metadata import UnknownTopic, open_metadata_store
+from metadata import MetadataStore, UnknownTopic, open_metadata_store
 
 TOPIC_RESOURCE = 2
+
+
+@contextlib.asynccontextmanager
+async def registry_of(tmp_path: Path, node_id: int) -> AsyncIterator[tuple[Registry, MetadataStore]]:
+    """Broker `node_id`'s Registry, loaded, over a real SQLite store and a directory bucket."""
+    store = await open_metadata_store(f"sqlite:///{tmp_path / 'metadata.db'}")
+    bucket = LocalObjectStore(tmp_path / "bucket")
+    reader = RemoteLogReader(bucket)
+    try:
+        uploader = Uploader(bucket, lambda: [], lambda: 0)
+        registry = Registry(RegistrySettings(node_id, tmp_path / "logs", {}, 1, 10**9), store, RemoteStorage(bucket, store, reader), uploader, None, lambda: 0)
+        await registry.load()
+        yield registry, store
+    finally:
+        await reader.close()
+        await store.close()
 
 
 def request(body: Any, version: int) -> Any:
@@ -30,14 +48,7 @@ def request(body: Any, version: int) -> Any:
 
 
 async def test_a_topic_another_broker_made_is_deleted_and_described_here(tmp_path: Path) -> None:
-    store = await open_metadata_store(f"sqlite:///{tmp_path / 'metadata.db'}")
-    bucket = LocalObjectStore(tmp_path / "bucket")
-    reader = RemoteLogReader(bucket)
-    try:
-        uploader = Uploader(bucket, lambda: [], lambda: 0)
-        settings = RegistrySettings(2, tmp_path / "logs", {}, 1, 10**9)
-        registry = Registry(settings, store, RemoteStorage(bucket, store, reader), uploader, None, lambda: 0)
-        await registry.load()
+    async with registry_of(tmp_path, 2) as (registry, store):
         security = SimpleNamespace(allowed=lambda *args: True, require=lambda *args: None)
         broker = SimpleNamespace(registry=registry, security=security, settings=SimpleNamespace(node_id=2))
         # Another broker makes three topics; this one's view has none of them.
@@ -62,6 +73,3 @@ async def test_a_topic_another_broker_made_is_deleted_and_described_here(tmp_pat
         body = SimpleNamespace(topics=[SimpleNamespace(name=None, topic_id=uuid.uuid4())], timeout_ms=30_000)
         [unknown] = (await handle_delete_topics(broker, request(body, 6))).responses
         assert unknown.error_code is ErrorCode.unknown_topic_id
-    finally:
-        await reader.close()
-        await store.close()

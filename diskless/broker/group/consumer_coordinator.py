@@ -200,7 +200,7 @@ class ConsumerGroupCoordinator:
         member_id = r.member_id or self._new_member_id()
         member, is_new = self._member(group, r, member_id)
         self.groups[group.group_id] = group  # only once the member was accepted
-        member_before = _stored_fields(member)
+        member_before = consumer_snapshot.member_state(member)
         before = (member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
         if r.rack_id is not None:
             member.rack_id = r.rack_id
@@ -223,7 +223,7 @@ class ConsumerGroupCoordinator:
         previous_assigned = dict(member.assigned)
         self._reconcile(group, member, r.owned, now_ms)
         self.timers.schedule(_session_key(group.group_id, member.member_id), now_ms + self._session_timeout_ms(group.group_id))
-        if is_new or member_before != _stored_fields(member) or epochs_before != (group.group_epoch, group.target_epoch):
+        if is_new or member_before != consumer_snapshot.member_state(member) or epochs_before != (group.group_epoch, group.target_epoch):
             self._changed.add(group.group_id)
         full = r.rebalance_timeout_ms != -1 and (r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None) and r.owned is not None
         send_assignment = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH or full or member.assigned != previous_assigned
@@ -543,15 +543,6 @@ class ConsumerGroupCoordinator:
             del self.groups[group_id]
         self._changed -= gone
         self.timers.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in gone)
-
-
-def _stored_fields(m: ConsumerMember) -> tuple[object, ...]:
-    """What consumer_snapshot.py keeps of a member (assignments compared by value)."""
-    return (
-        m.member_id, m.instance_id, m.client_id, m.client_host, m.rack_id, m.rebalance_timeout_ms, m.subscribed_topic_names,
-        m.subscribed_topic_regex, m.server_assignor, m.member_epoch, m.previous_member_epoch, m.state, dict(m.assigned),
-        dict(m.pending_revocation),
-    )  # fmt: skip
 
 
 def _subscribed(member: ConsumerMember, known: Mapping[str, object]) -> set[str]:

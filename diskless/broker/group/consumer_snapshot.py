@@ -26,7 +26,7 @@ def to_text(group: ConsumerGroup) -> str:
         "group_epoch": group.group_epoch,
         "target_epoch": group.target_epoch,
         "assignor": group.assignor_name,
-        "members": [_member(m) for m in group.members.values()],
+        "members": [member_state(m) for m in group.members.values()],
         "target": {member_id: _partitions(a) for member_id, a in group.target.items()},
         "subscription": {name: [str(topic_id), n] for name, (topic_id, n) in group.subscription_metadata.items()},
     }, separators=(",", ":"))  # fmt: skip
@@ -54,7 +54,9 @@ def from_text(group_id: str, text: str) -> ConsumerGroup:
     return group
 
 
-def _member(m: ConsumerMember) -> dict[str, Any]:
+def member_state(m: ConsumerMember) -> dict[str, Any]:
+    """What is kept of a member (the coordinator compares it to tell whether a heartbeat
+    changed anything)."""
     return {
         "member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id, "client_host": m.client_host,
         "rack_id": m.rack_id, "rebalance_timeout_ms": m.rebalance_timeout_ms, "topics": list(m.subscribed_topic_names),
@@ -82,4 +84,4 @@ def _read_partitions(data: Mapping[str, list[int]]) -> dict[uuid.UUID, frozenset
     return {uuid.UUID(topic_id): frozenset(int(p) for p in partitions) for topic_id, partitions in data.items()}
 
 
-__all__ = ["from_text", "to_text"]
+__all__ = ["from_text", "member_state", "to_text"]
