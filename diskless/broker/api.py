@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .cluster.membership import ClusterView
     from .groups import Groups
     from .partition import PartitionLeader
+    from .refused_batches import RefusedBatches
     from .replica_reads import BucketReplica
     from .tiering.fetch_quota import RemoteFetchQuota
     from .security.shell import BrokerSecurity
@@ -122,6 +123,7 @@ class BrokerApi(Protocol):
     inter_broker: InterBrokerClient  # requests to other brokers, on their inter-broker listener (txn/inter_broker.py)
     replica_reads: BucketReplica | None  # reads of partitions led elsewhere (KIP-392), when replica.selector.class is set
     remote_fetch_quota: RemoteFetchQuota  # bytes fetches read from the bucket (KIP-956, tiering/fetch_quota.py)
+    refused_batches: RefusedBatches  # idempotent batches refused with a retriable error, lately (refused_batches.py)
 
     @property
     def cluster(self) -> ClusterView:

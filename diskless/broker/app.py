@@ -38,6 +38,7 @@ from .data_dir import DataDirLock, claim_data_dir
 from .group import GroupConfig
 from .groups import Groups
 from .handlers import HANDLERS
+from .refused_batches import RefusedBatches
 from .registry import Registry, RegistrySettings
 from .replica_reads import BucketReplica
 from .tiering.fetch_quota import RemoteFetchQuota
@@ -119,6 +120,7 @@ class Broker:
             window_s=config.remote_fetch_quota_window_size_seconds,
         )  # fmt: skip
         self.replica_reads: BucketReplica | None = None  # set at start when replica.selector.class is
+        self.refused_batches = RefusedBatches()
         # Set once the broker joined the cluster and opened its partitions: the listener is
         # bound before (its port is what the broker registers), requests wait for this.
         self._ready = asyncio.Event()

@@ -235,15 +235,21 @@ class NotTransactionCoordinator(Exception):
 
 
 class OutOfOrderSequence(Exception):
-    def __init__(self, producer_id: int, base_sequence: int, last_sequence: int) -> None:
+    """`expected_sequence`: the base sequence the producer's next batch must have here."""
+
+    def __init__(self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int, expected_sequence: int) -> None:
         super().__init__(f"producer {producer_id}: sequence {base_sequence} does not follow {last_sequence}")
         self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.expected_sequence = expected_sequence
 
 
 class UnknownProducerId(Exception):
-    def __init__(self, producer_id: int, base_sequence: int) -> None:
+    def __init__(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
         super().__init__(f"producer {producer_id} has no state here and its batch starts at sequence {base_sequence}, not 0")
         self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.expected_sequence = 0
 
 
 class InvalidProducerEpoch(Exception):

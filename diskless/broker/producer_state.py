@@ -119,6 +119,11 @@ def in_sequence(last_sequence: int, next_sequence: int) -> bool:
     return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == _INT32_MAX)
 
 
+def sequence_after(last_sequence: int) -> int:
+    """The base sequence of the batch that follows `last_sequence` (NO_SEQUENCE: a new epoch's first)."""
+    return 0 if last_sequence in (NO_SEQUENCE, _INT32_MAX) else last_sequence + 1
+
+
 class ProducerStateManager:
     def __init__(self, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self.producer_id_expiration_ms = producer_id_expiration_ms

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from diskless.broker.errors import TxnVerificationFailed, error_code_for
 from diskless.broker.handlers import produce
 from diskless.broker.partition.leader import PartitionLeader
+from diskless.broker.refused_batches import RefusedBatches
 from hot_tier import AppendInfo
 from hot_tier.records import Record, encode_batch, read_header
 from hot_tier.records.transactions import PartitionTxns
@@ -62,6 +63,7 @@ def broker(partition: Partition, in_process: ErrorCode) -> Any:
         registry=registry,
         security=SimpleNamespace(allowed=lambda *args: True),
         transactions=SimpleNamespace(verify=lambda producer_id, epoch, topic, index: in_process),
+        refused_batches=RefusedBatches(),
         clock=lambda: 1_000,
     )
 

@@ -12,7 +12,8 @@ from diskless.wire import Request
 from hot_tier.records import CorruptBatch, read_header
 
 from ..api import BrokerApi, absent
-from ..errors import DurabilityTimeout, error_code_for
+from ..errors import DurabilityTimeout, OutOfOrderSequence, UnknownProducerId, error_code_for
+from ..refused_batches import RETRIABLE_REFUSALS
 from ..responses import NO_THROTTLE, make, response_module, timestamp
 from ..security.authorizer import IDEMPOTENT_WRITE, TOPIC, WRITE
 from . import transactions
@@ -58,6 +59,7 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                 error = ErrorCode.topic_authorization_failed
             elif partition is None:
                 error = absent(broker, topic_data.name, data.index)
+                _remember_refusal(broker, topic_data.name, data.index, data.records, error, now)
             elif not data.records:
                 error, message = ErrorCode.corrupt_message, "produce request without record batches"
             else:
@@ -72,8 +74,17 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                 except Exception as exc:
                     error, message = _durability_error(exc, f"produce to {topic_data.name}-{data.index}"), str(exc)
                     record_errors = getattr(exc, "record_errors", ())  # KIP-467: (batch_index, message) per record
+                    if isinstance(exc, (OutOfOrderSequence, UnknownProducerId)):
+                        earlier = broker.refused_batches.explains(
+                            topic_data.name, data.index, exc.producer_id, exc.producer_epoch, exc.expected_sequence, now
+                        )  # fmt: skip
+                        if earlier is not None:
+                            error = earlier
+                            message = f"{exc}: the batch from sequence {exc.expected_sequence} was refused here ({earlier.name}); send it first"
+                    else:
+                        _remember_refusal(broker, topic_data.name, data.index, data.records, error, now)
                     if error is not ErrorCode.unknown_server_error:
-                        log.warning("produce to %s-%d from %s rejected: %s", topic_data.name, data.index, request.header.client_id, exc)
+                        log.warning("produce to %s-%d from %s rejected: %s", topic_data.name, data.index, request.header.client_id, message)
             results.append([data.index, error, message, info, partition, record_errors])
     for leader, producer_id, guard in guards.values():
         leader.txns.end_verification(producer_id, guard)
@@ -156,6 +167,19 @@ def _opening_transactions(broker: BrokerApi, body: Any) -> list[tuple[str, int, 
             if header.is_transactional and not header.is_control and not partition.txns.is_ongoing(header.producer_id):
                 opening.append((topic_data.name, data.index, header.producer_id, header.producer_epoch))
     return opening
+
+
+def _remember_refusal(broker: BrokerApi, topic: str, index: int, records: bytes | None, error: ErrorCode, now: int) -> None:
+    """Keep a retriable refusal of an idempotent producer's batch: it may explain the gap before
+    the producer's next batch (refused_batches.py)."""
+    if error not in RETRIABLE_REFUSALS or not records:
+        return
+    try:
+        header = read_header(records, 0, check_crc=False)
+    except CorruptBatch:
+        return
+    if header.has_producer_id:
+        broker.refused_batches.refused(topic, index, header.producer_id, header.producer_epoch, header.base_sequence, error, now)
 
 
 def _durability_error(failure: BaseException, context: str) -> ErrorCode:

@@ -44,7 +44,7 @@ from ..producer_state import Duplicate
 from ..producer_state import InvalidProducerEpoch as EpochDecision
 from ..producer_state import OutOfOrderSequence as SequenceDecision
 from ..producer_state import UnknownProducer
-from ..producer_state import ProducerStateManager
+from ..producer_state import ProducerStateManager, sequence_after
 from ..tiering import policy
 from ..txn.log_scan import transactional_batches
 from hot_tier.records.transactions import PartitionTxns, encode_marker, encode_txn_index, trim_to
@@ -298,11 +298,12 @@ class PartitionLeader:
                     decision.first_offset, decision.last_offset, decision.timestamp_ms, log_append_time_ms, self.log_start_offset, 0
                 )
             if isinstance(decision, SequenceDecision):
-                raise OutOfOrderSequence(header.producer_id, header.base_sequence, decision.current_last_sequence)
+                last = decision.current_last_sequence
+                raise OutOfOrderSequence(header.producer_id, header.producer_epoch, header.base_sequence, last, sequence_after(last))
             if isinstance(decision, EpochDecision):
                 raise InvalidProducerEpoch(header.producer_id, header.producer_epoch, decision.current_epoch)
             if isinstance(decision, UnknownProducer):
-                raise UnknownProducerId(header.producer_id, header.base_sequence)
+                raise UnknownProducerId(header.producer_id, header.producer_epoch, header.base_sequence)
         if rules.compression_type != PRODUCER:  # after the duplicate check: a retry is not rewritten
             records = apply_compression_type(records, rules.compression_type)
             if len(records) > rules.max_message_bytes:  # recompression may have grown it
