@@ -29,7 +29,11 @@ once it lost the partition's leadership.
 KIP-848 groups' state is in the store too (`_load`, `_persist`): written before the answer
 to each heartbeat that changed it, fenced by the coordinator slot as offsets are, and read
 back when a coordinator first meets the group (after a restart or a slot move), so members go
-on at their epochs and no partition has two owners across the move.
+on at their epochs and no partition has two owners across the move. A classic group's Stable
+generation is kept in the same row (`_store_classic`, group/classic_snapshot.py), written
+before the answers of the call that made it, so its members heartbeat on at a new coordinator
+without a rebalance; a failed write is only logged (the in-memory group stays right here, and
+a coordinator taking it up from an older generation makes its members rejoin).
 
 Only the event-loop task calls this class.
 """
@@ -47,7 +51,7 @@ from kio.schema.errors import ErrorCode
 
 from metadata import CommittedOffset, CoordinatorFenced, MetadataStore
 
-from .group import group_configs
+from .group import classic_snapshot, group_configs
 from .group.assignors import TopicInfo
 from .group.consumer_coordinator import (
     ConsumerGroupCoordinator,
@@ -168,24 +172,27 @@ class Groups:
             self.consumer.delete_group(group_id)  # offline downgrade: offsets stay
             log.info("consumer group %s, empty, converted to a classic group", group_id)
         outcome = self.coordinator.join_group(**request, now_ms=self.clock())
-        response = await self._settle(outcome)
+        response = await self._settle(outcome, group_id)
         return response or JoinGroupResponse(error_code=ErrorCode.unknown_member_id, member_id=request["member_id"])
 
     async def sync_group(self, **request: Any) -> SyncGroupResponse:
         self._seen_members(request["group_id"])
+        await self._load(request["group_id"])
         outcome = self.coordinator.sync_group(**request, now_ms=self.clock())
-        response = await self._settle(outcome)
+        response = await self._settle(outcome, request["group_id"])
         return response or SyncGroupResponse(error_code=ErrorCode.unknown_member_id)
 
-    def heartbeat(self, **request: Any) -> ErrorCode:
+    async def heartbeat(self, **request: Any) -> ErrorCode:
         self._seen_members(request["group_id"])
+        await self._load(request["group_id"])
         error = self.coordinator.heartbeat(**request, now_ms=self.clock())
         self._timer_changed.set()
         return error
 
     async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveGroupResponse:
         self._seen_members(group_id)  # the group may become empty now
-        return await self._settle(self.coordinator.leave_group(group_id, members, now_ms=self.clock()))
+        await self._load(group_id)
+        return await self._settle(self.coordinator.leave_group(group_id, members, now_ms=self.clock()), group_id)
 
     async def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: Iterable[Any]) -> HeartbeatResponse:
         """ConsumerGroupHeartbeat; `topics` are the cluster's TopicMetadata. Answered once
@@ -260,18 +267,23 @@ class Groups:
                 log.warning("reading group configs from the metadata store failed: %s", exc)
             await asyncio.sleep(GROUP_CONFIGS_REFRESH_S)
 
-    async def _settle(self, outcome: Outcome[Any]) -> Any:
-        """Deliver what the call completed for others; return its own answer, waiting if parked."""
-        self._deliver(outcome.completions)
-        self._timer_changed.set()
-        if outcome.ticket is None:
-            return outcome.response
-        future = asyncio.get_running_loop().create_future()
-        self._waiters[outcome.ticket] = future
+    async def _settle(self, outcome: Outcome[Any], group_id: str) -> Any:
+        """Write the classic group's state if the call changed what the store keeps, then
+        deliver what the call completed for others and return its own answer, waiting if
+        parked (the caller's ticket is listened for before the write: another call may
+        complete it meanwhile)."""
+        future = None
+        if outcome.ticket is not None:
+            future = self._waiters[outcome.ticket] = asyncio.get_running_loop().create_future()
         try:
-            return await future
+            self._timer_changed.set()
+            if self.coordinator.is_unstored(group_id):
+                await self._store_classic(group_id)
+            self._deliver(outcome.completions)
+            return outcome.response if future is None else await future
         finally:
-            self._waiters.pop(outcome.ticket, None)
+            if outcome.ticket is not None:
+                self._waiters.pop(outcome.ticket, None)
 
     def _deliver(self, completions: Iterable[Completion]) -> None:
         for completion in completions:
@@ -298,6 +310,7 @@ class Groups:
             now = self.clock()
             while (deadline := self.coordinator.next_deadline_ms()) is not None and deadline <= now:
                 self._deliver(self.coordinator.tick(now))
+            await asyncio.gather(*(self._store_classic(group_id) for group_id in self.coordinator.unstored_groups()))
             while (deadline := self.consumer.next_deadline_ms()) is not None and deadline <= now:
                 expired = self.consumer.tick(now)
                 for group_id, member_id in expired:
@@ -331,15 +344,23 @@ class Groups:
             if text is None:
                 self._absent.add(group_id)
                 return
+            classic = classic_snapshot.is_classic(text)
             try:
-                self.consumer.restore(group_id, text, self.clock())
+                if classic:
+                    self.coordinator.restore(group_id, text, self.clock())
+                else:
+                    self.consumer.restore(group_id, text, self.clock())
             except ValueError as exc:  # its members rejoin; the new group's first write replaces the row
-                log.error("consumer group %s: its stored state is unreadable (%s); its members rejoin", group_id, exc)
+                log.error("%s group %s: its stored state is unreadable (%s); its members rejoin", "classic" if classic else "consumer", group_id, exc)
                 self._absent.add(group_id)
                 return
             self._timer_changed.set()
-            log.info("consumer group %s taken up from the metadata store (%d member(s), group epoch %d)",
-                     group_id, len(self.consumer.groups[group_id].members), self.consumer.groups[group_id].group_epoch)  # fmt: skip
+            if classic:
+                group = self.coordinator.groups[group_id]
+                log.info("classic group %s taken up from the metadata store (%d member(s), generation %d)", group_id, len(group.members), group.generation_id)
+            else:
+                log.info("consumer group %s taken up from the metadata store (%d member(s), group epoch %d)",
+                         group_id, len(self.consumer.groups[group_id].members), self.consumer.groups[group_id].group_epoch)  # fmt: skip
 
     async def _persist(self, group_id: str) -> ErrorCode | None:
         """Write the group's state if it changed (a group without members has no row), before
@@ -375,6 +396,33 @@ class Groups:
                 return ErrorCode.not_coordinator  # its slot moved meanwhile: the next coordinator reads what was written
             self._absent.discard(group_id)
             return None
+
+    async def _store_classic(self, group_id: str) -> None:
+        """Write what the store must hold of a classic group (`unstored`), fenced by its
+        coordinator slot. A failure is logged and leaves the group as it is here: this broker
+        still coordinates it (a fenced write: until its view moves the slot on), and the next
+        change writes again; a coordinator taking it up meanwhile reads an older generation,
+        and its members rejoin."""
+        lock = self._lock(group_id)
+        async with lock:
+            unstored = self.coordinator.unstored(group_id)
+            if unstored is None or self._locks.get(group_id) is not lock:
+                return  # written by the write before, or unloaded meanwhile
+            version, text = unstored
+            try:
+                if text is None:
+                    await self.store.delete_consumer_group(group_id, self._fence(group_id))
+                else:
+                    await self.store.put_consumer_group(group_id, text, self._fence(group_id))
+            except CoordinatorFenced as exc:
+                log.info("classic group %s: writing its state fenced (%s)", group_id, exc)
+                return
+            except Exception as exc:
+                log.warning("classic group %s: writing its state to the metadata store failed: %s", group_id, exc)
+                return
+            if self._locks.get(group_id) is lock:
+                self.coordinator.stored(group_id, version, text)
+                self._absent.discard(group_id)
 
     # --- describing and listing ----------------------------------------------------------
 

@@ -14,21 +14,26 @@ How the shell drives it:
   * call `tick(now_ms)` when `next_deadline_ms()` is reached (and again while it is still
     <= now: a tick fires only the timers due when it starts) and deliver what it returns.
 
-Differences from Kafka, all invisible on the wire: group metadata is not written to a log,
-so answers that Kafka sends after that write (the leader's SyncGroup, a static member's
-rejoin) are sent at once; and a JoinGroup/SyncGroup that Kafka would leave unanswered forever
-is reported as a Completion without a response so the shell can release it.
+The group's state in the store: Kafka appends a group's metadata to __consumer_offsets when
+a generation's assignment is in and when the group empties, and answers after the append.
+Here `unstored` tells the shell what to write (classic_snapshot.py), `stored` what was written,
+and `restore` takes a group up from it at a new coordinator; the shell writes before it hands
+out the call's answers.
+
+A JoinGroup/SyncGroup that Kafka would leave unanswered forever is reported as a Completion
+without a response so the shell can release it.
 
 One coordinator per broker, used by one task; it is not thread-safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
+from . import classic_snapshot
 from .config import GroupConfig
 from .group import ClassicGroup, MemberRejected
 from .member import Member, Protocols
@@ -77,6 +82,52 @@ class GroupCoordinator:
     def __init__(self, config: GroupConfig | None = None, *, new_uuid: Callable[[], str] | None = None) -> None:
         """`new_uuid` makes member ids (`<client or instance id>-<uuid>`); tests pass a counter."""
         self._rb = Rebalancer(config or GroupConfig(), new_uuid)
+        self._stored: dict[str, int] = {}  # group id -> the group's version the store's row holds
+
+    @property
+    def groups(self) -> Mapping[str, ClassicGroup]:
+        return self._rb.groups
+
+    # -- the group's state in the store (classic_snapshot.py) ------------------------------
+
+    def unstored(self, group_id: str) -> tuple[int, str | None] | None:
+        """What the store must be told of the group: (its version, its state or None to delete
+        its row); None when the store holds what it should. A Stable group's state is kept, an
+        Empty group has no row, a rebalancing group keeps its last Stable generation's."""
+        if not self.is_unstored(group_id):
+            return None
+        group = self._rb.groups[group_id]
+        return (group.version, classic_snapshot.to_text(group) if group.is_in(STABLE) else None)
+
+    def is_unstored(self, group_id: str) -> bool:
+        """Whether `unstored` has something for the group (cheaply: no state is encoded)."""
+        group = self._rb.groups.get(group_id)
+        if group is None:
+            return False
+        stored = self._stored.get(group_id)
+        return (group.is_in(STABLE) and stored != group.version) or (group.is_in(EMPTY) and stored is not None)
+
+    def unstored_groups(self) -> list[str]:
+        """The groups `unstored` has something for."""
+        return [group_id for group_id in self._rb.groups if self.is_unstored(group_id)]
+
+    def stored(self, group_id: str, version: int, text: str | None) -> None:
+        """The store now holds what `unstored` gave for `version` (the group may have moved on)."""
+        if text is None:
+            self._stored.pop(group_id, None)
+        else:
+            self._stored[group_id] = version
+
+    def restore(self, group_id: str, text: str, now_ms: int) -> None:
+        """Take up a group from its stored state (ValueError if unreadable): Stable, its members'
+        sessions running from `now_ms`."""
+        group = classic_snapshot.from_text(group_id, text, now_ms)
+        rb = self._rb
+        rb.begin(now_ms)
+        rb.groups[group_id] = group
+        for member in group.members.values():
+            rb.schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+        self._stored[group_id] = group.version
 
     # -- JoinGroup -----------------------------------------------------------------------
 
@@ -465,6 +516,7 @@ class GroupCoordinator:
         rb.timers.cancel(join_key(group_id))
         rb.timers.cancel(sync_key(group_id))
         del rb.groups[group_id]
+        self._stored.pop(group_id, None)  # the shell deletes the row with the offsets
         return ErrorCode.none
 
     def group_overview(self, group_id: str) -> GroupOverview | None:
@@ -521,6 +573,7 @@ class GroupCoordinator:
                     rb.complete_join(group, member, JoinGroupResponse(ErrorCode.not_coordinator, member.member_id))
                 rb.complete_sync(group, member, SyncGroupResponse(ErrorCode.not_coordinator))
             del rb.groups[group.group_id]
+            self._stored.pop(group.group_id, None)
         ids = {group.group_id for group in gone}
         rb.timers.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in ids)
         return tuple(rb.completions)

@@ -82,6 +82,9 @@ class ClassicGroup:
         self.supported_protocols: Counter[str] = Counter()
         # Set when a member joins during the initial rebalance: extends its delay once more.
         self.new_member_added = False
+        # Counts the changes of what the store keeps of the group (classic_snapshot.py): state
+        # transitions and static members' new ids.
+        self.version = 0
 
     # -- state ---------------------------------------------------------------------------
 
@@ -94,6 +97,7 @@ class ClassicGroup:
         self.previous_state = self.state
         self.state = target
         self.state_timestamp_ms = now_ms
+        self.version += 1
 
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]
@@ -171,6 +175,7 @@ class ClassicGroup:
         if self.is_leader(old_member_id):
             self.leader_id = new_member_id
         self.static_members[group_instance_id] = new_member_id
+        self.version += 1
         # Like Kafka, the old id stays in pending_sync_members: if the old instance had not
         # synced yet, the pending-sync expiry still removes it and rebalances.
         return old, new

@@ -243,7 +243,7 @@ def _heartbeat_response(request: Request, error: ErrorCode) -> Any:
 @answers_failure("Heartbeat", _one_group, _heartbeat_response)
 async def handle_heartbeat(broker: BrokerApi, request: Request) -> Any:
     body = request.body
-    error = broker.groups.heartbeat(
+    error = await broker.groups.heartbeat(
         group_id=body.group_id,
         generation_id=body.generation_id,
         member_id=body.member_id,
