@@ -178,12 +178,14 @@ COORDINATOR_SLOTS = "__consumer_offsets"
 
 @dataclass(frozen=True, slots=True)
 class PartitionLeadership:
-    """Who leads a partition (None: nobody yet) and under which leader epoch."""
+    """Who leads a partition (None: nobody yet) and under which leader epoch; the broker asked
+    to lead it (a reassignment, Kafka's preferred replica), None when the controller places it."""
 
     topic: str
     partition: int
     leader_id: int | None
     leader_epoch: int
+    preferred_leader: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -619,6 +619,9 @@ class PostgresMetadataStore:
     async def set_partition_leaders(self, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
         return await self._call(cluster_ops.set_partition_leaders, topic, tuple(moves), idempotent=False, key=("topic", topic))
 
+    async def set_preferred_leaders(self, topic: str, preferred: Sequence[tuple[int, int | None]]) -> None:
+        await self._call(cluster_ops.set_preferred_leaders, topic, tuple(preferred), idempotent=True, key=("topic", topic))
+
     # --- security --------------------------------------------------------------------------
 
     async def list_scram_credentials(self, users: Sequence[str] | None = None) -> list[StoredScramCredential]:

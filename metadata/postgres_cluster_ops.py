@@ -121,10 +121,10 @@ async def lease_holder(conn: Conn, name: str) -> int | None:
 
 async def list_partition_leaders(conn: Conn) -> list[PartitionLeadership]:
     rows = await conn.fetch(
-        "SELECT t.name, p.partition, p.leader_id, p.leader_epoch FROM partitions p JOIN topics t ON t.topic_id = p.topic_id"
-        " ORDER BY t.name COLLATE \"C\", p.partition"
+        "SELECT t.name, p.partition, p.leader_id, p.leader_epoch, p.preferred_leader FROM partitions p"
+        " JOIN topics t ON t.topic_id = p.topic_id ORDER BY t.name COLLATE \"C\", p.partition"
     )
-    return [PartitionLeadership(r["name"], r["partition"], r["leader_id"], r["leader_epoch"]) for r in rows]
+    return [PartitionLeadership(r["name"], r["partition"], r["leader_id"], r["leader_epoch"], r["preferred_leader"]) for r in rows]
 
 
 async def set_partition_leader(conn: Conn, topic: str, partition: int, leader_id: int | None, expected_epoch: int) -> int:
@@ -152,6 +152,18 @@ async def set_partition_leaders(conn: Conn, topic: str, moves: Sequence[tuple[in
         topic_id, [m[0] for m in batch], [m[1] for m in batch], [m[2] for m in batch],
     )  # fmt: skip
     return await _moved(conn, moves, first, {r["partition"]: r["leader_epoch"] for r in rows})
+
+
+async def set_preferred_leaders(conn: Conn, topic: str, preferred: Sequence[tuple[int, int | None]]) -> None:
+    topic_id, num_partitions = await _topic_row(conn, topic)
+    for partition, _ in preferred:
+        check_partition(topic, partition, num_partitions)
+    await conn.execute(
+        "UPDATE partitions p SET preferred_leader = m.node_id FROM unnest($2::int[], $3::int[]) AS m (partition, node_id)"
+        " WHERE p.topic_id = $1 AND p.partition = m.partition",
+        topic_id, [p for p, _ in preferred], [n for _, n in preferred],
+    )  # fmt: skip
+    await conn.execute(NOTIFY)
 
 
 def _first_moves(moves: Sequence[tuple[int, int | None, int]]) -> tuple[dict[int, int], list[tuple[int, int | None, int]]]:

@@ -362,6 +362,9 @@ class SqliteMetadataStore:
     async def set_partition_leaders(self, topic: str, moves: Sequence[tuple[int, int | None, int]]) -> list[int | None]:
         return await self._call(cluster_ops.set_partition_leaders, topic, tuple(moves))
 
+    async def set_preferred_leaders(self, topic: str, preferred: Sequence[tuple[int, int | None]]) -> None:
+        await self._call(cluster_ops.set_preferred_leaders, topic, tuple(preferred))
+
     # --- security --------------------------------------------------------------------------
 
     async def list_scram_credentials(self, users: Sequence[str] | None = None) -> list[StoredScramCredential]:

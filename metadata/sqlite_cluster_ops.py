@@ -104,8 +104,8 @@ def lease_holder(conn: sqlite3.Connection, name: str) -> int | None:
 def list_partition_leaders(conn: sqlite3.Connection) -> list[PartitionLeadership]:
     with _read(conn):
         rows = conn.execute(
-            "SELECT t.name, p.partition, p.leader_id, p.leader_epoch FROM partitions p JOIN topics t ON t.topic_id = p.topic_id"
-            " ORDER BY t.name, p.partition"
+            "SELECT t.name, p.partition, p.leader_id, p.leader_epoch, p.preferred_leader FROM partitions p"
+            " JOIN topics t ON t.topic_id = p.topic_id ORDER BY t.name, p.partition"
         ).fetchall()
     return [PartitionLeadership(*row) for row in rows]
 
@@ -135,6 +135,17 @@ def set_partition_leaders(conn: sqlite3.Connection, topic: str, moves: Sequence[
             )
             answers.append(expected_epoch + 1 if cursor.rowcount == 1 else None)
     return answers
+
+
+def set_preferred_leaders(conn: sqlite3.Connection, topic: str, preferred: Sequence[tuple[int, int | None]]) -> None:
+    with _write(conn):
+        topic_id, num_partitions = _topic_row(conn, topic)
+        for partition, node_id in preferred:
+            check_partition(topic, partition, num_partitions)
+        conn.executemany(
+            "UPDATE partitions SET preferred_leader = ? WHERE topic_id = ? AND partition = ?",
+            [(node_id, topic_id, partition) for partition, node_id in preferred],
+        )
 
 
 # --- coordinator slots -------------------------------------------------------------------------

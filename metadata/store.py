@@ -402,6 +402,12 @@ class MetadataStore(Protocol):
         answer per move is its new epoch, or None if its epoch had moved (nothing raised)."""
         ...
 
+    async def set_preferred_leaders(self, topic: str, preferred: Sequence[tuple[int, int | None]]) -> None:
+        """Record, per (partition, node id or None), the broker a reassignment asked to lead the
+        partition (`PartitionLeadership.preferred_leader`; the controller keeps it there while
+        it lives). Leadership itself does not move. Raises UnknownTopic, UnknownTopicOrPartition."""
+        ...
+
     # --- security (metadata/security.py) ------------------------------------------------------
 
     async def list_scram_credentials(self, users: Sequence[str] | None = None) -> list[StoredScramCredential]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from metadata import TopicMetadata
+from metadata import PartitionLeadership, TopicMetadata
 
 from kio.schema.errors import ErrorCode
 
@@ -137,4 +137,13 @@ class BrokerApi(Protocol):
 
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], str]:
         """ElectLeaders: per partition (None: every one), NONE or the Kafka error's name."""
+        ...
+
+    async def reassign_partitions(self, asked: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], tuple[str, str | None]]:
+        """AlterPartitionReassignments: per partition (replicas, None to cancel), the Kafka
+        error's name and message (NONE, None when accepted)."""
+        ...
+
+    async def ongoing_reassignments(self) -> list[PartitionLeadership]:
+        """ListPartitionReassignments: partitions not (yet) led by the broker they were given to."""
         ...

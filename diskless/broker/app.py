@@ -25,7 +25,7 @@ from cold_tier.local import LocalObjectStore
 from cold_tier.remote_log import RemoteLogReader
 from cold_tier.url import open_object_store
 from diskless.wire import Request
-from metadata import MetadataStore, open_metadata_store
+from metadata import MetadataStore, PartitionLeadership, open_metadata_store
 
 from . import dynamic_broker_configs
 from .admin_http import AdminHttp
@@ -350,6 +350,14 @@ class Broker:
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], str]:
         assert self.membership is not None
         return await self.membership.elect_leaders(election_type, partitions)
+
+    async def reassign_partitions(self, asked: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], tuple[str, str | None]]:
+        assert self.membership is not None
+        return await self.membership.reassign_partitions(asked)
+
+    async def ongoing_reassignments(self) -> list[PartitionLeadership]:
+        assert self.membership is not None
+        return await self.membership.ongoing_reassignments()
 
     # --- background work -----------------------------------------------------------------
 

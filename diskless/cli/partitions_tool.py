@@ -2,9 +2,15 @@
 by hand, through the metadata store, without a broker in the path.
 
     diskless partitions reassign [--metadata URL] TOPIC:PARTITION=NODE [...]
-                                 make live broker NODE the leader of each partition given
+                                 make live broker NODE the leader of each partition given,
+                                 and keep it there (TOPIC:PARTITION=auto forgets that)
     diskless partitions balance [--metadata URL] [--dry-run]
                                  even out leadership over the live brokers (fewest moves)
+
+A reassignment is kept in the store, as Kafka keeps a reassigned partition's replicas: the
+controller gives the partition back to NODE whenever NODE lives (after it restarts, or when
+balancing), and balancing moves only the partitions not reassigned. `=auto` forgets the
+reassignment without moving anything: the controller places the partition from then on.
 
 A move is one compare-and-set on the partition's leader epoch
 (`MetadataStore.set_partition_leader`): it bumps the epoch, so the old leader's writes are
@@ -35,14 +41,14 @@ from typing import Any
 
 from .metadata_tools import DEFAULT_DATA_DIR, _url
 
-_ASSIGNMENT = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+)=(?P<node>-?\d+)$")
+_ASSIGNMENT = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+)=(?P<node>-?\d+|auto)$")
 
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
     topic: str
     partition: int
-    node_id: int
+    node_id: int | None  # None: forget the partition's reassignment
 
 
 class ReassignRefused(Exception):
@@ -55,13 +61,16 @@ def add_commands(commands: Any) -> None:
     reassign = actions.add_parser(
         "reassign", help="make the given live brokers the leaders of the given partitions",
         description="Make live broker NODE the leader of TOPIC's partition PARTITION, for each "
-        "TOPIC:PARTITION=NODE given. The brokers follow within a heartbeat.",
+        "TOPIC:PARTITION=NODE given, and keep it there: the controller gives it back to NODE whenever "
+        "NODE lives, and balancing leaves it alone. TOPIC:PARTITION=auto forgets that, moving nothing. "
+        "The brokers follow within a heartbeat.",
     )  # fmt: skip
-    reassign.add_argument("assignments", nargs="+", metavar="TOPIC:PARTITION=NODE", type=_assignment)
+    reassign.add_argument("assignments", nargs="+", metavar="TOPIC:PARTITION=NODE|auto", type=_assignment)
     balance = actions.add_parser(
         "balance", help="even out partition leadership over the live brokers",
-        description="Move the fewest partitions that make every live broker lead the same number "
-        "of partitions, give or take one (run it after adding a broker).",
+        description="Bring reassigned partitions back to their live brokers, then move the fewest "
+        "other partitions that make every live broker lead the same number of partitions, give or "
+        "take one (run it after adding a broker).",
     )  # fmt: skip
     balance.add_argument("--dry-run", action="store_true", help="print the moves, make none")
     for parser in (reassign, balance):
@@ -77,8 +86,8 @@ def add_commands(commands: Any) -> None:
 def _assignment(text: str) -> Assignment:
     m = _ASSIGNMENT.match(text)
     if m is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not TOPIC:PARTITION=NODE (e.g. orders:0=2)")
-    return Assignment(m["topic"], int(m["partition"]), int(m["node"]))
+        raise argparse.ArgumentTypeError(f"{text!r} is not TOPIC:PARTITION=NODE or TOPIC:PARTITION=auto (e.g. orders:0=2)")
+    return Assignment(m["topic"], int(m["partition"]), None if m["node"] == "auto" else int(m["node"]))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,14 +123,14 @@ async def _reassign(args: argparse.Namespace) -> int:
         topics = {p.topic: 0 for p in leaders.values()}
         for topic, _ in leaders:
             topics[topic] += 1
-        moves, unchanged = [], []
-        seen: dict[tuple[str, int], int] = {}
+        moves, unchanged, forgotten = [], [], []
+        seen: dict[tuple[str, int], int | None] = {}
         for a in args.assignments:
-            broker = brokers.get(a.node_id)
-            if broker is None:
+            broker = brokers.get(a.node_id) if a.node_id is not None else None
+            if a.node_id is not None and broker is None:
                 known = ", ".join(str(n) for n in sorted(brokers)) or "none"
                 raise ReassignRefused(f"unknown broker {a.node_id} (registered brokers: {known})")
-            if not broker.alive:
+            if broker is not None and not broker.alive:
                 raise ReassignRefused(f"broker {a.node_id} is not alive (its session expired)")
             if a.topic not in topics:
                 raise ReassignRefused(f"unknown topic {a.topic!r}")
@@ -130,12 +139,21 @@ async def _reassign(args: argparse.Namespace) -> int:
                 raise ReassignRefused(f"unknown partition {a.topic}:{a.partition} (topic {a.topic!r} has {topics[a.topic]} partitions)")
             if seen.setdefault((a.topic, a.partition), a.node_id) != a.node_id:
                 raise ReassignRefused(f"{a.topic}:{a.partition} is given two leaders")
-            if current.leader_id == a.node_id:
+            if a.node_id is None:
+                forgotten.append(current)
+            elif current.leader_id == a.node_id:
                 unchanged.append(current)
             else:
                 moves.append(Move(a.topic, a.partition, a.node_id, current.leader_epoch))
+        by_topic: dict[str, list[tuple[int, int | None]]] = {}
+        for a in args.assignments:
+            by_topic.setdefault(a.topic, []).append((a.partition, a.node_id))
+        for topic, preferred in by_topic.items():  # first: a move the controller sees is already kept
+            await store.set_preferred_leaders(topic, preferred)
         for p in unchanged:
-            print(f"{p.topic}:{p.partition}: already led by broker {p.leader_id} (epoch {p.leader_epoch})")
+            print(f"{p.topic}:{p.partition}: already led by broker {p.leader_id} (epoch {p.leader_epoch}); kept there")
+        for p in forgotten:
+            print(f"{p.topic}:{p.partition}: reassignment forgotten; led by broker {_name(p.leader_id)}, placed by the controller from now on")
         return await _apply(store, moves, leaders)
 
 
@@ -152,7 +170,10 @@ async def _balance(args: argparse.Namespace) -> int:
         moves = plan_balance(leaderships, live)
         if not moves:
             counts = {node: sum(1 for p in leaderships if p.leader_id == node) for node in live}
-            print("balanced: " + ", ".join(f"broker {node} leads {count}" for node, count in sorted(counts.items())))
+            kept = {node: sum(1 for p in leaderships if p.leader_id == node == p.preferred_leader) for node in live}
+            print("balanced: " + ", ".join(
+                f"broker {node} leads {count}" + (f" ({kept[node]} reassigned to it)" if kept[node] else "") for node, count in sorted(counts.items())
+            ))  # fmt: skip
             return 0
         if args.dry_run:
             for m in moves:

@@ -51,6 +51,8 @@ SUPPORTED = MappingProxyType(
         42: ("DeleteGroups", 0, 2),
         43: ("ElectLeaders", 0, 2),
         44: ("IncrementalAlterConfigs", 0, 1),
+        45: ("AlterPartitionReassignments", 0, 0),
+        46: ("ListPartitionReassignments", 0, 0),
         47: ("OffsetDelete", 0, 0),
         50: ("DescribeUserScramCredentials", 0, 0),
         51: ("AlterUserScramCredentials", 0, 0),

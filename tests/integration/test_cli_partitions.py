@@ -7,6 +7,7 @@ has every record acknowledged exactly once, in order. Refusals are one line and 
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 import threading
@@ -14,7 +15,9 @@ import uuid
 
 from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 
+from .conftest import WireClient
 from .test_cluster import DEADLINE_S, Cluster, cluster, leaders, moto_bucket, wait_until  # noqa: F401 (cluster, moto_bucket: fixtures)
 
 
@@ -106,10 +109,17 @@ def test_reassign_and_balance_move_leaders_under_a_producer(cluster: Cluster, po
         acked = producer.acked_count()
         wait_until(lambda: producer.acked_count() >= acked + 100, "produce to go on after the reassignment")
 
+        # Reassigned, they stay: balancing leaves them with broker 1 (Kafka's reassigned replicas).
+        kept = partitions_cli(postgres_database, "balance")
+        assert (kept.returncode, kept.stdout) == (0, "balanced: broker 1 leads 3 (3 reassigned to it), broker 2 leads 0, broker 3 leads 0\n")
+        forget = partitions_cli(postgres_database, "reassign", *(f"{topic}:{p}=auto" for p in range(3)))
+        assert (forget.returncode, forget.stdout.splitlines()) == (
+            0, [f"{topic}:{p}: reassignment forgotten; led by broker 1, placed by the controller from now on" for p in range(3)]
+        )  # fmt: skip
         dry = partitions_cli(postgres_database, "balance", "--dry-run")
         assert dry.returncode == 0, dry.stderr
         assert len(dry.stdout.splitlines()) == 2 and all("would move from broker 1 to broker" in line for line in dry.stdout.splitlines())
-        assert everyone_sees(cluster, topic, moved)  # a dry run moves nothing
+        assert everyone_sees(cluster, topic, moved)  # neither forgetting nor a dry run moves anything
 
         result = partitions_cli(postgres_database, "balance")
         assert result.returncode == 0, result.stderr
@@ -132,6 +142,10 @@ def test_reassign_and_balance_move_leaders_under_a_producer(cluster: Cluster, po
         assert {tp.partition: err and err.code() for tp, err in unclean.items()} == {
             0: KafkaError.ELECTION_NOT_NEEDED, 1: KafkaError.ELECTION_NOT_NEEDED, 2: KafkaError.ELECTION_NOT_NEEDED,
             7: KafkaError.UNKNOWN_TOPIC_OR_PART}  # fmt: skip
+        # Reassigned to broker 1, it is their preferred leader: a preferred election keeps them there.
+        kept = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p) for p in range(3)]).result(timeout=DEADLINE_S)
+        assert {tp.partition: err and err.code() for tp, err in kept.items()} == dict.fromkeys(range(3), KafkaError.ELECTION_NOT_NEEDED)
+        assert partitions_cli(postgres_database, "reassign", *(f"{topic}:{p}=auto" for p in range(3))).returncode == 0
         elected = admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=DEADLINE_S)
         assert sorted((tp.topic, err) for tp, err in elected.items()) == [(topic, None), (topic, None)]  # two moved off broker 1
         spread = wait_until(lambda: (found := leaders(cluster.bootstrap, topic)) and sorted(found.values()) == [1, 2, 3] and found,
@@ -152,7 +166,7 @@ def test_reassign_and_balance_move_leaders_under_a_producer(cluster: Cluster, po
             result = partitions_cli(postgres_database, "reassign", *args)
             assert (result.returncode, result.stdout, result.stderr) == (1, "", f"diskless partitions reassign: {message}\n")
         bad = partitions_cli(postgres_database, "reassign", f"{topic}-0-to-2")
-        assert bad.returncode == 2 and bad.stderr.splitlines()[-1].endswith("is not TOPIC:PARTITION=NODE (e.g. orders:0=2)")
+        assert bad.returncode == 2 and bad.stderr.splitlines()[-1].endswith("is not TOPIC:PARTITION=NODE or TOPIC:PARTITION=auto (e.g. orders:0=2)")
         assert everyone_sees(cluster, topic, spread)
 
         # A broker whose session expired cannot be given a partition.
@@ -181,3 +195,88 @@ def test_reassign_and_balance_move_leaders_under_a_producer(cluster: Cluster, po
         known = sorted(record for record in producer.acked[p] if record[0] is not None)
         assert len({offset for offset, _ in known}) == len(known)  # no offset acknowledged twice
         assert set(known) <= set(stored[p])
+
+
+def test_a_reassigned_partition_goes_back_to_its_broker_when_it_returns(cluster: Cluster, postgres_database: str) -> None:
+    """The reassignment is kept: while its broker is away another leads the partition, and when
+    it registers again the controller gives the partition back (the broker's joining makes it
+    look at the balance), as Kafka's preferred-leader election does."""
+    topic = f"home-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)], operation_timeout=30)[topic].result(timeout=30)
+    wait_until(lambda: (found := leaders(cluster.bootstrap, topic)) and all(v >= 1 for v in found.values()), "every partition to have a leader")
+    result = partitions_cli(postgres_database, "reassign", f"{topic}:0=2", f"{topic}:1=2")
+    assert result.returncode == 0, result.stderr
+    wait_until(lambda: (found := leaders(cluster.bootstrap, topic)) and found[0] == found[1] == 2, "broker 2 to lead partitions 0 and 1")
+    others = f"{cluster.brokers[1].bootstrap},{cluster.brokers[3].bootstrap}"
+    cluster.brokers[2].kill()
+    away = wait_until(lambda: (found := leaders(others, topic)) and found[0] in (1, 3) and found[1] in (1, 3) and found, "the controller to move them while broker 2 is away")
+    cluster.brokers[2].start()
+    back = wait_until(lambda: (found := leaders(others, topic)) and found[0] == found[1] == 2 and found, "partitions 0 and 1 back at broker 2")
+    assert back[2] == away[2]  # the partition nobody reassigned stays where it was
+    kept = partitions_cli(postgres_database, "balance")
+    assert kept.returncode == 0 and "(2 reassigned to it)" in kept.stdout, kept.stdout
+
+
+def _reassign(client: WireClient, asked: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+    from kio.schema.alter_partition_reassignments.v0 import request as alter_v0
+
+    topics: dict[str, list] = {}
+    for (topic, partition), replicas in asked.items():
+        topics.setdefault(topic, []).append(alter_v0.ReassignablePartition(partition_index=partition, replicas=None if replicas is None else tuple(replicas)))
+    answer = client.request(alter_v0.AlterPartitionReassignmentsRequest(
+        timeout=datetime.timedelta(seconds=30), topics=tuple(alter_v0.ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()),
+    ))  # fmt: skip
+    assert answer.error_code is ErrorCode.none, answer
+    return {(t.name, p.partition_index): (p.error_code, p.error_message) for t in answer.responses for p in t.partitions}
+
+
+def _ongoing(client: WireClient) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    from kio.schema.list_partition_reassignments.v0 import request as list_v0
+
+    answer = client.request(list_v0.ListPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=30), topics=None))
+    assert answer.error_code is ErrorCode.none, answer
+    return {(t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas) for t in answer.topics for p in t.partitions}
+
+
+def test_kafkas_reassignment_requests_move_list_and_cancel(cluster: Cluster) -> None:
+    """AlterPartitionReassignments and ListPartitionReassignments (kafka-reassign-partitions.sh)
+    as raw requests: one broker per partition; one that is down takes the partition when it
+    returns, listed as ongoing until then; a cancel forgets it."""
+    topic = f"kafka-reassign-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=30)[topic].result(timeout=30)
+    wait_until(lambda: (found := leaders(cluster.bootstrap, topic)) and all(v >= 1 for v in found.values()), "every partition to have a leader")
+    client = WireClient(cluster.brokers[1].bootstrap)
+    try:
+        assert _reassign(client, {(topic, 0): [3], (topic, 1): [2, 3], (topic, 5): [1], ("no-such-topic", 0): [1]}) == {
+            (topic, 0): (ErrorCode.none, None),
+            (topic, 1): (ErrorCode.invalid_replication_factor, "Partitions have one replica here (the bucket holds their data): name one broker, not 2."),
+            (topic, 5): (ErrorCode.unknown_topic_or_partition, f"Unable to find partition {topic}-5."),
+            ("no-such-topic", 0): (ErrorCode.unknown_topic_or_partition, "Unable to find partition no-such-topic-0."),
+        }  # fmt: skip
+        for replicas, message in [
+            ([], "The manual partition assignment includes an empty replica list."),
+            ([2, 2], "The manual partition assignment includes duplicate replicas: [2, 2]."),
+            ([9], "The manual partition assignment includes broker 9, but no such broker is registered."),
+        ]:
+            assert _reassign(client, {(topic, 1): replicas}) == {(topic, 1): (ErrorCode.invalid_replica_assignment, message)}
+        wait_until(lambda: leaders(cluster.bootstrap, topic)[0] == 3, "broker 3 to lead partition 0")
+        assert _ongoing(client) == {}
+        assert _reassign(client, {(topic, 0): None}) == {(topic, 0): (ErrorCode.no_reassignment_in_progress, f"No ongoing reassignment for {topic}-0.")}
+
+        # Broker 2 is down: the reassignment waits for it, listed as ongoing; a cancel forgets it.
+        cluster.brokers[2].kill()
+        others = f"{cluster.brokers[1].bootstrap},{cluster.brokers[3].bootstrap}"
+        before = wait_until(lambda: (found := leaders(others, topic)) and all(v in (1, 3) for v in found.values()) and found, "broker 2's session to expire")
+        assert _reassign(client, {(topic, 1): [2]}) == {(topic, 1): (ErrorCode.none, None)}
+        assert _ongoing(client) == {(topic, 1): ((2,), (2,), (before[1],))}
+        assert _reassign(client, {(topic, 1): None}) == {(topic, 1): (ErrorCode.none, None)}
+        assert _ongoing(client) == {}
+        assert _reassign(client, {(topic, 1): [2]}) == {(topic, 1): (ErrorCode.none, None)}
+        cluster.brokers[2].start()
+        wait_until(lambda: leaders(others, topic)[1] == 2, "broker 2 to take partition 1 when it returns")
+        wait_until(lambda: _ongoing(client) == {}, "the reassignment to be done")
+        assert leaders(others, topic)[0] == 3
+    finally:
+        client.close()

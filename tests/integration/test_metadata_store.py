@@ -913,6 +913,29 @@ async def test_partition_leaders_move_by_compare_and_set(store: MetadataStore) -
     assert await store.list_partition_leaders() == [PartitionLeadership("orders", 0, 3, 3), PartitionLeadership("orders", 1, 4, 1)]
 
 
+async def test_preferred_leaders_are_kept_apart_from_leadership(store: MetadataStore) -> None:
+    await store.create_topic("orders", 3, {})
+    await store.set_preferred_leaders("orders", [(0, 2), (2, 5)])
+    assert await store.list_partition_leaders() == [
+        PartitionLeadership("orders", 0, None, 0, 2), PartitionLeadership("orders", 1, None, 0), PartitionLeadership("orders", 2, None, 0, 5)
+    ]  # fmt: skip
+    # Leadership moves by its own compare-and-set and leaves the preference alone; None clears it.
+    assert await store.set_partition_leaders("orders", [(0, 1, 0)]) == [1]
+    await store.set_preferred_leaders("orders", [(2, None), (1, 3)])
+    assert await store.list_partition_leaders() == [
+        PartitionLeadership("orders", 0, 1, 1, 2), PartitionLeadership("orders", 1, None, 0, 3), PartitionLeadership("orders", 2, None, 0)
+    ]  # fmt: skip
+    with pytest.raises(UnknownTopicOrPartition):
+        await store.set_preferred_leaders("orders", [(1, 1), (3, 1)])
+    assert (await store.list_partition_leaders())[1].preferred_leader == 3  # nothing of a refused call is kept
+    with pytest.raises(UnknownTopic):
+        await store.set_preferred_leaders("missing", [(0, 1)])
+    # A topic made again under the name starts without preferences.
+    await store.delete_topic("orders")
+    await store.create_topic("orders", 1, {})
+    assert await store.list_partition_leaders() == [PartitionLeadership("orders", 0, None, 0)]
+
+
 # --- two stores on one database (two brokers) --------------------------------------------
 
 

@@ -79,3 +79,41 @@ def test_the_percentage_is_of_the_share() -> None:
 def test_dead_leaders_and_a_single_broker_are_not_imbalance() -> None:
     assert not imbalanced(lead({1: 6}), [1], 10)
     assert not imbalanced(lead({1: 2, 2: 2, 9: 4}), [1, 2], 10)  # broker 9 is dead: the controller's plan_leaders
+
+
+# --- partitions reassigned to a broker (preferred_leader) -----------------------------------
+
+
+def reassigned(leader: list[int | None], preferred: list[int | None]) -> list[PartitionLeadership]:
+    return [PartitionLeadership("t", p, lead, 3, pref) for p, (lead, pref) in enumerate(zip(leader, preferred))]
+
+
+def test_a_reassigned_partition_stays_with_its_broker_and_the_others_even_out_around_it() -> None:
+    # Broker 1 was asked to lead partitions 0-3: balance leaves them there and spreads the rest.
+    ls = reassigned([1, 1, 1, 1, 1, 1, 2, 3], [1, 1, 1, 1, None, None, None, None])
+    assert imbalanced(ls, [1, 2, 3], 10)
+    moves = plan_balance(ls, [1, 2, 3])
+    owners = after(ls, moves)
+    assert [owners[("t", p)] for p in range(4)] == [1, 1, 1, 1]
+    assert sorted(m.partition for m in moves) == [4, 5] and {m.leader_id for m in moves} <= {2, 3}
+    assert Counter(owners.values()) == {1: 4, 2: 2, 3: 2}
+    # Once there, it is not imbalance: nothing else can move.
+    assert not imbalanced(reassigned([1, 1, 1, 1, 2, 3, 2, 3], [1, 1, 1, 1, None, None, None, None]), [1, 2, 3], 10)
+    assert plan_balance(reassigned([1, 1, 1, 1, 1, 1], [1] * 6), [1, 2, 3]) == []
+
+
+def test_a_partition_away_from_its_live_broker_goes_home_and_one_whose_broker_is_dead_is_free() -> None:
+    ls = reassigned([2, 2, 3, 3], [3, None, 9, None])  # 9 is not alive
+    assert imbalanced(ls, [1, 2, 3], 10)
+    moves = plan_balance(ls, [1, 2, 3])
+    assert moves[0] == Move("t", 0, 3, 3)  # home first
+    owners = after(ls, moves)
+    assert owners[("t", 0)] == 3 and Counter(owners.values()) == {1: 1, 2: 1, 3: 2}
+    assert not imbalanced(reassigned([3, 2, 1, 3], [3, None, 9, None]), [1, 2, 3], 10)
+
+
+def test_a_leaderless_partition_goes_to_its_live_broker_else_to_the_least_loaded() -> None:
+    from diskless.broker.cluster.controller import plan_leaders
+
+    ls = reassigned([None, None, 1, 1, 1], [3, 7, None, None, None])
+    assert plan_leaders(ls, [1, 2, 3]) == [Move("t", 0, 3, 3), Move("t", 1, 2, 3)]

@@ -6,6 +6,11 @@ it gives every partition without a live leader to the live broker that leads the
 partitions (ties: the lowest node id), as Kafka's controller elects a leader when the old one
 is fenced. Partitions whose leader lives are not moved: a move fences the old leader's writes,
 so it is done only when the leader is gone (dead session, controlled shutdown) or asked for.
+
+A partition reassigned to a broker (`preferred_leader`: Kafka's preferred replica, set by a
+reassignment) goes to that broker whenever it lives, and balancing never moves it elsewhere:
+as Kafka's preferred-leader election, balancing first brings such partitions home, then evens
+out the others.
 """
 
 from __future__ import annotations
@@ -39,10 +44,15 @@ def plan_leaders(leaderships: Sequence[PartitionLeadership], live: Iterable[int]
             orphans.append(p)
     moves = []
     for p in orphans:
-        target = min(live_ids, key=lambda node: (load[node], node))
+        target = p.preferred_leader if p.preferred_leader in load else min(live_ids, key=lambda node: (load[node], node))
         load[target] += 1
         moves.append(Move(p.topic, p.partition, target, p.leader_epoch))
     return moves
+
+
+def _away_from_home(p: PartitionLeadership, live_ids: set[int]) -> bool:
+    """Led by a live broker other than the live one it was reassigned to."""
+    return p.preferred_leader in live_ids and p.leader_id in live_ids and p.leader_id != p.preferred_leader
 
 
 def initial_leaders(num_partitions: int, live: Iterable[int], leaders_per_node: dict[int, int]) -> list[int]:
@@ -56,14 +66,21 @@ def imbalanced(leaderships: Sequence[PartitionLeadership], live: Iterable[int], 
     """Kafka's leader.imbalance.per.broker.percentage with an even share as every broker's
     preference: whether some live broker leads more or fewer partitions than its share by more
     than `percentage` percent of that share, while the busiest and the idlest differ by more
-    than one (what plan_balance evens out)."""
+    than one (what plan_balance evens out); or some partition is led away from the live broker
+    it was reassigned to."""
     live_ids = set(live)
     if len(live_ids) < 2:
         return False
+    if any(_away_from_home(p, live_ids) for p in leaderships):
+        return True
     counts = Counter(p.leader_id for p in leaderships if p.leader_id in live_ids)
     share = sum(counts.values()) / len(live_ids)
     loads = [counts[node] for node in live_ids]
-    return max(loads) - min(loads) > 1 and any(abs(load - share) > share * percentage / 100 for load in loads)
+    if not (max(loads) - min(loads) > 1 and any(abs(load - share) > share * percentage / 100 for load in loads)):
+        return False
+    if all(p.preferred_leader is None for p in leaderships):
+        return True
+    return bool(plan_balance(leaderships, live_ids))  # reassigned partitions do not move: the rest may not help
 
 
 def plan_balance(leaderships: Sequence[PartitionLeadership], live: Iterable[int]) -> list[Move]:
@@ -79,18 +96,27 @@ def plan_balance(leaderships: Sequence[PartitionLeadership], live: Iterable[int]
     if len(live_ids) < 2:
         return []
     led: dict[int, list[PartitionLeadership]] = {node: [] for node in live_ids}
-    for p in sorted(leaderships, key=lambda p: (p.topic, p.partition)):
-        if p.leader_id in led:
-            led[p.leader_id].append(p)
     moves = []
+    for p in sorted(leaderships, key=lambda p: (p.topic, p.partition)):
+        if _away_from_home(p, set(live_ids)):
+            assert p.preferred_leader is not None
+            led[p.preferred_leader].append(p)
+            moves.append(Move(p.topic, p.partition, p.preferred_leader, p.leader_epoch))
+        elif p.leader_id in led:
+            led[p.leader_id].append(p)
     while True:
-        busiest = max(live_ids, key=lambda node: (len(led[node]), -node))
+        # Partitions reassigned to a live broker stay there: only the others even out.
+        free = {node: [p for p in led[node] if p.preferred_leader not in led] for node in live_ids}
+        givers = [node for node in live_ids if free[node]]
+        if not givers:
+            return moves
+        busiest = max(givers, key=lambda node: (len(led[node]), -node))
         idlest = min(live_ids, key=lambda node: (len(led[node]), node))
         if len(led[busiest]) - len(led[idlest]) <= 1:
             return moves
         per_topic = Counter(p.topic for p in led[busiest])
         target_topics = Counter(p.topic for p in led[idlest])
-        chosen = max(led[busiest], key=lambda p: (per_topic[p.topic] - target_topics[p.topic], -p.partition))
+        chosen = max(free[busiest], key=lambda p: (per_topic[p.topic] - target_topics[p.topic], -p.partition))
         led[busiest].remove(chosen)
         led[idlest].append(chosen)
         moves.append(Move(chosen.topic, chosen.partition, idlest, chosen.leader_epoch))
@@ -137,3 +163,63 @@ def plan_election(
         else:
             unmoved[tp] = "ELECTION_NOT_NEEDED" if leader_of[tp] in live_ids else nobody
     return Election(moves, unmoved)
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """What an AlterPartitionReassignments request decides: the preferences to record
+    (topic, partition, node id or None to forget), the moves to make now, and per asked-for
+    partition a Kafka error name and message (NONE, None when accepted)."""
+
+    preferred: list[tuple[str, int, int | None]]
+    moves: list[Move]
+    results: dict[tuple[str, int], tuple[str, str | None]]
+
+
+def plan_reassignment(
+    leaderships: Sequence[PartitionLeadership], registered: dict[int, bool], asked: dict[tuple[str, int], list[int] | None]
+) -> Reassignment:
+    """Kafka's AlterPartitionReassignments (kafka-reassign-partitions.sh) on partitions with one
+    replica: `replicas` [N] makes registered broker N the partition's preferred leader (kept
+    while N lives, controller.py's header) and moves leadership there now if N is alive
+    (`registered`: node id -> alive); a dead N takes it when it returns, the reassignment
+    listed as ongoing meanwhile. Null cancels an ongoing one (the preference is forgotten)."""
+    current = {(p.topic, p.partition): p for p in leaderships}
+    preferred: list[tuple[str, int, int | None]] = []
+    moves: list[Move] = []
+    results: dict[tuple[str, int], tuple[str, str | None]] = {}
+    for (topic, partition), replicas in asked.items():
+        p = current.get((topic, partition))
+        if p is None:
+            results[(topic, partition)] = ("UNKNOWN_TOPIC_OR_PARTITION", f"Unable to find partition {topic}-{partition}.")
+        elif replicas is None:
+            if is_reassigning(p):
+                preferred.append((topic, partition, None))
+                results[(topic, partition)] = ("NONE", None)
+            else:
+                results[(topic, partition)] = ("NO_REASSIGNMENT_IN_PROGRESS", f"No ongoing reassignment for {topic}-{partition}.")
+        elif not replicas:
+            results[(topic, partition)] = ("INVALID_REPLICA_ASSIGNMENT", "The manual partition assignment includes an empty replica list.")
+        elif len(set(replicas)) != len(replicas):
+            results[(topic, partition)] = ("INVALID_REPLICA_ASSIGNMENT", f"The manual partition assignment includes duplicate replicas: {replicas}.")
+        elif (missing := next((n for n in replicas if n not in registered), None)) is not None:
+            results[(topic, partition)] = (
+                "INVALID_REPLICA_ASSIGNMENT", f"The manual partition assignment includes broker {missing}, but no such broker is registered."
+            )  # fmt: skip
+        elif len(replicas) > 1:
+            results[(topic, partition)] = (
+                "INVALID_REPLICATION_FACTOR",
+                f"Partitions have one replica here (the bucket holds their data): name one broker, not {len(replicas)}.",
+            )  # fmt: skip
+        else:
+            node = replicas[0]
+            preferred.append((topic, partition, node))
+            if registered[node] and p.leader_id != node:
+                moves.append(Move(topic, partition, node, p.leader_epoch))
+            results[(topic, partition)] = ("NONE", None)
+    return Reassignment(preferred, moves, results)
+
+
+def is_reassigning(p: PartitionLeadership) -> bool:
+    """A reassignment not yet done: the partition is not led by the broker it was given to."""
+    return p.preferred_leader is not None and p.leader_id != p.preferred_leader

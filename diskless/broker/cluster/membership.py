@@ -56,7 +56,7 @@ from dataclasses import dataclass, field, replace
 from metadata import BrokerIdInUse, BrokerRegistration, MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.errors import MetadataError
 
-from .controller import Move, imbalanced, plan_balance, plan_election, plan_leaders
+from .controller import Move, imbalanced, is_reassigning, plan_balance, plan_election, plan_leaders, plan_reassignment
 from .slots import DEFAULT_SLOTS
 
 log = logging.getLogger(__name__)
@@ -164,6 +164,31 @@ class Membership:
         if election.moves:
             self._nudged.set()  # apply the new leaderships here now, not at the next beat
         return results
+
+    async def reassign_partitions(self, asked: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], tuple[str, str | None]]:
+        """AlterPartitionReassignments (controller.plan_reassignment) on the store's current
+        leaderships and brokers, whichever broker is asked: the preferences are recorded
+        first (a move the controller sees is already kept), then the moves are made by
+        compare-and-set (one lost to the controller is made by its next balance check)."""
+        leaderships = await self.store.list_partition_leaders()
+        registered = {b.node_id: b.alive for b in await self.store.list_brokers()}
+        plan = plan_reassignment(leaderships, registered, asked)
+        by_topic: dict[str, list[tuple[int, int | None]]] = {}
+        for topic, partition, node in plan.preferred:
+            by_topic.setdefault(topic, []).append((partition, node))
+        for topic, preferred in by_topic.items():
+            await self.store.set_preferred_leaders(topic, preferred)
+        for topic, batch in _by_topic(plan.moves).items():
+            for (partition, leader_id, _), epoch in zip(batch, await self.store.set_partition_leaders(topic, batch)):
+                if epoch is not None:
+                    log.info("reassigned %s:%d to broker %d (epoch %d), as asked by AlterPartitionReassignments", topic, partition, leader_id, epoch)
+        if plan.preferred:
+            self._nudged.set()  # apply the new leaderships here now, not at the next beat
+        return plan.results
+
+    async def ongoing_reassignments(self) -> list[PartitionLeadership]:
+        """ListPartitionReassignments: partitions not (yet) led by the broker they were given to."""
+        return [p for p in await self.store.list_partition_leaders() if is_reassigning(p)]
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -396,7 +421,8 @@ class Membership:
         if not moves and self._balance_due(brokers, "partitions"):
             if imbalanced(leaderships, brokers, self.settings.imbalance_percentage):
                 moves = plan_balance(leaderships, brokers)
-                log.info("controller: leadership is off balance over brokers %s; moving %d partition(s)", sorted(brokers), len(moves))
+                if moves:  # none when the reassigned partitions alone make the imbalance
+                    log.info("controller: leadership is off balance over brokers %s; moving %d partition(s)", sorted(brokers), len(moves))
         if not moves:
             return leaderships
         moved = 0

@@ -46,6 +46,8 @@ HANDLERS = metrics.instrument({
     42: groups.handle_delete_groups,
     43: cluster.handle_elect_leaders,
     44: configs.handle_incremental_alter_configs,
+    45: cluster.handle_alter_partition_reassignments,
+    46: cluster.handle_list_partition_reassignments,
     47: commits.handle_offset_delete,
     50: security.handle_describe_user_scram_credentials,
     51: security.handle_alter_user_scram_credentials,

@@ -197,6 +197,52 @@ async def handle_elect_leaders(broker: BrokerApi, request: Request) -> Any:
     return make(mod.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=error, replica_election_results=topics)
 
 
+async def handle_alter_partition_reassignments(broker: BrokerApi, request: Request) -> Any:
+    """kafka-reassign-partitions.sh --execute and AdminClient.alterPartitionReassignments:
+    controller.plan_reassignment (one replica per partition: the broker named leads it, and
+    keeps it while it lives). As Kafka: ALTER on the cluster is required; `timeout` is not
+    needed (the store's writes are done when this answers)."""
+    mod = response_module(45, request.header.api_version)
+    asked = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas)) for t in request.body.topics for p in t.partitions}
+    if not broker.security.cluster_allowed(ALTER):
+        error: ErrorCode = ErrorCode.cluster_authorization_failed
+        results = dict.fromkeys(asked, ("CLUSTER_AUTHORIZATION_FAILED", None))
+    else:
+        error, results = ErrorCode.none, await broker.reassign_partitions(asked)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), (name, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            make(mod.ReassignablePartitionResponse, partition_index=partition, error_code=ErrorCode[name.lower()], error_message=message)
+        )  # fmt: skip
+    return make(
+        mod.AlterPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=error,
+        error_message="Cluster authorization failed." if error is not ErrorCode.none else None,
+        responses=tuple(make(mod.ReassignableTopicResponse, name=topic, partitions=tuple(parts)) for topic, parts in by_topic.items()),
+    )  # fmt: skip
+
+
+async def handle_list_partition_reassignments(broker: BrokerApi, request: Request) -> Any:
+    """kafka-reassign-partitions.sh --verify and AdminClient.listPartitionReassignments: the
+    partitions (of those asked for; null: all) not yet led by the broker they were given to
+    (replicas: that broker; adding it, removing the leader). DESCRIBE on the cluster."""
+    mod = response_module(46, request.header.api_version)
+    if not broker.security.cluster_allowed(DESCRIBE):
+        return make(mod.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+                    error_message="Cluster authorization failed.", topics=())  # fmt: skip
+    wanted = None if request.body.topics is None else {(t.name, p) for t in request.body.topics for p in t.partition_indexes}
+    by_topic: dict[str, list[Any]] = {}
+    for p in await broker.ongoing_reassignments():
+        if wanted is None or (p.topic, p.partition) in wanted:
+            by_topic.setdefault(p.topic, []).append(make(
+                mod.OngoingPartitionReassignment, partition_index=p.partition, replicas=(p.preferred_leader,),
+                adding_replicas=(p.preferred_leader,), removing_replicas=() if p.leader_id is None else (p.leader_id,),
+            ))  # fmt: skip
+    return make(
+        mod.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+        topics=tuple(make(mod.OngoingTopicReassignment, name=topic, partitions=tuple(parts)) for topic, parts in by_topic.items()),
+    )  # fmt: skip
+
+
 _ELECTION_MESSAGES = {
     "ELECTION_NOT_NEEDED": "Leader election not needed for topic partition.",
     "PREFERRED_LEADER_NOT_AVAILABLE": "No live broker to elect: the partition stays without a leader until one joins.",
