@@ -47,6 +47,7 @@ class RequestSettings:
     default_replication_factor: int  # default.replication.factor
     topic_defaults: Mapping[str, str]  # broker-wide defaults of topic configs
     broker_configs: Mapping[str, str]  # the static broker configs DescribeConfigs reports, Kafka's names
+    log_dir: str  # where partitions' local logs are (Kafka's log.dirs: one here), absolute
 
 
 class TopicRegistry(Protocol):
@@ -59,6 +60,10 @@ class TopicRegistry(Protocol):
 
     def leader(self, topic: str, index: int) -> PartitionLeader | None:
         """The partition's leader object on this broker, or None if this broker does not lead it."""
+        ...
+
+    def leaders(self) -> list[PartitionLeader]:
+        """Every partition this broker leads."""
         ...
 
     async def find_topic(self, name: str) -> TopicMetadata | None:

@@ -74,8 +74,10 @@ class Broker:
             num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
             topic_defaults=config.topic_defaults,
+            log_dir=str(config.logs_dir.resolve()),
             broker_configs={
                 "node.id": str(config.node_id),
+                "log.dirs": str(config.logs_dir.resolve()),
                 "num.partitions": str(config.num_partitions),
                 "default.replication.factor": str(config.default_replication_factor),
                 "auto.create.topics.enable": str(config.auto_create_topics_enable).lower(),

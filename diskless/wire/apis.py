@@ -47,6 +47,7 @@ SUPPORTED = MappingProxyType(
         32: ("DescribeConfigs", 1, 4),
         33: ("AlterConfigs", 0, 2),
         36: ("SaslAuthenticate", 0, 2),
+        35: ("DescribeLogDirs", 1, 4),
         37: ("CreatePartitions", 0, 3),
         42: ("DeleteGroups", 0, 2),
         43: ("ElectLeaders", 0, 2),

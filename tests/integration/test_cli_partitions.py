@@ -15,6 +15,9 @@ import uuid
 
 from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka import errors as kafka_errors
+from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
 from .conftest import WireClient
@@ -280,3 +283,13 @@ def test_kafkas_reassignment_requests_move_list_and_cancel(cluster: Cluster) -> 
         assert leaders(others, topic)[0] == 3
     finally:
         client.close()
+    # kafka-python's admin client, as kafka-reassign-partitions.sh uses the Java one.
+    admin_kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        assert admin_kp.alter_partition_reassignments({KafkaTopicPartition(topic, 0): [1], KafkaTopicPartition(topic, 1): [1, 3]}) == {
+            KafkaTopicPartition(topic, 0): None, KafkaTopicPartition(topic, 1): kafka_errors.InvalidReplicationFactorError,
+        }  # fmt: skip
+        wait_until(lambda: leaders(cluster.bootstrap, topic)[0] == 1, "broker 1 to lead partition 0")
+        assert admin_kp.list_partition_reassignments() == {}
+    finally:
+        admin_kp.close()

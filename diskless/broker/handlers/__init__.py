@@ -9,7 +9,7 @@ and counts bytes and messages per topic for Produce and Fetch.
 from __future__ import annotations
 
 from .. import metrics
-from . import cluster, commits, configs, consumer_groups, fetch, groups, offsets, produce, security, topics, transactions
+from . import cluster, commits, configs, consumer_groups, fetch, groups, log_dirs, offsets, produce, security, topics, transactions
 
 HANDLERS = metrics.instrument({
     0: produce.handle_produce,
@@ -42,6 +42,7 @@ HANDLERS = metrics.instrument({
     32: configs.handle_describe_configs,
     33: configs.handle_alter_configs,
     36: security.handle_sasl_authenticate,
+    35: log_dirs.handle_describe_log_dirs,
     37: topics.handle_create_partitions,
     42: groups.handle_delete_groups,
     43: cluster.handle_elect_leaders,
