@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -91,7 +91,9 @@ class TopicRegistry(Protocol):
         """(leader node id or None, leader epoch) as last read from the store."""
         ...
 
-    async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicMetadata: ...
+    async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str], preferred: Sequence[int] | None = None) -> TopicMetadata:
+        """`preferred`: the broker each partition is assigned to (CreateTopics' assignments)."""
+        ...
 
     async def auto_create_topic(self, name: str) -> TopicMetadata | None:
         """auto.create.topics.enable: create `name` with the defaults; None if that failed."""
@@ -99,7 +101,9 @@ class TopicRegistry(Protocol):
 
     async def delete_topic(self, name: str) -> TopicMetadata: ...
 
-    async def create_partitions(self, name: str, count: int) -> TopicMetadata: ...
+    async def create_partitions(self, name: str, count: int, preferred: Sequence[int] | None = None) -> TopicMetadata:
+        """`preferred`: the broker each new partition is assigned to (CreatePartitions' assignments)."""
+        ...
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata: ...
 

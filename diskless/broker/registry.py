@@ -19,7 +19,7 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -339,11 +339,11 @@ class Registry:
 
     # --- changes -------------------------------------------------------------------------
 
-    async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicMetadata:
+    async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str], preferred: Sequence[int] | None = None) -> TopicMetadata:
         async with self._changing:
-            return await self._create_topic(name, num_partitions, configs)
+            return await self._create_topic(name, num_partitions, configs, preferred)
 
-    async def _create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicMetadata:
+    async def _create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str], preferred: Sequence[int] | None) -> TopicMetadata:
         """All or nothing: if opening a partition fails (e.g. out of descriptors), the topic is
         deleted from the store and its directories removed before the error is raised."""
         validate_topic_name(name)
@@ -356,7 +356,7 @@ class Registry:
         await self.uploader.name_topic(name, topic.topic_id)
         try:
             self._set_topic(topic)
-            await self._lead_new_partitions(topic, range(num_partitions))
+            await self._lead_new_partitions(topic, range(num_partitions), preferred)
         except BaseException as exc:
             await self._undo_create_topic(topic, exc)
             raise
@@ -399,9 +399,10 @@ class Registry:
             await asyncio.to_thread(_remove_dirs, self.settings.logs_dir, topic.name, range(topic.num_partitions))
         return leaders
 
-    async def _lead_new_partitions(self, topic: TopicMetadata, indexes: range) -> None:
-        """Give new partitions their leaders (round robin over live brokers, Kafka's way) and
-        open the ones this broker leads."""
+    async def _lead_new_partitions(self, topic: TopicMetadata, indexes: range, preferred: Sequence[int] | None = None) -> None:
+        """Give new partitions their leaders (round robin over live brokers, Kafka's way, or
+        the brokers `preferred` assigns, kept as reassignments: controller.py) and open the
+        ones this broker leads."""
         me = self.settings.node_id
         live = list(self.view.brokers) or [me]
         load: dict[int, int] = {}
@@ -411,6 +412,9 @@ class Registry:
         configs = self.topic_configs(topic)
         rules = _rules_of(configs)
         chosen = list(zip(indexes, initial_leaders(len(indexes), live, load)))
+        if preferred is not None:  # recorded first: the controller may place them before our write
+            await self.store.set_preferred_leaders(topic.name, list(zip(indexes, preferred)))
+            chosen = [(index, node if node in live else fallback) for (index, fallback), node in zip(chosen, preferred)]
         # One transaction for them all; a partition the controller gave a leader first (it saw
         # it leaderless between the topic's row and this write) answers None.
         epochs = await self.store.set_partition_leaders(topic.name, [(index, node, 0) for index, node in chosen])
@@ -426,11 +430,11 @@ class Registry:
             await self._open_leader(topic, index, configs, None, epoch, rules=rules, stored=stored)
             await asyncio.sleep(0)  # a new partition opens without a wait: let heartbeats and clients in
 
-    async def create_partitions(self, name: str, count: int) -> TopicMetadata:
+    async def create_partitions(self, name: str, count: int, preferred: Sequence[int] | None = None) -> TopicMetadata:
         async with self._changing:
-            return await self._create_partitions(name, count)
+            return await self._create_partitions(name, count, preferred)
 
-    async def _create_partitions(self, name: str, count: int) -> TopicMetadata:
+    async def _create_partitions(self, name: str, count: int, preferred: Sequence[int] | None) -> TopicMetadata:
         """All or nothing as far as the disk goes: the new partitions' directories are made
         before the store is told, so a failure there leaves no trace. A failure after the
         store's write closes the new leaders and leaves the store's count, which the next start
@@ -447,7 +451,7 @@ class Registry:
         self._seen_at[("changed", name)] = time.monotonic()
         self._set_topic(updated)
         try:
-            await self._lead_new_partitions(updated, range(topic.num_partitions, count))
+            await self._lead_new_partitions(updated, range(topic.num_partitions, count), preferred)
         except BaseException:
             for index in range(topic.num_partitions, count):
                 leader = self._leaders.pop((name, index), None)

@@ -13,7 +13,7 @@ import sys
 import threading
 import uuid
 
-from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as kafka_errors
@@ -293,3 +293,29 @@ def test_kafkas_reassignment_requests_move_list_and_cancel(cluster: Cluster) -> 
         assert admin_kp.list_partition_reassignments() == {}
     finally:
         admin_kp.close()
+
+
+def test_assignments_at_creation_place_and_keep_partitions(cluster: Cluster, postgres_database: str) -> None:
+    """CreateTopics and CreatePartitions with manual assignments (one broker per partition):
+    each partition is led by the broker named and kept there, as a reassignment is."""
+    from confluent_kafka.admin import NewPartitions
+
+    topic = f"assigned-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 4, replica_assignment=[[2], [3], [1], [2]])], operation_timeout=30)[topic].result(timeout=30)
+    assert wait_until(lambda: leaders(cluster.bootstrap, topic) == {0: 2, 1: 3, 2: 1, 3: 2} and leaders(cluster.bootstrap, topic),
+                      "the assigned leaders")  # fmt: skip
+    admin.create_partitions([NewPartitions(topic, 6, replica_assignment=[[3], [3]])])[topic].result(timeout=30)
+    wait_until(lambda: leaders(cluster.bootstrap, topic) == {0: 2, 1: 3, 2: 1, 3: 2, 4: 3, 5: 3}, "the new partitions' assigned leaders")
+    kept = partitions_cli(postgres_database, "balance")
+    assert (kept.returncode, kept.stdout) == (0, "balanced: broker 1 leads 1 (1 reassigned to it), broker 2 leads 2 (2 reassigned to it), "
+                                                 "broker 3 leads 3 (3 reassigned to it)\n")  # fmt: skip
+    # Two replicas: Kafka's checks first (a count unlike the partition before), then ours.
+    for assignment, code in (([[1, 2]], KafkaError.INVALID_REPLICATION_FACTOR), ([[2], [1, 3]], KafkaError.INVALID_REPLICA_ASSIGNMENT)):
+        name = f"refused-{uuid.uuid4().hex[:8]}"
+        future = admin.create_topics([NewTopic(name, len(assignment), replica_assignment=assignment)], operation_timeout=30)[name]
+        try:
+            future.result(timeout=30)
+            raise AssertionError(f"{assignment} was accepted")
+        except KafkaException as exc:
+            assert exc.args[0].code() == code, exc

@@ -48,7 +48,7 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
             if counts[wanted.name] > 1:
                 raise InvalidRequest(f"topic {wanted.name} appears more than once in the request")
             broker.security.require_create_topic(wanted.name)
-            num_partitions, replication_factor = _partitioning(broker, wanted)
+            num_partitions, replication_factor, preferred = _partitioning(broker, wanted)
             configs = {c.name: c.value for c in wanted.configs}
             if body.validate_only:
                 validate_topic_name(wanted.name)
@@ -58,7 +58,7 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
                 if num_partitions < 1:
                     raise InvalidPartitions(wanted.name, None, num_partitions, "a topic needs at least one partition")
             else:
-                topic = await broker.registry.create_topic(wanted.name, num_partitions, configs)
+                topic = await broker.registry.create_topic(wanted.name, num_partitions, configs, preferred)
         except Exception as exc:
             error, message = error_code_for(exc, f"create topic {wanted.name}"), str(exc)
         described = ()
@@ -86,7 +86,8 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
     return make(mod.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-def _partitioning(broker: BrokerApi, wanted: Any) -> tuple[int, int]:
+def _partitioning(broker: BrokerApi, wanted: Any) -> tuple[int, int, list[int] | None]:
+    """(partitions, replication factor, the broker each partition is assigned to or None)."""
     if wanted.assignments:
         # Kafka's ReplicationControlManager.createTopic, its messages and order: the first
         # assignment sets the replica count, every later one must have as many; the indexes
@@ -103,18 +104,17 @@ def _partitioning(broker: BrokerApi, wanted: Any) -> tuple[int, int]:
             indexes.add(a.partition_index)
             validate_manual_assignments(wanted.name, [a.broker_ids], registered, replication_factor)
             replication_factor = len(a.broker_ids)
-        replicas = [a.broker_ids for a in wanted.assignments]
         if indexes != set(range(len(indexes))):
             raise PartitionIndexGap(wanted.name)
-        _require_this_broker(replicas, broker.settings.node_id)
-        return len(wanted.assignments), 1
+        by_index = sorted(wanted.assignments, key=lambda a: a.partition_index)
+        return len(wanted.assignments), 1, _one_replica([a.broker_ids for a in by_index])
     num_partitions = broker.settings.num_partitions if wanted.num_partitions == -1 else wanted.num_partitions
     replication_factor = broker.settings.default_replication_factor if wanted.replication_factor == -1 else wanted.replication_factor
     if replication_factor > 1:
         raise InvalidReplicationFactor(replication_factor, 1)
     if replication_factor < 1:
         raise InvalidRequest(f"replication factor must be at least 1, not {replication_factor}")
-    return num_partitions, replication_factor
+    return num_partitions, replication_factor, None
 
 
 async def handle_delete_topics(broker: BrokerApi, request: Request) -> Any:
@@ -167,13 +167,14 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
                 # Kafka's ReplicationControlManager.createPartitions: one assignment per new partition
                 # (an empty list too: null alone means "choose for me"), with or without validate_only.
                 raise AssignmentCountMismatch(wanted.name, added, len(wanted.assignments))
+            preferred = None
             if wanted.assignments is not None:
                 # The existing partitions have one replica each: the new ones must too.
                 replicas = [a.broker_ids for a in wanted.assignments]
                 validate_manual_assignments(wanted.name, replicas, _registered(broker), 1)
-                _require_this_broker(replicas, broker.settings.node_id)
+                preferred = _one_replica(replicas)
             if not body.validate_only:
-                await broker.registry.create_partitions(wanted.name, wanted.count)
+                await broker.registry.create_partitions(wanted.name, wanted.count, preferred)
         except Exception as exc:
             error, message = error_code_for(exc, f"create partitions of {wanted.name}"), str(exc)
         results.append(make(mod.CreatePartitionsTopicResult, name=wanted.name, error_code=error, error_message=message))
@@ -209,10 +210,12 @@ def validate_manual_assignments(
         replication_factor = len(broker_ids)
 
 
-def _require_this_broker(assignments: Sequence[Sequence[int]], node_id: int) -> None:
+def _one_replica(assignments: Sequence[Sequence[int]]) -> list[int]:
     """What this broker adds to Kafka's checks, once they all passed: a partition has one
-    replica, on the broker that makes it. Any other assignment Kafka would accept (another
-    registered broker, several) is refused with INVALID_REPLICATION_FACTOR."""
+    replica (the bucket holds its data), so each assignment names one broker, which leads the
+    partition and keeps it as a reassignment does (controller.py). Several brokers, which Kafka
+    would accept, are INVALID_REPLICATION_FACTOR. The broker of each partition, in order."""
     for broker_ids in assignments:
-        if tuple(broker_ids) != (node_id,):
+        if len(broker_ids) != 1:
             raise InvalidReplicationFactor(len(broker_ids), 1)
+    return [broker_ids[0] for broker_ids in assignments]
