@@ -277,9 +277,11 @@ class Groups:
             future = self._waiters[outcome.ticket] = asyncio.get_running_loop().create_future()
         try:
             self._timer_changed.set()
-            if self.coordinator.is_unstored(group_id):
-                await self._store_classic(group_id)
-            self._deliver(outcome.completions)
+            try:
+                if self.coordinator.is_unstored(group_id):
+                    await self._store_classic(group_id)
+            finally:
+                self._deliver(outcome.completions)  # also if this call is cancelled: the others are answered
             return outcome.response if future is None else await future
         finally:
             if outcome.ticket is not None:
@@ -336,8 +338,8 @@ class Groups:
             return
         lock = self._lock(group_id)
         async with lock:
-            if self.consumer.is_consumer_group(group_id) or group_id in self._absent:
-                return
+            if self.consumer.is_consumer_group(group_id) or group_id in self._absent or self.coordinator.group_overview(group_id) is not None:
+                return  # read by the call before, or made here meanwhile
             text = await self.store.get_consumer_group(group_id)
             if self._locks.get(group_id) is not lock:  # unloaded meanwhile: what was read may be stale
                 raise NotGroupCoordinator(group_id)
@@ -408,7 +410,7 @@ class Groups:
             unstored = self.coordinator.unstored(group_id)
             if unstored is None or self._locks.get(group_id) is not lock:
                 return  # written by the write before, or unloaded meanwhile
-            version, text = unstored
+            group, (version, text) = self.coordinator.groups[group_id], unstored
             try:
                 if text is None:
                     await self.store.delete_consumer_group(group_id, self._fence(group_id))
@@ -421,7 +423,7 @@ class Groups:
                 log.warning("classic group %s: writing its state to the metadata store failed: %s", group_id, exc)
                 return
             if self._locks.get(group_id) is lock:
-                self.coordinator.stored(group_id, version, text)
+                self.coordinator.stored(group, version, text)
                 self._absent.discard(group_id)
 
     # --- describing and listing ----------------------------------------------------------
@@ -558,7 +560,8 @@ class Groups:
             error = ErrorCode.none  # known only by its offsets (e.g. after a restart)
         if error is ErrorCode.none:
             try:
-                await self.store.delete_group(group_id, self._fence(group_id))
+                async with self._lock(group_id):  # after any write of the group's state already under way
+                    await self.store.delete_group(group_id, self._fence(group_id))
             except CoordinatorFenced as exc:
                 log.info("DeleteGroups of group %s fenced: %s; answering NOT_COORDINATOR", group_id, exc)
                 return ErrorCode.not_coordinator

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from diskless.broker.cluster.controller import Move, imbalanced, plan_balance
+from diskless.broker.cluster.controller import Move, imbalanced, plan_balance, plan_homecoming
 from metadata import PartitionLeadership
 
 
@@ -97,19 +97,20 @@ def test_a_reassigned_partition_stays_with_its_broker_and_the_others_even_out_ar
     assert [owners[("t", p)] for p in range(4)] == [1, 1, 1, 1]
     assert sorted(m.partition for m in moves) == [4, 5] and {m.leader_id for m in moves} <= {2, 3}
     assert Counter(owners.values()) == {1: 4, 2: 2, 3: 2}
-    # Once there, it is not imbalance: nothing else can move.
-    assert not imbalanced(reassigned([1, 1, 1, 1, 2, 3, 2, 3], [1, 1, 1, 1, None, None, None, None]), [1, 2, 3], 10)
+    # Once there, nothing else can move (the loads stay uneven: the controller finds no move).
+    assert plan_balance(reassigned([1, 1, 1, 1, 2, 3, 2, 3], [1, 1, 1, 1, None, None, None, None]), [1, 2, 3]) == []
     assert plan_balance(reassigned([1, 1, 1, 1, 1, 1], [1] * 6), [1, 2, 3]) == []
 
 
 def test_a_partition_away_from_its_live_broker_goes_home_and_one_whose_broker_is_dead_is_free() -> None:
     ls = reassigned([2, 2, 3, 3], [3, None, 9, None])  # 9 is not alive
-    assert imbalanced(ls, [1, 2, 3], 10)
+    assert plan_homecoming(ls, [1, 2, 3]) == [Move("t", 0, 3, 3)]  # every controller pass, balance check or not
+    assert plan_homecoming(ls, [1, 2]) == []  # 3 is away: partition 0 stays where it is
     moves = plan_balance(ls, [1, 2, 3])
     assert moves[0] == Move("t", 0, 3, 3)  # home first
     owners = after(ls, moves)
     assert owners[("t", 0)] == 3 and Counter(owners.values()) == {1: 1, 2: 1, 3: 2}
-    assert not imbalanced(reassigned([3, 2, 1, 3], [3, None, 9, None]), [1, 2, 3], 10)
+    assert plan_balance(reassigned([3, 2, 1, 3], [3, None, 9, None]), [1, 2, 3]) == []
 
 
 def test_a_leaderless_partition_goes_to_its_live_broker_else_to_the_least_loaded() -> None:

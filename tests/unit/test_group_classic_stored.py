@@ -20,7 +20,7 @@ def stored(h: Harness) -> str:
     unstored = h.c.unstored(GROUP)
     assert unstored is not None
     version, text = unstored
-    h.c.stored(GROUP, version, text)
+    h.c.stored(h.c.groups[GROUP], version, text)
     assert text is not None
     return text
 
@@ -47,7 +47,7 @@ def test_a_stable_generation_is_written_once_and_a_rebalance_keeps_it() -> None:
     assert h.overview().state is GroupState.EMPTY
     assert h.c.unstored(GROUP) is not None and h.c.unstored(GROUP)[1] is None
     version, _ = h.c.unstored(GROUP)
-    h.c.stored(GROUP, version, None)
+    h.c.stored(h.c.groups[GROUP], version, None)
     assert not h.c.is_unstored(GROUP)
 
 
@@ -78,6 +78,8 @@ def test_a_group_taken_up_goes_on_at_its_generation_and_its_sessions_run_from_th
     assert taker.heartbeat(b, 1, instance="instance-b", now=100_001) is ErrorCode.none
     assert taker.heartbeat(b, 1, now=100_001) is ErrorCode.none
     assert taker.heartbeat(a, 0, now=100_001) is ErrorCode.illegal_generation
+    taker.c.restore(GROUP, text, now_ms=100_001)  # read again (a second take-up): what is here stays
+    assert taker.heartbeat(a, 1, now=100_001) is ErrorCode.none
     # A follower asking again gets its assignment as it was.
     assert taker.sync(b, 1, instance="instance-b", now=100_002).response == SyncGroupResponse(ErrorCode.none, "consumer", "range", b"assign-b")
     assert taker.c.validate_offset_commit(GROUP, 1, a, None, 100_002) is ErrorCode.none
@@ -112,3 +114,15 @@ def test_only_classic_state_is_classic() -> None:
     assert classic_snapshot.is_classic(stored(h))
     assert not classic_snapshot.is_classic('{"version":1,"group_epoch":3}')
     assert not classic_snapshot.is_classic("not json")
+
+
+def test_a_write_that_lands_after_the_group_was_replaced_records_nothing() -> None:
+    h = Harness()
+    h.stable_group("a")
+    version, text = h.c.unstored(GROUP)
+    written = h.c.groups[GROUP]
+    h.leave((h.overview().member_ids[0], None), now=1)
+    assert h.c.delete_group(GROUP, 2) is ErrorCode.none
+    h.stable_group("b")  # the same id, a new group, at the same version
+    h.c.stored(written, version, text)
+    assert h.c.is_unstored(GROUP)  # the new group's state is still to be written

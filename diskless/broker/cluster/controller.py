@@ -15,6 +15,8 @@ out the others.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -50,9 +52,16 @@ def plan_leaders(leaderships: Sequence[PartitionLeadership], live: Iterable[int]
     return moves
 
 
-def _away_from_home(p: PartitionLeadership, live_ids: set[int]) -> bool:
-    """Led by a live broker other than the live one it was reassigned to."""
-    return p.preferred_leader in live_ids and p.leader_id in live_ids and p.leader_id != p.preferred_leader
+def plan_homecoming(leaderships: Sequence[PartitionLeadership], live: Iterable[int]) -> list[Move]:
+    """Moves that give each partition led by a live broker other than the live one it was
+    reassigned to back to that one: a reassignment completes whenever its broker lives (as in
+    Kafka, whatever auto.leader.rebalance.enable says)."""
+    live_ids = set(live)
+    return [
+        Move(p.topic, p.partition, p.preferred_leader, p.leader_epoch)
+        for p in leaderships
+        if p.preferred_leader in live_ids and p.leader_id in live_ids and p.leader_id != p.preferred_leader
+    ]  # fmt: skip
 
 
 def initial_leaders(num_partitions: int, live: Iterable[int], leaders_per_node: dict[int, int]) -> list[int]:
@@ -66,21 +75,14 @@ def imbalanced(leaderships: Sequence[PartitionLeadership], live: Iterable[int], 
     """Kafka's leader.imbalance.per.broker.percentage with an even share as every broker's
     preference: whether some live broker leads more or fewer partitions than its share by more
     than `percentage` percent of that share, while the busiest and the idlest differ by more
-    than one (what plan_balance evens out); or some partition is led away from the live broker
-    it was reassigned to."""
+    than one (what plan_balance evens out, as far as partitions not reassigned allow)."""
     live_ids = set(live)
     if len(live_ids) < 2:
         return False
-    if any(_away_from_home(p, live_ids) for p in leaderships):
-        return True
     counts = Counter(p.leader_id for p in leaderships if p.leader_id in live_ids)
     share = sum(counts.values()) / len(live_ids)
     loads = [counts[node] for node in live_ids]
-    if not (max(loads) - min(loads) > 1 and any(abs(load - share) > share * percentage / 100 for load in loads)):
-        return False
-    if all(p.preferred_leader is None for p in leaderships):
-        return True
-    return bool(plan_balance(leaderships, live_ids))  # reassigned partitions do not move: the rest may not help
+    return max(loads) - min(loads) > 1 and any(abs(load - share) > share * percentage / 100 for load in loads)
 
 
 def plan_balance(leaderships: Sequence[PartitionLeadership], live: Iterable[int]) -> list[Move]:
@@ -90,35 +92,71 @@ def plan_balance(leaderships: Sequence[PartitionLeadership], live: Iterable[int]
     loaded broker to the least loaded one, until their loads differ by at most one; the fewest
     moves that get there, since each move fences the old leader and makes the new one rebuild
     the partition's tail. From the busiest broker it takes first a partition of the topic it
-    leads most of, so topics spread too. Partitions without a live leader are the
-    controller's (plan_leaders), not moved here."""
+    leads most of, so topics spread too. Partitions reassigned to a live broker go there first
+    (plan_homecoming) and are never moved elsewhere. Partitions without a live leader are the
+    controller's (plan_leaders), not moved here. Each move costs the brokers and the busiest
+    broker's topics, not the partitions (20,000 partitions over five brokers in well under a second)."""
     live_ids = sorted(set(live))
     if len(live_ids) < 2:
         return []
-    led: dict[int, list[PartitionLeadership]] = {node: [] for node in live_ids}
-    moves = []
+    moves = plan_homecoming(leaderships, live_ids)  # reassigned partitions first go home, and stay
+    home = {(m.topic, m.partition): m.leader_id for m in moves}
+    load = dict.fromkeys(live_ids, 0)
+    led: dict[int, Counter[str]] = {node: Counter() for node in live_ids}  # partitions led, by topic
+    free: dict[int, dict[str, list[PartitionLeadership]]] = {node: {} for node in live_ids}  # movable ones, by partition
     for p in sorted(leaderships, key=lambda p: (p.topic, p.partition)):
-        if _away_from_home(p, set(live_ids)):
-            assert p.preferred_leader is not None
-            led[p.preferred_leader].append(p)
-            moves.append(Move(p.topic, p.partition, p.preferred_leader, p.leader_epoch))
-        elif p.leader_id in led:
-            led[p.leader_id].append(p)
+        owner = home.get((p.topic, p.partition), p.leader_id)
+        if owner not in load:
+            continue  # no live leader: the controller's (plan_leaders)
+        load[owner] += 1
+        led[owner][p.topic] += 1
+        if p.preferred_leader not in load:
+            free[owner].setdefault(p.topic, []).append(p)
+    # The topics with movable partitions on each broker, by how many partitions of them it leads.
+    by_count: dict[int, dict[int, dict[str, None]]] = {node: {} for node in live_ids}
+    for node in live_ids:
+        for topic in free[node]:
+            by_count[node].setdefault(led[node][topic], {})[topic] = None
+
+    def recount(node: int, topic: str, change: int) -> None:
+        bucket = by_count[node].get(led[node][topic])
+        if bucket is not None:
+            bucket.pop(topic, None)
+            if not bucket:
+                del by_count[node][led[node][topic]]
+        led[node][topic] += change
+        if topic in free[node]:
+            by_count[node].setdefault(led[node][topic], {})[topic] = None
+
     while True:
-        # Partitions reassigned to a live broker stay there: only the others even out.
-        free = {node: [p for p in led[node] if p.preferred_leader not in led] for node in live_ids}
         givers = [node for node in live_ids if free[node]]
         if not givers:
             return moves
-        busiest = max(givers, key=lambda node: (len(led[node]), -node))
-        idlest = min(live_ids, key=lambda node: (len(led[node]), node))
-        if len(led[busiest]) - len(led[idlest]) <= 1:
+        busiest = max(givers, key=lambda node: (load[node], -node))
+        idlest = min(live_ids, key=lambda node: (load[node], node))
+        if load[busiest] - load[idlest] <= 1:
             return moves
-        per_topic = Counter(p.topic for p in led[busiest])
-        target_topics = Counter(p.topic for p in led[idlest])
-        chosen = max(free[busiest], key=lambda p: (per_topic[p.topic] - target_topics[p.topic], -p.partition))
-        led[busiest].remove(chosen)
-        led[idlest].append(chosen)
+        # The topic the busiest leads most of beside what the idlest leads (no topic can beat
+        # one that the idlest lacks entirely within the busiest's fullest bucket); its lowest partition.
+        best, best_gap = "", -math.inf
+        for count in sorted(by_count[busiest], reverse=True):
+            if count <= best_gap:
+                break
+            for topic in by_count[busiest][count]:
+                gap = count - led[idlest][topic]
+                if gap > best_gap:
+                    best, best_gap = topic, gap
+                    if gap == count:
+                        break
+        topic = best
+        chosen = free[busiest][topic].pop(0)
+        if not free[busiest][topic]:
+            del free[busiest][topic]
+        bisect.insort(free[idlest].setdefault(topic, []), chosen, key=lambda p: p.partition)
+        recount(busiest, topic, -1)
+        recount(idlest, topic, +1)
+        load[busiest] -= 1
+        load[idlest] += 1
         moves.append(Move(chosen.topic, chosen.partition, idlest, chosen.leader_epoch))
 
 

@@ -54,9 +54,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from metadata import BrokerIdInUse, BrokerRegistration, MetadataStore, PartitionLeadership, TopicMetadata
-from metadata.errors import MetadataError
+from metadata.errors import MetadataError, UnknownTopic
 
-from .controller import Move, imbalanced, is_reassigning, plan_balance, plan_election, plan_leaders, plan_reassignment
+from .controller import Move, imbalanced, is_reassigning, plan_balance, plan_election, plan_homecoming, plan_leaders, plan_reassignment
 from .slots import DEFAULT_SLOTS
 
 log = logging.getLogger(__name__)
@@ -176,15 +176,21 @@ class Membership:
         by_topic: dict[str, list[tuple[int, int | None]]] = {}
         for topic, partition, node in plan.preferred:
             by_topic.setdefault(topic, []).append((partition, node))
+        results = dict(plan.results)
+        gone: set[str] = set()
         for topic, preferred in by_topic.items():
-            await self.store.set_preferred_leaders(topic, preferred)
-        for topic, batch in _by_topic(plan.moves).items():
+            try:
+                await self.store.set_preferred_leaders(topic, preferred)
+            except UnknownTopic:  # deleted since the read
+                gone.add(topic)
+                results.update({(topic, p): ("UNKNOWN_TOPIC_OR_PARTITION", f"Unable to find partition {topic}-{p}.") for p, _ in preferred})
+        for topic, batch in _by_topic([m for m in plan.moves if m.topic not in gone]).items():
             for (partition, leader_id, _), epoch in zip(batch, await self.store.set_partition_leaders(topic, batch)):
                 if epoch is not None:
                     log.info("reassigned %s:%d to broker %d (epoch %d), as asked by AlterPartitionReassignments", topic, partition, leader_id, epoch)
         if plan.preferred:
             self._nudged.set()  # apply the new leaderships here now, not at the next beat
-        return plan.results
+        return results
 
     async def ongoing_reassignments(self) -> list[PartitionLeadership]:
         """ListPartitionReassignments: partitions not (yet) led by the broker they were given to."""
@@ -417,11 +423,11 @@ class Membership:
         return await self.store.list_coordinator_slots()
 
     async def _controller_pass(self, leaderships: list[PartitionLeadership], brokers: dict[int, BrokerRegistration]) -> list[PartitionLeadership]:
-        moves = plan_leaders(leaderships, brokers)
+        moves = plan_leaders(leaderships, brokers) + plan_homecoming(leaderships, brokers)
         if not moves and self._balance_due(brokers, "partitions"):
             if imbalanced(leaderships, brokers, self.settings.imbalance_percentage):
                 moves = plan_balance(leaderships, brokers)
-                if moves:  # none when the reassigned partitions alone make the imbalance
+                if moves:  # none when reassigned partitions alone make the imbalance
                     log.info("controller: leadership is off balance over brokers %s; moving %d partition(s)", sorted(brokers), len(moves))
         if not moves:
             return leaderships

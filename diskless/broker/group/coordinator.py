@@ -111,18 +111,23 @@ class GroupCoordinator:
         """The groups `unstored` has something for."""
         return [group_id for group_id in self._rb.groups if self.is_unstored(group_id)]
 
-    def stored(self, group_id: str, version: int, text: str | None) -> None:
-        """The store now holds what `unstored` gave for `version` (the group may have moved on)."""
+    def stored(self, group: ClassicGroup, version: int, text: str | None) -> None:
+        """The store now holds what `unstored` gave for `version` of `group` (which may have
+        moved on since; if it was deleted or replaced meanwhile, nothing is recorded)."""
+        if self._rb.groups.get(group.group_id) is not group:
+            return
         if text is None:
-            self._stored.pop(group_id, None)
+            self._stored.pop(group.group_id, None)
         else:
-            self._stored[group_id] = version
+            self._stored[group.group_id] = version
 
     def restore(self, group_id: str, text: str, now_ms: int) -> None:
         """Take up a group from its stored state (ValueError if unreadable): Stable, its members'
-        sessions running from `now_ms`."""
+        sessions running from `now_ms`. A group already known here is kept as it is."""
         group = classic_snapshot.from_text(group_id, text, now_ms)
         rb = self._rb
+        if group_id in rb.groups:
+            return
         rb.begin(now_ms)
         rb.groups[group_id] = group
         for member in group.members.values():
