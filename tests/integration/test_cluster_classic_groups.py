@@ -10,12 +10,11 @@ Three brokers, one PostgreSQL, one bucket (moto's S3 server).
 from __future__ import annotations
 
 import time
-import uuid
 
 from confluent_kafka import Consumer, Producer
 
 from .test_cluster import DEADLINE_S, Cluster, cluster, create, moto_bucket, wait_until  # noqa: F401 (fixtures)
-from .test_cluster_coordinators import coordinators
+from .test_cluster_coordinators import coordinators, group_coordinated_by
 
 
 class Member:
@@ -64,11 +63,7 @@ def test_a_killed_coordinators_classic_group_goes_on_at_its_generation_elsewhere
     survivors = f"{cluster.brokers[1].bootstrap},{cluster.brokers[2].bootstrap}"
     topic = create(cluster.bootstrap, 4)
     producer = Producer({"bootstrap.servers": survivors, "linger.ms": 5})
-    candidates = [f"g-{uuid.uuid4().hex[:8]}" for _ in range(200)]
-    group = wait_until(
-        lambda: next((g for g, node in coordinators(cluster.brokers[1].bootstrap, candidates).items() if node == 3), None),
-        "a group coordinated by broker 3",
-    )
+    group = group_coordinated_by(cluster, 3)
     members = [Member(survivors, group, topic, "a"), Member(survivors, group, topic, "b")]
     poll_until(members, lambda: all(len(m.partitions()) == 2 for m in members), "a and b share the four partitions")
     expected = produce(producer, topic, 0, 200)

@@ -8,7 +8,6 @@ Three brokers, one PostgreSQL, one bucket (moto's S3 server).
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 from confluent_kafka import Producer
@@ -16,7 +15,7 @@ from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeR
 
 from .conftest import WireClient
 from .test_cluster import DEADLINE_S, Cluster, cluster, create, moto_bucket, wait_until  # noqa: F401 (fixtures)
-from .test_cluster_coordinators import coordinators
+from .test_cluster_coordinators import coordinators, group_coordinated_by
 from .test_groups_consumer_protocol import Members, _consumer, _partitions
 
 pytestmark = pytest.mark.skipif(
@@ -52,11 +51,7 @@ def test_a_killed_coordinators_consumer_group_goes_on_at_its_epochs_elsewhere(cl
     survivors = f"{cluster.brokers[1].bootstrap},{cluster.brokers[2].bootstrap}"
     topic = create(cluster.bootstrap, 4)
     producer = Producer({"bootstrap.servers": survivors, "linger.ms": 5})
-    candidates = [f"g-{uuid.uuid4().hex[:8]}" for _ in range(200)]
-    group = wait_until(
-        lambda: next((g for g, node in coordinators(cluster.brokers[1].bootstrap, candidates).items() if node == 3), None),
-        "a group coordinated by broker 3",
-    )
+    group = group_coordinated_by(cluster, 3)
     # a and b share the four partitions; c joins and leaves before any record is produced, so
     # the group epoch (4) is not what two members joining afresh would make (2).
     members = Members(a=_consumer(survivors, group, topic, "a"), b=_consumer(survivors, group, topic, "b"))

@@ -33,6 +33,15 @@ def coordinators(bootstrap: str, keys: list[str], key_type: int = GROUP_KEY) -> 
     return {c.key: c.node_id for c in answer.coordinators}
 
 
+def group_coordinated_by(cluster: Cluster, node: int) -> str:
+    """A fresh group id whose coordinator slot broker `node` holds."""
+    candidates = [f"g-{uuid.uuid4().hex[:8]}" for _ in range(200)]
+    return wait_until(
+        lambda: next((g for g, holder in coordinators(cluster.brokers[1].bootstrap, candidates).items() if holder == node), None),
+        f"a group coordinated by broker {node}",
+    )
+
+
 def test_coordination_is_spread_and_every_broker_agrees(cluster: Cluster) -> None:
     keys = [f"group-{i}" for i in range(60)]
     found = wait_until(  # the controller evens the slots out once the third broker has joined

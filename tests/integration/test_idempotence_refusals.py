@@ -17,10 +17,7 @@ a byte proxy) does not answer.
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable
-from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.errors import ErrorCode
@@ -30,6 +27,7 @@ from .broker_process import BrokerProcess, free_port
 from .conftest import WireClient
 from .moto_s3 import MotoS3
 from .store_proxy import StoreProxy
+from .test_bucket_outage import wait_until
 from .test_idempotence_restart import idempotent_batch, init_producer_id, ms
 
 DEADLINE_S = 60.0
@@ -44,15 +42,6 @@ def produced(client: WireClient, topic: str, index: int, records: bytes, acks: i
     (topic_response,) = client.request(request).responses
     (partition,) = topic_response.partition_responses
     return partition.error_code, partition.base_offset
-
-
-def wait_until(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {DEADLINE_S}s waiting for {what}")
-        time.sleep(0.05)  # the broker moves on its own: poll its effect with a deadline
-    return result
 
 
 def test_a_batch_refused_before_its_partition_existed_is_not_skipped_over(broker, wire, topic_name) -> None:
