@@ -19,8 +19,11 @@ partition, the new one rebuilds its tail from the bucket and serves it). Clients
 leader as after any leader change (NOT_LEADER_OR_FOLLOWER, a Metadata refresh, a retry):
 idempotent producers lose and duplicate nothing.
 
-Everything is checked before anything moves: an unknown broker, a broker whose session has
-expired, an unknown topic or partition, or a malformed argument is one line on standard error
+A partition reassigned to a registered broker that is down stays where it is until that broker
+returns (as Kafka's reassignment to an offline broker completes when it is back).
+
+Everything is checked before anything moves: an unknown broker, an unknown topic or
+partition, or a malformed argument is one line on standard error
 and nothing changes (exit 2 for an argument that cannot be used as written, 1 for the rest).
 A partition already led by the broker named is left alone. A move that loses the race with
 the controller or another command (the epoch moved meanwhile) is reported; the others stand.
@@ -123,15 +126,13 @@ async def _reassign(args: argparse.Namespace) -> int:
         topics = {p.topic: 0 for p in leaders.values()}
         for topic, _ in leaders:
             topics[topic] += 1
-        moves, unchanged, forgotten = [], [], []
+        moves, unchanged, forgotten, waiting = [], [], [], []
         seen: dict[tuple[str, int], int | None] = {}
         for a in args.assignments:
             broker = brokers.get(a.node_id) if a.node_id is not None else None
             if a.node_id is not None and broker is None:
                 known = ", ".join(str(n) for n in sorted(brokers)) or "none"
                 raise ReassignRefused(f"unknown broker {a.node_id} (registered brokers: {known})")
-            if broker is not None and not broker.alive:
-                raise ReassignRefused(f"broker {a.node_id} is not alive (its session expired)")
             if a.topic not in topics:
                 raise ReassignRefused(f"unknown topic {a.topic!r}")
             current = leaders.get((a.topic, a.partition))
@@ -141,6 +142,8 @@ async def _reassign(args: argparse.Namespace) -> int:
                 raise ReassignRefused(f"{a.topic}:{a.partition} is given two leaders")
             if a.node_id is None:
                 forgotten.append(current)
+            elif broker is not None and not broker.alive:
+                waiting.append((current, a.node_id))
             elif current.leader_id == a.node_id:
                 unchanged.append(current)
             else:
@@ -154,6 +157,9 @@ async def _reassign(args: argparse.Namespace) -> int:
             print(f"{p.topic}:{p.partition}: already led by broker {p.leader_id} (epoch {p.leader_epoch}); kept there")
         for p in forgotten:
             print(f"{p.topic}:{p.partition}: reassignment forgotten; led by broker {_name(p.leader_id)}, placed by the controller from now on")
+        for p, node_id in waiting:
+            print(f"{p.topic}:{p.partition}: reassigned to broker {node_id}, which is down: it takes the partition when it returns "
+                  f"(led by broker {_name(p.leader_id)} until then)")  # fmt: skip
         return await _apply(store, moves, leaders)
 
 

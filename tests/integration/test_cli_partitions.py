@@ -172,17 +172,24 @@ def test_reassign_and_balance_move_leaders_under_a_producer(cluster: Cluster, po
         assert bad.returncode == 2 and bad.stderr.splitlines()[-1].endswith("is not TOPIC:PARTITION=NODE or TOPIC:PARTITION=auto (e.g. orders:0=2)")
         assert everyone_sees(cluster, topic, spread)
 
-        # A broker whose session expired cannot be given a partition.
+        # A broker whose session expired is given a partition when it returns.
         victim = spread[0]
         cluster.brokers[victim].kill()
         others = ",".join(b.bootstrap for n, b in cluster.brokers.items() if n != victim)
         wait_until(lambda: len(AdminClient({"bootstrap.servers": others}).list_topics(timeout=10).brokers) == 2,
                    "the killed broker's session to expire")  # fmt: skip
-        result = partitions_cli(postgres_database, "reassign", f"{topic}:1={victim}")
-        assert (result.returncode, result.stderr) == (1, f"diskless partitions reassign: broker {victim} is not alive (its session expired); nothing was moved\n")
         wait_until(lambda: victim not in leaders(others, topic).values(), "the controller to move the killed broker's partition")
+        held = leaders(others, topic)
+        result = partitions_cli(postgres_database, "reassign", f"{topic}:1={victim}")
+        assert (result.returncode, result.stdout) == (0, f"{topic}:1: reassigned to broker {victim}, which is down: it takes the partition when "
+                                                         f"it returns (led by broker {held[1]} until then)\n")  # fmt: skip
+        assert leaders(others, topic) == held
         acked = producer.acked_count()
         wait_until(lambda: producer.acked_count() >= acked + 100, "produce to go on after the kill")
+        cluster.brokers[victim].start()
+        wait_until(lambda: leaders(others, topic)[1] == victim, "the returning broker to take partition 1")
+        acked = producer.acked_count()
+        wait_until(lambda: producer.acked_count() >= acked + 100, "produce to go on after its return")
     finally:
         producer.stop()
 
