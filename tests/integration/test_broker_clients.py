@@ -14,7 +14,7 @@ import json
 import subprocess
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -323,12 +323,19 @@ def codecs_on_disk(broker, topic: str) -> set[int]:
     return found
 
 
+def compressible(records: list[Rec]) -> list[Rec]:
+    """The records with values every codec shrinks, so that any batch of them, even of one
+    record, compresses to less than it is: librdkafka sends a batch that does not shrink
+    uncompressed, and under load a partition's records may go in more than one batch (the
+    last few after a flush began; linger.ms alone did not prevent it, CI)."""
+    return [replace(r, value=r.value + b"." * 512) for r in records]
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_codec_confluent_to_aiokafka(shared_broker, create_topic, codec: str) -> None:
     topic = create_topic(shared_broker.bootstrap)
-    produced = make_records(40)
-    # linger.ms: as for kcat below, each partition's records in one batch (flush() sends at
-    # once); a batch split off under load may not shrink, and librdkafka sends it uncompressed.
+    produced = compressible(make_records(40))
+    # linger.ms: as for kcat below, each partition's records in one batch (flush() sends at once).
     reports = confluent_produce(shared_broker.bootstrap, topic, produced, codec, **{"linger.ms": 1000})
     assert codecs_on_disk(shared_broker, topic) == {Compression[codec.upper()]}
     _check_round_trip(produced, reports, aiokafka_consume(shared_broker.bootstrap, topic, len(produced)))
@@ -360,7 +367,7 @@ def test_codec_aiokafka_to_kafka_python(shared_broker, create_topic, codec: str)
 @pytest.mark.parametrize("codec", CODECS)
 def test_codec_kcat_to_confluent(shared_broker, create_topic, codec: str) -> None:
     topic = create_topic(shared_broker.bootstrap)
-    produced = make_records(40, ascii_only=True)
+    produced = compressible(make_records(40, ascii_only=True))
     kcat_produce(shared_broker.bootstrap, topic, produced, codec)
     assert codecs_on_disk(shared_broker, topic) == {Compression[codec.upper()]}
     consumed = confluent_consume(shared_broker.bootstrap, topic, len(produced))
