@@ -10,6 +10,7 @@ coming from another broker (handlers/transactions.verify_elsewhere) and once in 
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from types import SimpleNamespace
 from typing import Any
@@ -17,10 +18,11 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from diskless.broker.errors import TxnVerificationFailed, error_code_for
+from diskless.broker.errors import OutOfOrderSequence, TxnVerificationFailed, error_code_for
 from diskless.broker.handlers import produce
 from diskless.broker.partition.leader import PartitionLeader
 from diskless.broker.refused_batches import RefusedBatches
+from diskless.broker.txn.produce_turns import ProduceTurns
 from hot_tier import AppendInfo
 from hot_tier.records import Record, encode_batch, read_header
 from hot_tier.records.transactions import PartitionTxns
@@ -62,7 +64,7 @@ def broker(partition: Partition, in_process: ErrorCode) -> Any:
     return SimpleNamespace(
         registry=registry,
         security=SimpleNamespace(allowed=lambda *args: True),
-        transactions=SimpleNamespace(verify=lambda producer_id, epoch, topic, index: in_process),
+        transactions=SimpleNamespace(verify=lambda producer_id, epoch, topic, index: in_process, produce_turns=ProduceTurns()),
         refused_batches=RefusedBatches(),
         clock=lambda: 1_000,
     )
@@ -141,3 +143,62 @@ async def test_a_verification_a_marker_overtook_is_retried(monkeypatch: pytest.M
     [answer] = topic.partition_responses
     assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 0)
     assert target.txns.is_ongoing(PRODUCER_ID) and target.txns._verifying == {}  # the guard went with the request
+
+
+class Sequencing(Partition):
+    """A leader that checks sequences as the producer state does, and records what it appended."""
+
+    log_start_offset = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appended: list[int] = []
+
+    def append(self, records: bytes, now_ms: int, verify: Any) -> Any:
+        header = read_header(records, 0, check_crc=False)
+        if not self.txns.is_ongoing(PRODUCER_ID):
+            PartitionLeader._check_transactional(self, header, verify)  # type: ignore[arg-type]
+        expected = self.appended[-1] + 1 if self.appended else 0
+        if header.base_sequence != expected:
+            raise OutOfOrderSequence(PRODUCER_ID, PRODUCER_EPOCH, header.base_sequence, expected - 1, expected)
+        self.appended.append(header.base_sequence)
+        self.txns.on_data(PRODUCER_ID, len(self.appended) - 1)
+        return AppendInfo(len(self.appended) - 1, len(self.appended) - 1, now_ms, -1, 0, 0)
+
+
+def request_at(sequence: int) -> Any:
+    made = request()
+    made.body.topic_data[0].partition_data[0].records = encode_batch(
+        [Record(0, 1_000, b"k", b"v")], base_offset=0, producer_id=PRODUCER_ID, producer_epoch=PRODUCER_EPOCH,
+        base_sequence=sequence, is_transactional=True,
+    )  # fmt: skip
+    return made
+
+
+async def test_pipelined_requests_verified_elsewhere_append_in_the_order_they_came(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first two batches of a partition, pipelined: each would open the transaction there,
+    so each asks the coordinator elsewhere (one connection each). The second's answer comes
+    first; it still waits for the first to append, and then needs no verification at all."""
+    target = Sequencing()
+    answers: dict[int, asyncio.Future[None]] = {}
+    asked: list[int] = []
+
+    async def verify_elsewhere(broker: Any, transactional_id: str, batches: list[tuple[str, int, int, int]]) -> dict[tuple[str, int], ErrorCode]:
+        if not batches:
+            return {}
+        asked.append(len(asked))
+        await answers.setdefault(len(asked) - 1, asyncio.get_running_loop().create_future())
+        return {(TOPIC, INDEX): ErrorCode.none}
+
+    monkeypatch.setattr(produce.transactions, "verify_elsewhere", verify_elsewhere)
+    stand_in = broker(target, in_process=ErrorCode.none)
+    first = asyncio.ensure_future(produce.handle_produce(stand_in, request_at(0)))
+    second = asyncio.ensure_future(produce.handle_produce(stand_in, request_at(1)))
+    await asyncio.sleep(0)
+    for index in sorted(answers, reverse=True):  # the later answer first
+        answers[index].set_result(None)
+    responses = await asyncio.wait_for(asyncio.gather(first, second), 5)
+    assert asked == [0]  # the second waited for its turn, then had nothing to verify
+    assert target.appended == [0, 1]
+    assert [r.responses[0].partition_responses[0].error_code for r in responses] == [ErrorCode.none, ErrorCode.none]
+    assert len(stand_in.transactions.produce_turns) == 0

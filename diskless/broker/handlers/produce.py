@@ -38,12 +38,60 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
     refused_id = bool(transactional_id) and not transactions.may_write(broker, transactional_id)
     verified: dict[tuple[str, int], ErrorCode] = {}
     guards: dict[tuple[str, int], tuple[Any, int, object]] = {}  # (leader, producer id, guard) per partition verified elsewhere
-    if transactional_id and not refused_id:
-        opening = _opening_transactions(broker, body)
-        for topic, index, producer_id, _ in opening:
-            leader = broker.registry.leader(topic, index)
-            guards[(topic, index)] = (leader, producer_id, leader.txns.begin_verification(producer_id))
-        verified = await transactions.verify_elsewhere(broker, transactional_id, opening)
+    turn = None
+    try:
+        if transactional_id and not refused_id:
+            if _opening_transactions(broker, body):
+                turn, before = broker.transactions.produce_turns.take(transactional_id)
+                if before is not None:
+                    await asyncio.wait([before])  # an earlier request of the producer appends first (txn/produce_turns.py)
+            opening = _opening_transactions(broker, body)  # again: the request before may have opened some
+            for topic, index, producer_id, _ in opening:
+                leader = broker.registry.leader(topic, index)
+                guards[(topic, index)] = (leader, producer_id, leader.txns.begin_verification(producer_id))
+            verified = await transactions.verify_elsewhere(broker, transactional_id, opening)
+        outcomes = _append_all(broker, request, now, refused_id, verified, guards)
+    finally:
+        if turn is not None:
+            broker.transactions.produce_turns.end(transactional_id, turn)
+    for leader, producer_id, guard in guards.values():
+        leader.txns.end_verification(producer_id, guard)
+    if body.acks == 0:
+        return None
+    if body.acks == -1:
+        await _until_durable(outcomes, int(body.timeout.total_seconds() * 1000))
+    topics = tuple(
+        make(
+            mod.TopicProduceResponse,
+            name=name,
+            partition_responses=tuple(
+                make(
+                    mod.PartitionProduceResponse,
+                    index=index,
+                    error_code=error,
+                    base_offset=info.first_offset if info and error is ErrorCode.none else -1,
+                    log_append_time=timestamp(info.log_append_time_ms) if info and error is ErrorCode.none else None,
+                    log_start_offset=partition.log_start_offset if info and error is ErrorCode.none else -1,
+                    record_errors=tuple(
+                        make(mod.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=m) for i, m in record_errors
+                    ) if hasattr(mod, "BatchIndexAndErrorMessage") else (),
+                    error_message=message,
+                )
+                for index, error, message, info, partition, record_errors in results
+            ),
+        )
+        for name, results in outcomes.items()
+    )
+    return make(mod.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
+
+
+def _append_all(
+    broker: BrokerApi, request: Request, now: int, refused_id: bool, verified: dict[tuple[str, int], ErrorCode],
+    guards: dict[tuple[str, int], tuple[Any, int, object]],
+) -> dict[str, list[list[Any]]]:
+    """Append each partition's batch, in request order, without a wait (server.py: a
+    connection's Produce requests append in the order they came)."""
+    body = request.body
     # topic -> [partition index, error, message, AppendInfo | None, leader | None, record errors], in request order.
     outcomes: dict[str, list[list[Any]]] = {}
     for topic_data in body.topic_data:
@@ -86,35 +134,7 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
                     if error is not ErrorCode.unknown_server_error:
                         log.warning("produce to %s-%d from %s rejected: %s", topic_data.name, data.index, request.header.client_id, message)
             results.append([data.index, error, message, info, partition, record_errors])
-    for leader, producer_id, guard in guards.values():
-        leader.txns.end_verification(producer_id, guard)
-    if body.acks == 0:
-        return None
-    if body.acks == -1:
-        await _until_durable(outcomes, int(body.timeout.total_seconds() * 1000))
-    topics = tuple(
-        make(
-            mod.TopicProduceResponse,
-            name=name,
-            partition_responses=tuple(
-                make(
-                    mod.PartitionProduceResponse,
-                    index=index,
-                    error_code=error,
-                    base_offset=info.first_offset if info and error is ErrorCode.none else -1,
-                    log_append_time=timestamp(info.log_append_time_ms) if info and error is ErrorCode.none else None,
-                    log_start_offset=partition.log_start_offset if info and error is ErrorCode.none else -1,
-                    record_errors=tuple(
-                        make(mod.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=m) for i, m in record_errors
-                    ) if hasattr(mod, "BatchIndexAndErrorMessage") else (),
-                    error_message=message,
-                )
-                for index, error, message, info, partition, record_errors in results
-            ),
-        )
-        for name, results in outcomes.items()
-    )
-    return make(mod.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
+    return outcomes
 
 
 async def _until_durable(outcomes: dict[str, list[list[Any]]], timeout_ms: int) -> None:

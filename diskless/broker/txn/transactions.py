@@ -44,6 +44,7 @@ from kio.schema.errors import ErrorCode
 from metadata import CommittedOffset, CoordinatorFenced, MetadataStore, TopicMetadata
 from metadata.transactions import PREPARE_COMMIT, TransactionRecord
 
+from .produce_turns import ProduceTurns
 from ..errors import NotTransactionCoordinator
 from .coordinator import DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS, InitProducerIdDecision, NeedProducerId, TransactionCoordinator, is_preparing
 from .inter_broker import InterBrokerClient
@@ -100,6 +101,7 @@ class Transactions:
         self._load_lock = asyncio.Lock()
         self._locks: dict[str, asyncio.Lock] = {}
         self._completions: dict[str, asyncio.Task[None]] = {}
+        self.produce_turns = ProduceTurns()  # Produce requests verified elsewhere, in order (produce_turns.py)
         self._completing: dict[asyncio.Task[None], TransactionRecord] = {}  # the record each running completion is for
         self._timer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
