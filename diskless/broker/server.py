@@ -8,7 +8,9 @@ librdkafka puts one partition in each ProduceRequest and relies on many requests
 handled one at a time, a producer to 32 partitions gets one partition per durability wait, and
 its records queue for hundreds of milliseconds. Order is kept: a Produce's appends happen in the
 first step of its task (no await before them) and tasks run in the order they were created, so
-appends follow request order; responses go in request order (each waits for the one before);
+appends follow request order (a transactional batch verified with a coordinator on another
+broker awaits first, and such requests of one transactional id take turns: txn/produce_turns.py);
+responses go in request order (each waits for the one before);
 any other request waits until every pipelined Produce has been answered, and is then handled
 alone. Record bytes of Fetch responses go from the segment file to the socket with sendfile.
 
