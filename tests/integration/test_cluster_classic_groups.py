@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from .test_cluster import DEADLINE_S, Cluster, cluster, create, moto_bucket, wait_until  # noqa: F401 (fixtures)
 from .test_cluster_coordinators import coordinators, group_coordinated_by
@@ -50,6 +51,11 @@ def poll_until(members: list[Member], condition, what: str) -> None:
                 member.consumed.append((message.partition(), message.offset(), message.value()))
 
 
+def committed(admin: AdminClient, group: str, topic: str) -> dict[int, int]:
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(4)])
+    return {tp.partition: tp.offset for tp in admin.list_consumer_group_offsets([request])[group].result(timeout=DEADLINE_S).topic_partitions}
+
+
 def produce(producer: Producer, topic: str, start: int, count: int) -> set[bytes]:
     values = set()
     for i in range(start, start + count):
@@ -76,10 +82,10 @@ def test_a_killed_coordinators_classic_group_goes_on_at_its_generation_elsewhere
     wait_until(lambda: coordinators(cluster.brokers[1].bootstrap, [group])[group] in (1, 2), "the group's slot to move to a live broker")
     expected |= produce(producer, topic, 200, 200)
     poll_until(members, lambda: sum(len(m.consumed) for m in members) >= 400, "every record consumed after the move")
-    # The new coordinator knows the members: they commit there and heartbeat past a few
-    # heartbeat intervals (a member it did not know would be told to rejoin at its first).
-    deadline = time.monotonic() + 3.0
-    poll_until(members, lambda: time.monotonic() > deadline, "three seconds of heartbeats at the new coordinator")
+    # The new coordinator knows the members at their generation: their auto-commits of every
+    # position are taken there (a member it did not know would be refused and told to rejoin).
+    survivors_admin = AdminClient({"bootstrap.servers": survivors})
+    poll_until(members, lambda: committed(survivors_admin, group, topic) == {p: 100 for p in range(4)}, "every position committed at the new coordinator")
     assert {m.name: m.partitions() for m in members} == held
     assert {m.name: m.consumer.memberid() for m in members} == member_ids
     assert {m.name: m.events for m in members} == events  # no revoke, no loss, no new assignment

@@ -14,6 +14,7 @@ import asyncio
 import json
 import uuid
 from types import SimpleNamespace
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -38,6 +39,14 @@ SLOTS = 4
 OFFSET_COMMIT_KEY, OFFSET_DELETE_KEY = 8, 47
 RETENTION_MS = 7 * 86_400_000
 CONFIG = GroupConfig(group_initial_rebalance_delay_ms=0)
+
+
+@pytest.fixture
+async def opened(tmp_path: Any) -> AsyncIterator[MetadataStore]:
+    """A real SQLite store of the test's own, for the scenarios driven through `Groups`."""
+    store = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
+    yield store
+    await store.close()
 
 
 def offset(topic: str, partition: int, value: int, ts: int = 1_000) -> CommittedOffset:
@@ -126,30 +135,26 @@ async def offset_delete(at: Any, group: str, topic: str, partition: int) -> Erro
     return (await handle_offset_delete(at, Request(RequestHeader(OFFSET_DELETE_KEY, 0, 1, "test"), body))).error_code
 
 
-async def test_a_coordinator_with_a_stale_view_answers_not_coordinator(tmp_path: Any) -> None:
-    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
-    try:
-        topic = (await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})).name
-        group = f"g-{uuid.uuid4().hex[:10]}"
-        slot = slot_of(group, SLOTS)
-        await opened.create_coordinator_slots(SLOTS)
-        assert await opened.set_coordinator_slots([(slot, 1, 0)]) == [1]
-        clock = [1_000]
-        a = broker(opened, View(1, [PartitionLeadership(COORDINATOR_SLOTS, s, 1, 1 if s == slot else 0) for s in range(SLOTS)]), topic, clock)
-        assert await offset_commit(a, group, topic, {0: 5, 1: 5}) == [ErrorCode.none] * 2
-        assert await a.groups.expire_offsets(lambda _: True) == 0  # the group is seen empty here from now
+async def test_a_coordinator_with_a_stale_view_answers_not_coordinator(opened: MetadataStore) -> None:
+    made, group = await topic_and_group(opened)
+    topic = made.name
+    slot = slot_of(group, SLOTS)
+    await opened.create_coordinator_slots(SLOTS)
+    assert await opened.set_coordinator_slots([(slot, 1, 0)]) == [1]
+    clock = [1_000]
+    a = broker(opened, View(1, [PartitionLeadership(COORDINATOR_SLOTS, s, 1, 1 if s == slot else 0) for s in range(SLOTS)]), topic, clock)
+    assert await offset_commit(a, group, topic, {0: 5, 1: 5}) == [ErrorCode.none] * 2
+    assert await a.groups.expire_offsets(lambda _: True) == 0  # the group is seen empty here from now
 
-        # The controller moves the slot to broker 2; broker 1 stalls and still believes it holds it.
-        assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
-        b = broker(opened, View(2, [PartitionLeadership(COORDINATOR_SLOTS, s, 2, 2) for s in range(SLOTS)]), topic, clock)
-        assert await offset_commit(b, group, topic, {0: 9}) == [ErrorCode.none]
-        assert await offset_commit(a, group, topic, {0: 6, 1: 6}) == [ErrorCode.not_coordinator] * 2  # a zombie member's
-        assert await offset_delete(a, group, topic, 1) is ErrorCode.not_coordinator
-        clock[0] += RETENTION_MS + max(CONFIG.group_max_session_timeout_ms, CONFIG.group_consumer_max_session_timeout_ms)
-        assert await a.groups.expire_offsets(lambda _: True) == 0  # partition 1's offset is past retention: fenced
-        assert await committed(opened, group) == {0: 9, 1: 5}
-    finally:
-        await opened.close()
+    # The controller moves the slot to broker 2; broker 1 stalls and still believes it holds it.
+    assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
+    b = broker(opened, View(2, [PartitionLeadership(COORDINATOR_SLOTS, s, 2, 2) for s in range(SLOTS)]), topic, clock)
+    assert await offset_commit(b, group, topic, {0: 9}) == [ErrorCode.none]
+    assert await offset_commit(a, group, topic, {0: 6, 1: 6}) == [ErrorCode.not_coordinator] * 2  # a zombie member's
+    assert await offset_delete(a, group, topic, 1) is ErrorCode.not_coordinator
+    clock[0] += RETENTION_MS + max(CONFIG.group_max_session_timeout_ms, CONFIG.group_consumer_max_session_timeout_ms)
+    assert await a.groups.expire_offsets(lambda _: True) == 0  # partition 1's offset is past retention: fenced
+    assert await committed(opened, group) == {0: 9, 1: 5}
 
 
 def joining(group: str, member: str, topic: str) -> HeartbeatRequest:
@@ -157,72 +162,72 @@ def joining(group: str, member: str, topic: str) -> HeartbeatRequest:
     return HeartbeatRequest(group, member, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic,), owned={})
 
 
+async def topic_and_group(opened: MetadataStore) -> tuple[Any, str]:
+    """A new topic of two partitions, and a new group id."""
+    return await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {}), f"g-{uuid.uuid4().hex[:10]}"
+
+
 async def group_of_broker_1(opened: MetadataStore) -> tuple[Any, str, int]:
     """A topic of two partitions, and a group whose coordinator slot broker 1 holds at epoch 1."""
-    topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
-    group = f"g-{uuid.uuid4().hex[:10]}"
+    topic, group = await topic_and_group(opened)
     slot = slot_of(group, SLOTS)
     await opened.create_coordinator_slots(SLOTS)
     assert await opened.set_coordinator_slots([(slot, 1, 0)]) == [1]
     return topic, group, slot
 
 
-async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old_one_is_fenced(tmp_path: Any) -> None:
+async def test_a_consumer_group_is_taken_up_by_its_slots_next_holder_and_the_old_one_is_fenced(opened: MetadataStore) -> None:
     """KIP-848 state, through `Groups` over a real SQLite store: broker 1 writes the group as
     its member joins; broker 2, not its coordinator, does not read it (its copy would be stale
     by the time the slot came: NOT_COORDINATOR, or not found for the console); once the slot
     is 2's, the member's next heartbeat there goes on at its epoch with its partitions, and
     stalled broker 1's next write is fenced: it answers NOT_COORDINATOR and forgets the group."""
-    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
-    try:
-        topic, group, slot = await group_of_broker_1(opened)
-        clock = [1_000]
-        slots = [PartitionLeadership(COORDINATOR_SLOTS, s, 1, 1 if s == slot else 0) for s in range(SLOTS)]
-        a = broker(opened, View(1, slots), topic.name, clock)
-        b_view = View(2, slots)
-        b = broker(opened, b_view, topic.name, clock)
-        join = joining(group, "m1", topic.name)
-        joined = await a.groups.consumer_group_heartbeat(join, [topic])
-        assert (joined.error_code, joined.member_epoch, joined.assignment) == (ErrorCode.none, 1, {topic.topic_id: frozenset({0, 1})})
-        with pytest.raises(NotGroupCoordinator):  # ConsumerGroupDescribe answers NOT_COORDINATOR
-            await b.groups.consumer_group_describe([group])
-        assert [d.error_code for d in await b.groups.consumer_group_describe([group], strict=False)] == [ErrorCode.group_id_not_found]
-        assert b.groups.consumer.groups == {}
+    topic, group, slot = await group_of_broker_1(opened)
+    clock = [1_000]
+    slots = [PartitionLeadership(COORDINATOR_SLOTS, s, 1, 1 if s == slot else 0) for s in range(SLOTS)]
+    a = broker(opened, View(1, slots), topic.name, clock)
+    b_view = View(2, slots)
+    b = broker(opened, b_view, topic.name, clock)
+    join = joining(group, "m1", topic.name)
+    joined = await a.groups.consumer_group_heartbeat(join, [topic])
+    assert (joined.error_code, joined.member_epoch, joined.assignment) == (ErrorCode.none, 1, {topic.topic_id: frozenset({0, 1})})
+    with pytest.raises(NotGroupCoordinator):  # ConsumerGroupDescribe answers NOT_COORDINATOR
+        await b.groups.consumer_group_describe([group])
+    assert [d.error_code for d in await b.groups.consumer_group_describe([group], strict=False)] == [ErrorCode.group_id_not_found]
+    assert b.groups.consumer.groups == {}
 
-        assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
-        b_view.cluster.slots[slot] = PartitionLeadership(COORDINATOR_SLOTS, slot, 2, 2)
-        b_view._coordinating_epochs = {slot: 2}
-        owned = {topic.topic_id: frozenset({0, 1})}
-        beat = HeartbeatRequest(group, "m1", 1, owned=owned)
-        answer = await b.groups.consumer_group_heartbeat(beat, [topic])
-        assert (answer.error_code, answer.member_epoch, answer.assignment) == (ErrorCode.none, 1, None)  # nothing changed
-        [described] = await b.groups.consumer_group_describe([group])
-        assert (described.group_epoch, [(m.member_id, m.member_epoch, m.assignment) for m in described.members]) == (1, [("m1", 1, owned)])
-        # Broker 1 has not heard: a second member joins there; its write is fenced.
-        late = await a.groups.consumer_group_heartbeat(joining(group, "m2", topic.name), [topic])
-        assert late.error_code is ErrorCode.not_coordinator
-        assert not a.groups.consumer.is_consumer_group(group)
-        assert [m.member_id for m in (await b.groups.consumer_group_describe([group]))[0].members] == ["m1"]
-        assert json.loads(await opened.get_consumer_group(group))["group_epoch"] == 1
-        # Broker 2 cut off from the store (its session may lapse, the slot move on): its
-        # members look the coordinator up again.
-        b_view.membership = SimpleNamespace(may_write=lambda: False)
-        with pytest.raises(NotGroupCoordinator):
-            await b.groups.consumer_group_heartbeat(beat, [topic])
-        assert await offset_commit(b, group, topic.name, {0: 1}) == [ErrorCode.not_coordinator]
-        b_view.membership = None
+    assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
+    b_view.cluster.slots[slot] = PartitionLeadership(COORDINATOR_SLOTS, slot, 2, 2)
+    b_view._coordinating_epochs = {slot: 2}
+    owned = {topic.topic_id: frozenset({0, 1})}
+    beat = HeartbeatRequest(group, "m1", 1, owned=owned)
+    answer = await b.groups.consumer_group_heartbeat(beat, [topic])
+    assert (answer.error_code, answer.member_epoch, answer.assignment) == (ErrorCode.none, 1, None)  # nothing changed
+    [described] = await b.groups.consumer_group_describe([group])
+    assert (described.group_epoch, [(m.member_id, m.member_epoch, m.assignment) for m in described.members]) == (1, [("m1", 1, owned)])
+    # Broker 1 has not heard: a second member joins there; its write is fenced.
+    late = await a.groups.consumer_group_heartbeat(joining(group, "m2", topic.name), [topic])
+    assert late.error_code is ErrorCode.not_coordinator
+    assert not a.groups.consumer.is_consumer_group(group)
+    assert [m.member_id for m in (await b.groups.consumer_group_describe([group]))[0].members] == ["m1"]
+    assert json.loads(await opened.get_consumer_group(group))["group_epoch"] == 1
+    # Broker 2 cut off from the store (its session may lapse, the slot move on): its
+    # members look the coordinator up again.
+    b_view.membership = SimpleNamespace(may_write=lambda: False)
+    with pytest.raises(NotGroupCoordinator):
+        await b.groups.consumer_group_heartbeat(beat, [topic])
+    assert await offset_commit(b, group, topic.name, {0: 1}) == [ErrorCode.not_coordinator]
+    b_view.membership = None
 
-        # A third broker takes the slot up: the stored group is read at once, its member's
-        # session running from then (it never heartbeats there: it expires a session later).
-        assert await opened.set_coordinator_slots([(slot, 3, 2)]) == [3]
-        c_clock = [50_000]
-        c = broker(opened, View(3, [PartitionLeadership(COORDINATOR_SLOTS, s, 3, 3 if s == slot else 0) for s in range(SLOTS)]), topic.name, c_clock)
-        c.groups.take_up(lambda g: g == group)
-        await asyncio.gather(*c.groups._taking_up)
-        assert c.groups.consumer.is_consumer_group(group)
-        assert c.groups.consumer.next_deadline_ms() == 50_000 + CONFIG.group_consumer_session_timeout_ms
-    finally:
-        await opened.close()
+    # A third broker takes the slot up: the stored group is read at once, its member's
+    # session running from then (it never heartbeats there: it expires a session later).
+    assert await opened.set_coordinator_slots([(slot, 3, 2)]) == [3]
+    c_clock = [50_000]
+    c = broker(opened, View(3, [PartitionLeadership(COORDINATOR_SLOTS, s, 3, 3 if s == slot else 0) for s in range(SLOTS)]), topic.name, c_clock)
+    c.groups.take_up(lambda g: g == group)
+    await asyncio.gather(*c.groups._taking_up)
+    assert c.groups.consumer.is_consumer_group(group)
+    assert c.groups.consumer.next_deadline_ms() == 50_000 + CONFIG.group_consumer_session_timeout_ms
 
 
 class Held:
@@ -247,35 +252,30 @@ class Held:
         await self.opened.put_consumer_group(group_id, state, coordinator)
 
 
-async def test_a_group_unloaded_while_read_or_written_is_not_taken_up_from_that_read(tmp_path: Any) -> None:
+async def test_a_group_unloaded_while_read_or_written_is_not_taken_up_from_that_read(opened: MetadataStore) -> None:
     """The slot moves (`unload`) while the group's state is being read, or written: what the
     read found is not used (NOT_COORDINATOR: the member looks again), and a written state is
     not taken for this broker's copy; the next request reads the store afresh."""
-    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
-    try:
-        topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
-        group = f"g-{uuid.uuid4().hex[:10]}"
-        held = Held(opened)
-        groups = Groups(CONFIG, held, lambda: 1_000, RETENTION_MS)
-        join = joining(group, "m1", topic.name)
-        reading = asyncio.ensure_future(groups.consumer_group_heartbeat(join, [topic]))
-        await held.reading.wait()
-        groups.unload(lambda _: True)
-        held.reads.set()
-        with pytest.raises(NotGroupCoordinator):
-            await reading
-        assert not groups.consumer.is_consumer_group(group)
+    topic, group = await topic_and_group(opened)
+    held = Held(opened)
+    groups = Groups(CONFIG, held, lambda: 1_000, RETENTION_MS)
+    join = joining(group, "m1", topic.name)
+    reading = asyncio.ensure_future(groups.consumer_group_heartbeat(join, [topic]))
+    await held.reading.wait()
+    groups.unload(lambda _: True)
+    held.reads.set()
+    with pytest.raises(NotGroupCoordinator):
+        await reading
+    assert not groups.consumer.is_consumer_group(group)
 
-        writing = asyncio.ensure_future(groups.consumer_group_heartbeat(join, [topic]))
-        await held.writing.wait()
-        groups.unload(lambda _: True)
-        held.writes.set()
-        assert (await writing).error_code is ErrorCode.not_coordinator
-        assert json.loads(await opened.get_consumer_group(group))["group_epoch"] == 1  # written, but not this broker's copy
-        answer = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned={topic.topic_id: frozenset({0, 1})}), [topic])
-        assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 1)  # read afresh: m1 goes on
-    finally:
-        await opened.close()
+    writing = asyncio.ensure_future(groups.consumer_group_heartbeat(join, [topic]))
+    await held.writing.wait()
+    groups.unload(lambda _: True)
+    held.writes.set()
+    assert (await writing).error_code is ErrorCode.not_coordinator
+    assert json.loads(await opened.get_consumer_group(group))["group_epoch"] == 1  # written, but not this broker's copy
+    answer = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned={topic.topic_id: frozenset({0, 1})}), [topic])
+    assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 1)  # read afresh: m1 goes on
 
 
 class Gated:
@@ -302,50 +302,46 @@ class Gated:
             await self.arrived.wait_for(lambda: len(self.gates) >= count)
 
 
-async def test_a_stale_write_failing_after_the_slot_came_back_leaves_the_fresh_copy(tmp_path: Any) -> None:
+async def test_a_stale_write_failing_after_the_slot_came_back_leaves_the_fresh_copy(opened: MetadataStore) -> None:
     """m2's join is written at slot epoch 1, slowly; the slot moves away and back (epoch 3),
     the group is read again and m3 joins there. m2's stale write is fenced: it answers
     NOT_COORDINATOR and leaves the fresh copy alone, so m1 goes on, and no newcomer is given
     the partitions m1 still holds."""
-    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
-    try:
-        topic, group, slot = await group_of_broker_1(opened)
-        epoch = [1]
-        gated = Gated(opened)
-        groups = Groups(CONFIG, gated, lambda: 1_000, RETENTION_MS, lambda g: (slot_of(g, SLOTS), epoch[0]))
+    topic, group, slot = await group_of_broker_1(opened)
+    epoch = [1]
+    gated = Gated(opened)
+    groups = Groups(CONFIG, gated, lambda: 1_000, RETENTION_MS, lambda g: (slot_of(g, SLOTS), epoch[0]))
 
-        first = asyncio.ensure_future(groups.consumer_group_heartbeat(joining(group, "m1", topic.name), [topic]))
-        await gated.held(1)
-        gated.gates[0].set()
-        assert (await first).assignment == {topic.topic_id: frozenset({0, 1})}
-        stale = asyncio.ensure_future(groups.consumer_group_heartbeat(joining(group, "m2", topic.name), [topic]))
-        await gated.held(2)
-        assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
-        assert await opened.set_coordinator_slots([(slot, 1, 2)]) == [3]
-        groups.unload(lambda _: True)
-        epoch[0] = 3
-        fresh = asyncio.ensure_future(groups.consumer_group_heartbeat(joining(group, "m3", topic.name), [topic]))
-        await gated.held(3)
-        gated.gates[1].set()
-        assert (await stale).error_code is ErrorCode.not_coordinator
-        assert groups.consumer.is_consumer_group(group)  # the fresh copy stays
-        gated.gates[2].set()
-        joined = await fresh
-        assert (joined.error_code, joined.assignment) == (ErrorCode.none, {})  # m1 holds both still
+    first = asyncio.ensure_future(groups.consumer_group_heartbeat(joining(group, "m1", topic.name), [topic]))
+    await gated.held(1)
+    gated.gates[0].set()
+    assert (await first).assignment == {topic.topic_id: frozenset({0, 1})}
+    stale = asyncio.ensure_future(groups.consumer_group_heartbeat(joining(group, "m2", topic.name), [topic]))
+    await gated.held(2)
+    assert await opened.set_coordinator_slots([(slot, 2, 1)]) == [2]
+    assert await opened.set_coordinator_slots([(slot, 1, 2)]) == [3]
+    groups.unload(lambda _: True)
+    epoch[0] = 3
+    fresh = asyncio.ensure_future(groups.consumer_group_heartbeat(joining(group, "m3", topic.name), [topic]))
+    await gated.held(3)
+    gated.gates[1].set()
+    assert (await stale).error_code is ErrorCode.not_coordinator
+    assert groups.consumer.is_consumer_group(group)  # the fresh copy stays
+    gated.gates[2].set()
+    joined = await fresh
+    assert (joined.error_code, joined.assignment) == (ErrorCode.none, {})  # m1 holds both still
 
-        async def answered(request: HeartbeatRequest) -> Any:  # its writes let through
-            task = asyncio.ensure_future(groups.consumer_group_heartbeat(request, [topic]))
-            while not task.done():
-                for gate in gated.gates:
-                    gate.set()
-                await asyncio.sleep(0.001)
-            return task.result()
+    async def answered(request: HeartbeatRequest) -> Any:  # its writes let through
+        task = asyncio.ensure_future(groups.consumer_group_heartbeat(request, [topic]))
+        while not task.done():
+            for gate in gated.gates:
+                gate.set()
+            await asyncio.sleep(0.001)
+        return task.result()
 
-        m1 = await answered(HeartbeatRequest(group, "m1", 1, owned={topic.topic_id: frozenset({0, 1})}))
-        assert m1.error_code is ErrorCode.none and m1.member_epoch == 1  # revoking one partition for m3, at its epoch
-        assert (await answered(joining(group, "m4", topic.name))).assignment == {}  # nothing m1 still holds
-    finally:
-        await opened.close()
+    m1 = await answered(HeartbeatRequest(group, "m1", 1, owned={topic.topic_id: frozenset({0, 1})}))
+    assert m1.error_code is ErrorCode.none and m1.member_epoch == 1  # revoking one partition for m3, at its epoch
+    assert (await answered(joining(group, "m4", topic.name))).assignment == {}  # nothing m1 still holds
 
 
 class Down:
@@ -371,32 +367,27 @@ class Down:
         await self.opened.put_consumer_group(group_id, state, coordinator)
 
 
-async def test_a_store_outage_answers_coordinator_not_available_and_the_group_goes_on_after(tmp_path: Any) -> None:
+async def test_a_store_outage_answers_coordinator_not_available_and_the_group_goes_on_after(opened: MetadataStore) -> None:
     """While the store is down, a heartbeat that changes the group is answered
     COORDINATOR_NOT_AVAILABLE (retriable; nothing it changed was given out) and the group is
     dropped here; a steady heartbeat is still answered. Once the store is back, the members go
     on from what it holds, at their epochs."""
-    opened = await open_metadata_store(sqlite_url(tmp_path / "metadata.db"))
-    try:
-        topic = await opened.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
-        group = f"g-{uuid.uuid4().hex[:10]}"
-        store = Down(opened)
-        groups = Groups(CONFIG, store, lambda: 1_000, RETENTION_MS)
+    topic, group = await topic_and_group(opened)
+    store = Down(opened)
+    groups = Groups(CONFIG, store, lambda: 1_000, RETENTION_MS)
 
-        both = {topic.topic_id: frozenset({0, 1})}
-        assert (await groups.consumer_group_heartbeat(joining(group, "m1", topic.name), [topic])).assignment == both
-        store.down = True
-        steady = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
-        assert (steady.error_code, steady.member_epoch) == (ErrorCode.none, 1)
-        refused = await groups.consumer_group_heartbeat(joining(group, "m2", topic.name), [topic])
-        assert refused.error_code is ErrorCode.coordinator_not_available
-        assert not groups.consumer.is_consumer_group(group)
-        with pytest.raises(MetadataStorageError):  # read again while down: the handler answers an error
-            await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
-        store.down = False
-        back = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
-        assert (back.error_code, back.member_epoch) == (ErrorCode.none, 1)
-        [described] = await groups.consumer_group_describe([group])
-        assert [(m.member_id, m.member_epoch, m.assignment) for m in described.members] == [("m1", 1, both)]  # m2 was never a member
-    finally:
-        await opened.close()
+    both = {topic.topic_id: frozenset({0, 1})}
+    assert (await groups.consumer_group_heartbeat(joining(group, "m1", topic.name), [topic])).assignment == both
+    store.down = True
+    steady = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
+    assert (steady.error_code, steady.member_epoch) == (ErrorCode.none, 1)
+    refused = await groups.consumer_group_heartbeat(joining(group, "m2", topic.name), [topic])
+    assert refused.error_code is ErrorCode.coordinator_not_available
+    assert not groups.consumer.is_consumer_group(group)
+    with pytest.raises(MetadataStorageError):  # read again while down: the handler answers an error
+        await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
+    store.down = False
+    back = await groups.consumer_group_heartbeat(HeartbeatRequest(group, "m1", 1, owned=both), [topic])
+    assert (back.error_code, back.member_epoch) == (ErrorCode.none, 1)
+    [described] = await groups.consumer_group_describe([group])
+    assert [(m.member_id, m.member_epoch, m.assignment) for m in described.members] == [("m1", 1, both)]  # m2 was never a member

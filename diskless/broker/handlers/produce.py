@@ -41,11 +41,12 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
     turn = None
     try:
         if transactional_id and not refused_id:
-            if _opening_transactions(broker, body):
+            opening = _opening_transactions(broker, body)
+            if opening:
                 turn, before = broker.transactions.produce_turns.take(transactional_id)
                 if before is not None:
                     await asyncio.wait([before])  # an earlier request of the producer appends first (txn/produce_turns.py)
-            opening = _opening_transactions(broker, body)  # again: the request before may have opened some
+                    opening = _opening_transactions(broker, body)  # again: the request before may have opened some
             for topic, index, producer_id, _ in opening:
                 leader = broker.registry.leader(topic, index)
                 guards[(topic, index)] = (leader, producer_id, leader.txns.begin_verification(producer_id))
