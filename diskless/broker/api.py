@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .cluster.membership import ClusterView
     from .groups import Groups
     from .partition import PartitionLeader
+    from .quotas.client_quotas import ClientQuotas
+    from .quotas.configs import QuotaConfigs
     from .refused_batches import RefusedBatches
     from .replica_reads import BucketReplica
     from .tiering.fetch_quota import RemoteFetchQuota
@@ -133,6 +135,8 @@ class BrokerApi(Protocol):
     replica_reads: BucketReplica | None  # reads of partitions led elsewhere (KIP-392), when replica.selector.class is set
     remote_fetch_quota: RemoteFetchQuota  # bytes fetches read from the bucket (KIP-956, tiering/fetch_quota.py)
     refused_batches: RefusedBatches  # idempotent batches refused with a retriable error, lately (refused_batches.py)
+    client_quotas: ClientQuotas  # the quotas clients are measured against (quotas/client_quotas.py)
+    quota_configs: QuotaConfigs  # the configured client quotas, in the store (quotas/configs.py)
 
     @property
     def cluster(self) -> ClusterView:

@@ -41,6 +41,8 @@ from .handlers import HANDLERS
 from .refused_batches import RefusedBatches
 from .registry import Registry, RegistrySettings
 from .replica_reads import BucketReplica
+from .quotas.client_quotas import ClientQuotas
+from .quotas.configs import QuotaConfigs
 from .tiering.fetch_quota import RemoteFetchQuota
 from .security.shell import BrokerSecurity
 from .security.tls import server_context
@@ -93,6 +95,10 @@ class Broker:
                 "remote.log.manager.fetch.max.bytes.per.second": str(config.remote_fetch_max_bytes_per_second),
                 "remote.log.manager.fetch.quota.window.num": str(config.remote_fetch_quota_window_num),
                 "remote.log.manager.fetch.quota.window.size.seconds": str(config.remote_fetch_quota_window_size_seconds),
+                "quota.window.num": str(config.quota_windows.windows),
+                "quota.window.size.seconds": str(config.quota_windows.window_ms // 1000),
+                "controller.quota.window.num": str(config.quota_windows.controller_windows),
+                "controller.quota.window.size.seconds": str(config.quota_windows.controller_window_ms // 1000),
             },
         )
         self.store: MetadataStore | None = None
@@ -106,9 +112,11 @@ class Broker:
         self.inter_broker = InterBrokerClient(config.security.inter_broker, config.security.tls)
         # max.connection.creation.rate is broker-wide: one rate for every listener (cli/listeners.py).
         self.connection_creation_rate = ConnectionCreationRate(config.max_connection_creation_rate)
+        self.client_quotas = ClientQuotas(config.quota_windows)  # every listener's too
+        self.quota_configs: QuotaConfigs
         self.server = KafkaServer(
             self.handle, config.listen_host, config.listen_port, config.socket_request_max_bytes, config.connection_limits,
-            security=config.listener_security, creation_rate=self.connection_creation_rate,
+            security=config.listener_security, creation_rate=self.connection_creation_rate, quotas=self.client_quotas,
             ssl_context=server_context(config.security.tls) if config.listener_security.uses_tls and config.security.tls else None,
         )
         self.kafka_servers = [self.server]  # every listener's, for dynamic max.connections(.per.ip)
@@ -135,10 +143,13 @@ class Broker:
         self.data_dir_lock = claim_data_dir(self.config.data_dir, self.config.node_id)  # before any other file in it
         self.cluster_id = self.data_dir_lock.cluster_id
         self.store = await open_metadata_store(self.config.resolved_metadata_url)
+        self.quota_configs = QuotaConfigs(self.store, self.client_quotas)
         # The cluster id lives in the store: every broker sharing it reports the same one.
         self.data_dir_lock.adopt_cluster_id(await self.store.get_or_create_cluster_id(self.data_dir_lock.cluster_id))
         self.cluster_id = self.data_dir_lock.cluster_id
         await self.security.start(self.store)
+        await self.quota_configs.load()
+        self.quota_configs.start()
         self.bucket = open_object_store(self.config.resolved_object_store_url, env=self.config.object_store_env)
         c = self.config
         # 8 MiB ranged GETs, 32 MiB read ahead: per-request latency to S3 is tens of ms.
@@ -242,6 +253,7 @@ class Broker:
             await self.http.stop()
         await self.security.stop()
         if self.store is not None:
+            await self.quota_configs.stop()
             await self.transactions.stop()
             await self.groups.stop()
         await self.server.stop()

@@ -50,6 +50,8 @@ import resource
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .quotas.rate import Rate, SampledStat
+
 INT32_MAX = 2**31 - 1  # Kafka's default for max.connections and max.connections.per.ip
 # Descriptors kept out of reach of connections: the metadata store, the bucket's HTTP
 # connections, listening sockets, pipes of threads and the logging files.
@@ -219,60 +221,6 @@ METRIC_WINDOW_NUM = 2
 METRIC_WINDOW_SIZE_MS = 30_000
 
 
-class SampledStat:
-    """Kafka's SampledStat (common.metrics.stats): `samples` windows of `window_ms`. An event
-    goes to the current window, or starts the next one (reusing the oldest slot) once the
-    current one is `window_ms` old; a window `samples` x `window_ms` old is reset (obsolete)
-    before every measure. Keeps the sum and the count of the values recorded."""
-
-    def __init__(self, samples: int, window_ms: int) -> None:
-        self.samples = samples
-        self.window_ms = window_ms
-        self._starts: list[int] = []  # each window's lastWindowMs
-        self._sums: list[float] = []
-        self._counts: list[int] = []
-        self._current = 0
-
-    def record(self, value: float, now_ms: int) -> None:
-        if not self._starts:
-            self._add(now_ms)
-        if now_ms - self._starts[self._current] >= self.window_ms:  # Sample.isComplete
-            self._current = (self._current + 1) % self.samples
-            if self._current >= len(self._starts):
-                self._add(now_ms)
-            else:
-                self._reset(self._current, now_ms)
-        self._sums[self._current] += value
-        self._counts[self._current] += 1
-
-    def purge(self, now_ms: int) -> None:
-        """purgeObsoleteSamples: windows `samples` x `window_ms` old start again, empty, at now."""
-        for i, start in enumerate(self._starts):
-            if now_ms - start >= self.samples * self.window_ms:
-                self._reset(i, now_ms)
-
-    def total(self, now_ms: int) -> float:
-        self.purge(now_ms)
-        return sum(self._sums)
-
-    def count(self, now_ms: int) -> int:
-        self.purge(now_ms)
-        return sum(self._counts)
-
-    def oldest_start_ms(self, now_ms: int) -> int:
-        if not self._starts:  # Kafka's oldest() makes a first window, as here
-            self._add(now_ms)
-        return min(self._starts)
-
-    def _add(self, now_ms: int) -> None:
-        self._starts.append(now_ms)
-        self._sums.append(0.0)
-        self._counts.append(0)
-
-    def _reset(self, i: int, now_ms: int) -> None:
-        self._starts[i], self._sums[i], self._counts[i] = now_ms, 0.0, 0
-
-
 class ConnectionCreationRate:
     """max.connection.creation.rate: Kafka's broker connection rate sensor, a `Rate` (per
     second) over QUOTA_WINDOW_NUM samples of QUOTA_WINDOW_SIZE_MS, with an upper quota.
@@ -280,37 +228,24 @@ class ConnectionCreationRate:
 
     def __init__(self, max_rate: int, samples: int = QUOTA_WINDOW_NUM, window_ms: int = QUOTA_WINDOW_SIZE_MS) -> None:
         self.max_rate = max_rate
-        self._stat = SampledStat(samples, window_ms)
+        self._rate = Rate(samples, window_ms)
         self.max_throttle_ms = window_ms  # Kafka: quota.window.size.seconds
 
     def record(self, now_ms: int) -> int:
         """Record one accepted connection; how long (ms) the acceptor must wait before it hands
-        the connection on, 0 within the quota. Kafka's Sensor.record then
-        QuotaUtils.boundedThrottleTime: (rate - quota) / quota x the rate's window, rounded
-        half up, at most `max_throttle_ms`."""
-        self._stat.record(1.0, now_ms)
-        rate = self.rate(now_ms)
-        if rate <= self.max_rate:
-            return 0
+        the connection on, 0 within the quota: Kafka's QuotaUtils.boundedThrottleTime, at most
+        `max_throttle_ms`."""
+        self._rate.record(1.0, now_ms)
         if self.max_rate == 0:
             return self.max_throttle_ms
-        throttle_ms = math.floor((rate - self.max_rate) / self.max_rate * self.window_size_ms(now_ms) + 0.5)
-        return min(throttle_ms, self.max_throttle_ms)
+        return min(self._rate.throttle_time_ms(self.max_rate, now_ms), self.max_throttle_ms)
 
     def rate(self, now_ms: int) -> float:
         """Connections per second, as Kafka's Rate.measure (its broker-connection-accept-rate)."""
-        total = self._stat.total(now_ms)
-        return total / (self.window_size_ms(now_ms) / 1000)
+        return self._rate.measure(now_ms)
 
     def window_size_ms(self, now_ms: int) -> int:
-        """Kafka's Rate.windowSize: the time since the oldest window began, and at least
-        samples - 1 full windows (the missing ones count as windows without connections)."""
-        self._stat.purge(now_ms)
-        elapsed_ms = now_ms - self._stat.oldest_start_ms(now_ms)
-        full_windows = elapsed_ms // self._stat.window_ms
-        if full_windows < self._stat.samples - 1:
-            elapsed_ms += (self._stat.samples - 1 - full_windows) * self._stat.window_ms
-        return max(elapsed_ms, 1)
+        return self._rate.window_size_ms(now_ms)
 
 
 class ThrottleTimeAvg:

@@ -131,6 +131,14 @@ class InvalidRequest(Exception):
     pass
 
 
+class ThrottlingQuotaExceeded(Exception):
+    """A topic of a CreateTopics, CreatePartitions or DeleteTopics refused: the client is over
+    its controller_mutation_rate (KIP-599); it may retry after the response's throttle time."""
+
+    def __init__(self) -> None:
+        super().__init__("The throttling quota has been exceeded.")
+
+
 class LocalDiskFull(Exception):
     def __init__(self, waiting_bytes: int, limit_bytes: int) -> None:
         super().__init__(
@@ -292,6 +300,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (InvalidReplicationFactor, ErrorCode.invalid_replication_factor),
     (InvalidReplicaAssignment, ErrorCode.invalid_replica_assignment),
     (InvalidRequest, ErrorCode.invalid_request),
+    (ThrottlingQuotaExceeded, ErrorCode.throttling_quota_exceeded),
     (InvalidRecord, ErrorCode.invalid_record),
     (LocalDiskFull, ErrorCode.kafka_storage_error),
     (NotLeaderOrFollower, ErrorCode.not_leader_or_follower),

@@ -104,6 +104,11 @@ REQUEST_TIME = Histogram(
     "includes waits for acks=all and fetch long polls.",
     ["request"], buckets=_REQUEST_BUCKETS, registry=EVENTS,
 )  # fmt: skip
+REQUEST_THROTTLE_TIME = Histogram(
+    "kafka_network_requestmetrics_throttletime_seconds",
+    "Throttle time of responses to clients over a client quota, per API (Kafka's ThrottleTimeMs; only throttled responses).",
+    ["request"], buckets=_REQUEST_BUCKETS, registry=EVENTS,
+)  # fmt: skip
 REQUEST_ERRORS = Counter(
     "kafka_network_requestmetrics_errors",
     "Error codes in responses, per API and Kafka error name, NONE included, each partition's counted (Kafka's ErrorsPerSec); "

@@ -65,6 +65,10 @@ from diskless.wire import ProtocolError, Request, encode_response, frame_size, p
 from hot_tier.open_files import OPEN_SEGMENTS
 
 from .api import PEER_HOST
+from .metrics import REQUEST_THROTTLE_TIME, request_name
+from .quotas.client_quotas import ClientQuotas
+from .quotas.enforcement import Charge
+from .quotas.throttling import client_throttles
 from .security.config import ListenerSecurity
 from .security.session import SESSION, Session
 from .security.shell import SessionExpired
@@ -160,7 +164,7 @@ _CONNECTION_GONE = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ETIMEDO
 class _Connection:
     """What the shell tracks of one connection: its address, task and deadline phase."""
 
-    __slots__ = ("host", "task", "phase", "since_ms", "closing_reason")
+    __slots__ = ("host", "task", "phase", "since_ms", "closing_reason", "muted_until")
 
     def __init__(self, host: str, task: asyncio.Task[None], now_ms: int) -> None:
         self.host = host
@@ -168,6 +172,7 @@ class _Connection:
         self.phase = Phase.IDLE
         self.since_ms = now_ms
         self.closing_reason: str | None = None  # set when the shell cuts the connection
+        self.muted_until = 0.0  # loop time until which nothing more is read (a client quota's throttle)
 
     def enter(self, phase: Phase) -> None:
         self.phase = phase
@@ -188,8 +193,9 @@ class KafkaServer:
         self, handle: Callable[[Request], Awaitable[Any]], host: str, port: int, max_request_bytes: int,
         limits: ConnectionLimits | None = None, listener_name: str | None = None,
         security: ListenerSecurity | None = None, ssl_context: ssl.SSLContext | None = None,
-        creation_rate: ConnectionCreationRate | None = None,
+        creation_rate: ConnectionCreationRate | None = None, quotas: ClientQuotas | None = None,
     ) -> None:  # fmt: skip
+        self.quotas = quotas  # client quotas, shared by the broker's listeners (quotas/)
         self.handle = handle  # the broker's: a parsed request in, its response (or None) out
         self.host = host
         self.port = port
@@ -439,6 +445,8 @@ class KafkaServer:
         try:
             while True:
                 current[0] = None
+                if connection.muted_until:
+                    await self._wait_muted(connection)
                 connection.enter(Phase.IDLE if pipeline.in_flight == 0 else Phase.BUSY)
                 first = await reader.readexactly(1)
                 connection.enter(Phase.ARRIVING)  # from the first byte on, the request must arrive in time
@@ -454,13 +462,14 @@ class KafkaServer:
                     current[0] = frame
                     request = parse_request(frame)
                     self._metrics.request(request.header.api_key, request.body, size)
+                    charge = self._charge(request, size, connection, session)
                     if request.header.api_key == PRODUCE_KEY and pipeline.in_flight < MAX_PIPELINED_PRODUCES:
-                        self._pipeline(writer, request, pipeline, connection, frame, taken[0])
+                        self._pipeline(writer, request, pipeline, connection, frame, taken[0], charge)
                         pipelined = True
                         continue
                     if pipeline.last is not None:
                         await asyncio.shield(pipeline.last)  # every pipelined Produce answered first
-                    await self._respond(writer, request, await self.handle(request))
+                    await self._respond(writer, request, await self._handled(request, charge, connection))
                 finally:
                     if not pipelined:
                         self._give_request_bytes(taken[0])
@@ -484,8 +493,11 @@ class KafkaServer:
 
     # --- pipelined Produce requests ---------------------------------------------------------
 
-    def _pipeline(self, writer: asyncio.StreamWriter, request: Request, pipeline: _Pipeline, connection: _Connection, frame: bytes, taken: int) -> None:
-        task = asyncio.ensure_future(self._answer_pipelined(writer, request, pipeline.last))
+    def _pipeline(
+        self, writer: asyncio.StreamWriter, request: Request, pipeline: _Pipeline, connection: _Connection, frame: bytes, taken: int,
+        charge: Charge | None,
+    ) -> None:  # fmt: skip
+        task = asyncio.ensure_future(self._answer_pipelined(writer, request, pipeline.last, charge, connection))
         pipeline.last = task
         pipeline.in_flight += 1
 
@@ -503,9 +515,12 @@ class KafkaServer:
 
         task.add_done_callback(done)
 
-    async def _answer_pipelined(self, writer: asyncio.StreamWriter, request: Request, previous: asyncio.Future[None] | None) -> None:
+    async def _answer_pipelined(
+        self, writer: asyncio.StreamWriter, request: Request, previous: asyncio.Future[None] | None, charge: Charge | None,
+        connection: _Connection,
+    ) -> None:  # fmt: skip
         try:
-            response = await self.handle(request)
+            response = await self._handled(request, charge, connection)
             if previous is not None:
                 await previous  # responses in request order
             await self._respond(writer, request, response)
@@ -513,6 +528,44 @@ class KafkaServer:
             if previous is not None:
                 previous.cancel()
             raise
+
+    # --- client quotas (quotas/) -------------------------------------------------------------
+
+    def _charge(self, request: Request, size: int, connection: _Connection, session: Session) -> Charge | None:
+        """The request's charge to its client's quotas (None while no quota is set). What it
+        earned as read (a Produce's bytes) holds the connection's next read back at once."""
+        quotas = self.quotas
+        if quotas is None or not quotas.active:
+            return None
+        charge = Charge(quotas, request, size, session.principal, _now_ms)
+        self._mute(connection, charge.throttle_ms)
+        return charge
+
+    async def _handled(self, request: Request, charge: Charge | None, connection: _Connection) -> Any:
+        """The broker's response, charged when quotas are set: a throttled one carries its
+        throttle time, and the connection reads nothing more until it is over (KIP-219); for a
+        response version from before KIP-219 the answer itself waits."""
+        if charge is None:
+            return await self.handle(request)
+        response = await charge.handled(self.handle)
+        if charge.throttle_ms > 0:
+            header = request.header
+            REQUEST_THROTTLE_TIME.labels(request_name(header.api_key, request.body)).observe(charge.throttle_ms / 1000)
+            self._mute(connection, charge.throttle_ms)
+            if not client_throttles(header.api_key, header.api_version):
+                await asyncio.sleep(charge.throttle_ms / 1000)
+        return response
+
+    def _mute(self, connection: _Connection, throttle_ms: int) -> None:
+        if throttle_ms > 0:
+            connection.muted_until = max(connection.muted_until, asyncio.get_running_loop().time() + throttle_ms / 1000)
+
+    async def _wait_muted(self, connection: _Connection) -> None:
+        connection.enter(Phase.BUSY)  # held by the broker: no idle or arrival deadline
+        loop = asyncio.get_running_loop()
+        while (remaining := connection.muted_until - loop.time()) > 0:
+            await asyncio.sleep(remaining)
+        connection.muted_until = 0.0
 
     # --- queued.max.request.bytes ---------------------------------------------------------
 

@@ -61,6 +61,7 @@ class ExtraListeners:
                 security=listener.security,
                 ssl_context=server_context(tls) if listener.security.uses_tls and tls is not None else None,
                 creation_rate=self.broker.connection_creation_rate,  # max.connection.creation.rate is broker-wide
+                quotas=self.broker.client_quotas,  # client quotas are per broker, not per listener
             )
             await server.start()
             self.servers.append(server)

@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 
 from diskless.broker.config import BrokerConfig, Listener
 from diskless.broker.connection_limits import InvalidPerIpOverrides, parse_per_ip_overrides
+from diskless.broker.quotas.client_quotas import QuotaWindows
 
 from .cleaner_settings import CLEANER_SETTINGS, cleaner_config
 from .security_settings import SECURITY_SETTINGS, named_listeners, security_config
@@ -207,6 +208,11 @@ SETTINGS = [
             "the fetch quota's rate is measured over"),
     Setting("remote_log_manager_fetch_quota_window_size_seconds", integer, 1, "remote.log.manager.fetch.quota.window.size.seconds: "
             "length of each of those windows"),
+    Setting("quota_window_num", integer, 11, "quota.window.num: windows a client's rate is measured over against its "
+            "client quotas (producer_byte_rate, consumer_byte_rate, request_percentage; set with AlterClientQuotas)"),
+    Setting("quota_window_size_seconds", integer, 1, "quota.window.size.seconds: length of each of those windows"),
+    Setting("controller_quota_window_num", integer, 11, "controller.quota.window.num: windows of controller_mutation_rate quotas"),
+    Setting("controller_quota_window_size_seconds", integer, 1, "controller.quota.window.size.seconds: length of each of those windows"),
     Setting("local_disk_limit_bytes", integer, 10 * 2**30, "bytes of rolled segments allowed to wait for the object store; past this, "
             "produce to tiered topics fails with KAFKA_STORAGE_ERROR instead of filling the disk (-1: no limit)"),
     Setting("group_consumer_session_timeout_ms", integer, 45000, "group.consumer.session.timeout.ms: a KIP-848 consumer "
@@ -349,6 +355,11 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         remote_fetch_max_bytes_per_second=_at_least(1, values, sources, "remote_log_manager_fetch_max_bytes_per_second"),
         remote_fetch_quota_window_num=_at_least(1, values, sources, "remote_log_manager_fetch_quota_window_num"),
         remote_fetch_quota_window_size_seconds=_at_least(1, values, sources, "remote_log_manager_fetch_quota_window_size_seconds"),
+        quota_windows=QuotaWindows(
+            _at_least(1, values, sources, "quota_window_num"), 1000 * _at_least(1, values, sources, "quota_window_size_seconds"),
+            _at_least(1, values, sources, "controller_quota_window_num"),
+            1000 * _at_least(1, values, sources, "controller_quota_window_size_seconds"),
+        ),
         local_disk_limit_bytes=values["local_disk_limit_bytes"],
         group_consumer_session_timeout_ms=values["group_consumer_session_timeout_ms"],
         group_consumer_min_session_timeout_ms=values["group_consumer_min_session_timeout_ms"],

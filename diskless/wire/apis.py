@@ -55,6 +55,8 @@ SUPPORTED = MappingProxyType(
         45: ("AlterPartitionReassignments", 0, 0),
         46: ("ListPartitionReassignments", 0, 0),
         47: ("OffsetDelete", 0, 0),
+        48: ("DescribeClientQuotas", 0, 1),
+        49: ("AlterClientQuotas", 0, 1),
         50: ("DescribeUserScramCredentials", 0, 0),
         51: ("AlterUserScramCredentials", 0, 0),
         60: ("DescribeCluster", 0, 1),

@@ -132,19 +132,20 @@ class WireClient:
     """A raw Kafka connection for tests that hand-make requests: kio bodies through
     diskless.wire, one request at a time, blocking with a timeout."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 10.0, client_id: str = "wire-test") -> None:
         import socket
 
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         self.timeout_s = timeout_s
+        self.client_id = client_id
         self._correlation_id = 0
 
     def send(self, body) -> int:
         from diskless.wire import encode_request
 
         self._correlation_id += 1
-        self.sock.sendall(encode_request(self._correlation_id, "wire-test", body))
+        self.sock.sendall(encode_request(self._correlation_id, self.client_id, body))
         return self._correlation_id
 
     def recv_frame(self, timeout_s: float | None = None) -> bytes:
@@ -183,8 +184,8 @@ def wire():
     """wire(bootstrap) -> a WireClient, closed after the test."""
     clients: list[WireClient] = []
 
-    def connect(bootstrap: str, timeout_s: float = 10.0) -> WireClient:
-        client = WireClient(bootstrap, timeout_s)
+    def connect(bootstrap: str, timeout_s: float = 10.0, client_id: str = "wire-test") -> WireClient:
+        client = WireClient(bootstrap, timeout_s, client_id)
         clients.append(client)
         return client
 

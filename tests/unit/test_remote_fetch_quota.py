@@ -15,13 +15,13 @@ def test_unbounded_by_default_records_nothing() -> None:
 
 def test_rate_over_the_windows_counts_at_least_all_but_one_whole_window() -> None:
     quota = RemoteFetchQuota(100, windows=3, window_s=1.0)
-    quota.record(150, 0.0)  # a first read: over at least two windows, 75 B/s
-    assert quota.rate(0.1) == 75.0 and not quota.exceeded(0.1)
-    quota.record(100, 0.5)  # same window: 250 B over 2 s
-    assert quota.rate(0.5) == 125.0 and quota.exceeded(0.5)
+    quota.record(150, 0.0)  # a first read: 0.1 s and the two missing whole windows
+    assert quota.rate(0.1) == 150 / 2.1 and not quota.exceeded(0.1)
+    quota.record(110, 0.5)  # same window: 260 B over 2.5 s
+    assert quota.rate(0.5) == 104.0 and quota.exceeded(0.5)
     quota.record(0, 1.0)  # a second window opens
-    assert quota.exceeded(2.0)  # 250 B over 2 s
-    assert quota.rate(2.9) == 250 / 2.9  # past two windows: the time since the oldest began
+    assert quota.exceeded(2.0)  # 260 B over 2 s
+    assert quota.rate(2.9) == 260 / 2.9  # past two windows: the time since the oldest began
     assert not quota.exceeded(3.1)  # the first window, 3 windows old, is gone: nothing left
     quota.record(90, 3.2)
     assert quota.rate(3.2) == 90 / 2.2 and not quota.exceeded(3.2)  # the windows of 1.0 (empty) and 3.2

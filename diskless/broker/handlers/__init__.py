@@ -9,7 +9,7 @@ and counts bytes and messages per topic for Produce and Fetch.
 from __future__ import annotations
 
 from .. import metrics
-from . import cluster, commits, configs, consumer_groups, fetch, groups, log_dirs, offsets, produce, security, topics, transactions
+from . import cluster, commits, configs, consumer_groups, fetch, groups, log_dirs, offsets, produce, quotas, security, topics, transactions
 
 HANDLERS = metrics.instrument({
     0: produce.handle_produce,
@@ -50,6 +50,8 @@ HANDLERS = metrics.instrument({
     45: cluster.handle_alter_partition_reassignments,
     46: cluster.handle_list_partition_reassignments,
     47: commits.handle_offset_delete,
+    48: quotas.handle_describe_client_quotas,
+    49: quotas.handle_alter_client_quotas,
     50: security.handle_describe_user_scram_credentials,
     51: security.handle_alter_user_scram_credentials,
     60: cluster.handle_describe_cluster,

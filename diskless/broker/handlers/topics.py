@@ -25,10 +25,13 @@ from ..errors import (
     RepeatedPartitionIndex,
     RepeatedReplica,
     ReplicaCountMismatch,
+    ThrottlingQuotaExceeded,
     UnregisteredBroker,
     error_code_for,
 )
-from ..responses import NO_THROTTLE, make, response_module
+from ..quotas.client_quotas import MutationQuota
+from ..responses import make, response_module
+from ..security.session import SESSION
 from ..security.authorizer import ALTER, DELETE, TOPIC
 
 log = logging.getLogger(__name__)
@@ -39,6 +42,7 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(19, request.header.api_version)
     counts = Counter(t.name for t in body.topics)
+    quota = _mutation_quota(broker, request, strict_from=6)
     results = []
     for wanted in body.topics:
         error, message, topic = ErrorCode.none, None, None
@@ -58,7 +62,10 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
                 if num_partitions < 1:
                     raise InvalidPartitions(wanted.name, None, num_partitions, "a topic needs at least one partition")
             else:
+                if quota.exceeded():
+                    raise ThrottlingQuotaExceeded()
                 topic = await broker.registry.create_topic(wanted.name, num_partitions, configs, preferred)
+                quota.record(num_partitions)
         except Exception as exc:
             error, message = error_code_for(exc, f"create topic {wanted.name}"), str(exc)
         described = ()
@@ -83,7 +90,14 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
                 configs=described,
             )
         )
-    return make(mod.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+    return make(mod.CreateTopicsResponse, throttle_time=quota.throttle_time(), topics=tuple(results))
+
+
+def _mutation_quota(broker: BrokerApi, request: Request, strict_from: int) -> MutationQuota:
+    """The request's controller_mutation_rate (KIP-599), strict from version `strict_from` on."""
+    header = request.header
+    strict = header.api_version >= strict_from
+    return MutationQuota(broker.client_quotas, SESSION.get().principal, header.client_id or "", strict, broker.clock)
 
 
 def _partitioning(broker: BrokerApi, wanted: Any) -> tuple[int, int, list[int] | None]:
@@ -124,6 +138,7 @@ async def handle_delete_topics(broker: BrokerApi, request: Request) -> Any:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
+    quota = _mutation_quota(broker, request, strict_from=5)
     results = []
     for name, topic_id in wanted:
         error, message = ErrorCode.none, None
@@ -137,7 +152,10 @@ async def handle_delete_topics(broker: BrokerApi, request: Request) -> Any:
             try:
                 broker.security.require(DELETE, TOPIC, name)
                 await broker.registry.find_topic(name)
+                if quota.exceeded():
+                    raise ThrottlingQuotaExceeded()
                 deleted = await broker.registry.delete_topic(name)
+                quota.record(deleted.num_partitions)
                 topic_id = deleted.topic_id
             except UnknownTopic as exc:
                 error, message = ErrorCode.unknown_topic_or_partition, str(exc)
@@ -146,12 +164,13 @@ async def handle_delete_topics(broker: BrokerApi, request: Request) -> Any:
         results.append(
             make(mod.DeletableTopicResult, name=name, topic_id=topic_id or NULL_UUID, error_code=error, error_message=message)
         )
-    return make(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return make(mod.DeleteTopicsResponse, throttle_time=quota.throttle_time(), responses=tuple(results))
 
 
 async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(37, request.header.api_version)
+    quota = _mutation_quota(broker, request, strict_from=3)
     results = []
     for wanted in body.topics:
         error, message = ErrorCode.none, None
@@ -174,11 +193,14 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
                 validate_manual_assignments(wanted.name, replicas, _registered(broker), 1)
                 preferred = _one_replica(replicas)
             if not body.validate_only:
+                if quota.exceeded():
+                    raise ThrottlingQuotaExceeded()
                 await broker.registry.create_partitions(wanted.name, wanted.count, preferred)
+                quota.record(added)
         except Exception as exc:
             error, message = error_code_for(exc, f"create partitions of {wanted.name}"), str(exc)
         results.append(make(mod.CreatePartitionsTopicResult, name=wanted.name, error_code=error, error_message=message))
-    return make(mod.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+    return make(mod.CreatePartitionsResponse, throttle_time=quota.throttle_time(), results=tuple(results))
 
 
 def _registered(broker: BrokerApi) -> set[int]:

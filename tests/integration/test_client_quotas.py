@@ -1,0 +1,274 @@
+"""Client quotas (KIP-13, KIP-55, KIP-124, KIP-546, KIP-599) on a real broker: set and read
+with AlterClientQuotas and DescribeClientQuotas as Kafka answers them, kept in the metadata
+store across a restart (on both backends), and enforced: a producer or consumer over its
+byte rate is throttled (librdkafka reports the throttle times the broker sent) and loses
+nothing, a client over its request percentage gets throttled responses while another is
+not, and topic creations over controller_mutation_rate are refused with
+THROTTLING_QUOTA_EXCEEDED."""
+
+from __future__ import annotations
+
+import datetime
+import time
+import urllib.request
+import uuid
+
+from confluent_kafka import Consumer, Producer
+from kio.schema.alter_client_quotas.v1 import request as alter_v1
+from kio.schema.create_topics.v7 import request as create_topics_v7
+from kio.schema.create_topics.v4 import request as create_topics_v4
+from kio.schema.describe_client_quotas.v1 import request as describe_v1
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12 import request as metadata_v12
+
+from .broker_process import BrokerProcess, free_port
+from .conftest import ON_EVERY_METADATA_BACKEND, WireClient, fresh_metadata_url, metadata_args
+
+# Two windows of one second: a client's first second passes at once, then its rate is held.
+SHORT_WINDOWS = ("--quota-window-num", "2", "--quota-window-size-seconds", "1")
+
+Entity = tuple[tuple[str, str | None], ...]
+
+
+def alter(client: WireClient, entries: list[tuple[Entity, list[tuple[str, float, bool]]]], validate_only: bool = False) -> list[tuple[ErrorCode, str | None]]:
+    body = alter_v1.AlterClientQuotasRequest(
+        entries=tuple(
+            alter_v1.EntryData(
+                entity=tuple(alter_v1.EntityData(entity_type=t, entity_name=n) for t, n in entity),
+                ops=tuple(alter_v1.OpData(key=k, value=v, remove=r) for k, v, r in ops),
+            )
+            for entity, ops in entries
+        ),
+        validate_only=validate_only,
+    )
+    response = client.request(body)
+    assert [tuple((e.entity_type, e.entity_name) for e in entry.entity) for entry in response.entries] == [entity for entity, _ in entries]
+    return [(entry.error_code, entry.error_message) for entry in response.entries]
+
+
+def describe(client: WireClient, components: list[tuple[str, int, str | None]], strict: bool = False) -> tuple[ErrorCode, str | None, dict]:
+    body = describe_v1.DescribeClientQuotasRequest(
+        components=tuple(describe_v1.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components), strict=strict
+    )
+    response = client.request(body)
+    found = None
+    if response.entries is not None:
+        found = {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)): {v.key: v.value for v in entry.values}
+                 for entry in response.entries}  # fmt: skip
+    return response.error_code, response.error_message, found
+
+
+ALICE = (("user", "alice"),)
+ALICE_APP = (("client-id", "app"), ("user", "alice"))
+DEFAULT_CLIENT = (("client-id", None),)
+LOCALHOST = (("ip", "127.0.0.1"),)
+
+
+@ON_EVERY_METADATA_BACKEND
+def test_quotas_are_set_described_and_kept_across_a_restart(tmp_path, request, metadata_backend, wire) -> None:
+    url = fresh_metadata_url(request, metadata_backend)
+    broker = BrokerProcess(tmp_path / "data", *metadata_args(url)).start()
+    try:
+        client = wire(broker.bootstrap)
+        ok = (ErrorCode.none, None)
+        assert alter(client, [
+            (ALICE, [("producer_byte_rate", 1024.0, False), ("request_percentage", 12.5, False)]),
+            (ALICE_APP, [("consumer_byte_rate", 4096.0, False)]),
+            (DEFAULT_CLIENT, [("producer_byte_rate", 2048.0, False)]),
+            (LOCALHOST, [("connection_creation_rate", 10.0, False)]),
+        ]) == [ok, ok, ok, ok]  # fmt: skip
+        # validate_only changes nothing
+        assert alter(client, [((("user", "bob"),), [("producer_byte_rate", 1.0, False)])], validate_only=True) == [ok]
+        everything = {
+            (("user", "alice"),): {"producer_byte_rate": 1024.0, "request_percentage": 12.5},
+            (("client-id", "app"), ("user", "alice")): {"consumer_byte_rate": 4096.0},
+            (("client-id", None),): {"producer_byte_rate": 2048.0},
+            (("ip", "127.0.0.1"),): {"connection_creation_rate": 10.0},
+        }
+        assert describe(client, []) == (ErrorCode.none, None, everything)
+        assert describe(client, [("user", 0, "alice")]) == (ErrorCode.none, None, {k: everything[k] for k in (ALICE, ALICE_APP)})
+        assert describe(client, [("user", 0, "alice")], strict=True) == (ErrorCode.none, None, {ALICE: everything[ALICE]})
+        assert describe(client, [("client-id", 1, None)]) == (ErrorCode.none, None, {DEFAULT_CLIENT: everything[DEFAULT_CLIENT]})
+        assert describe(client, [("client-id", 2, None)]) == (ErrorCode.none, None, {k: everything[k] for k in (ALICE_APP, DEFAULT_CLIENT)})
+        assert describe(client, [("user", 2, None), ("client-id", 0, "app")], strict=True) == (ErrorCode.none, None, {ALICE_APP: everything[ALICE_APP]})
+        assert describe(client, [("user", 0, "bob")]) == (ErrorCode.none, None, {})
+
+        # A removal of the last value removes the entity; one of two keeps the other.
+        assert alter(client, [(ALICE_APP, [("consumer_byte_rate", 0.0, True)]), (ALICE, [("request_percentage", 0.0, True)])]) == [ok, ok]
+        broker.stop()
+        broker.start()
+        client = wire(broker.bootstrap)
+        expected = {
+            ALICE: {"producer_byte_rate": 1024.0},
+            DEFAULT_CLIENT: {"producer_byte_rate": 2048.0},
+            LOCALHOST: {"connection_creation_rate": 10.0},
+        }
+        assert describe(client, []) == (ErrorCode.none, None, expected)
+    finally:
+        broker.close()
+
+
+def test_alterations_and_filters_kafka_refuses(broker, wire) -> None:
+    client = wire(broker.bootstrap)
+    invalid = ErrorCode.invalid_request
+    assert alter(client, [
+        ((), [("producer_byte_rate", 1.0, False)]),
+        ((("user", "alice"), ("ip", "127.0.0.1")), [("producer_byte_rate", 1.0, False)]),
+        ((("ip", "not-an-address"),), [("connection_creation_rate", 1.0, False)]),
+        ((("group", "g"),), [("producer_byte_rate", 1.0, False)]),
+        (ALICE, [("connection_creation_rate", 1.0, False)]),
+        (LOCALHOST, [("producer_byte_rate", 1.0, False)]),
+        (ALICE, [("producer_byte_rate", 1.5, False)]),
+        (ALICE, [("consumer_byte_rate", -1.0, False)]),
+        (ALICE, [("request_percentage", 0.5, False)]),
+    ]) == [
+        (invalid, "Invalid empty client quota entity"),
+        (invalid, "Invalid quota entity combination, IP entity should not be combined with User or ClientId"),
+        (invalid, "not-an-address is not a valid IP address"),
+        (invalid, "Unhandled client quota entity type: group"),
+        (invalid, "Invalid configuration key connection_creation_rate"),
+        (invalid, "Invalid configuration key producer_byte_rate"),
+        (invalid, "Configuration producer_byte_rate must be a Long value"),
+        (invalid, "Configuration consumer_byte_rate must be greater than 0, not -1"),
+        (ErrorCode.none, None),
+    ]  # fmt: skip
+    assert describe(client, []) == (ErrorCode.none, None, {ALICE: {"request_percentage": 0.5}})
+    assert describe(client, [("user", 0, None)]) == (invalid, "Request specified MATCH_TYPE_EXACT, but set match string to null", None)
+    assert describe(client, [("user", 1, "x")]) == (invalid, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string", None)
+    assert describe(client, [("user", 7, None)]) == (invalid, "Unknown match type 7", None)
+    assert describe(client, [("user", 2, None), ("user", 1, None)]) == (invalid, "Entity type user cannot appear more than once in the filter.", None)
+    assert describe(client, [("ip", 2, None), ("user", 1, None)]) == (
+        invalid, "Invalid entity filter component combination, IP filter component should not be used with user or clientId filter component.", None
+    )  # fmt: skip
+
+
+def _delivered(bootstrap: str, topic: str, client_id: str, count: int, value: bytes, throttles: list[int]) -> list[tuple[int, int, bytes]]:
+    """Produce `count` records as `client_id`; their (partition, offset, value) as acknowledged."""
+    acked: list[tuple[int, int, bytes]] = []
+    errors: list[str] = []
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "batch.size": 16384,
+        "throttle_cb": lambda event: throttles.append(event.throttle_time),
+    })  # fmt: skip
+
+    def report(err, message) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked.append((message.partition(), message.offset(), message.value()))
+
+    for i in range(count):
+        producer.produce(topic, value=value + str(i).encode(), partition=0, on_delivery=report)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    assert errors == []
+    return acked
+
+
+def test_a_producer_over_its_byte_rate_is_throttled_and_loses_nothing(tmp_path, wire, create_topic) -> None:
+    http = f"127.0.0.1:{free_port()}"
+    broker = BrokerProcess(tmp_path / "data", *SHORT_WINDOWS, "--http", http).start()
+    try:
+        topic = create_topic(broker.bootstrap, partitions=1)
+        rate = 100_000
+        assert alter(wire(broker.bootstrap), [((("client-id", "slow"),), [("producer_byte_rate", float(rate), False)])]) == [(ErrorCode.none, None)]
+        value = b"x" * 1000
+        slow_throttles: list[int] = []
+        fast_throttles: list[int] = []
+        started = time.monotonic()
+        slow = _delivered(broker.bootstrap, topic, "slow", 500, value, slow_throttles)
+        slow_s = time.monotonic() - started
+        fast = _delivered(broker.bootstrap, topic, "fast", 500, value, fast_throttles)
+        # Every record acknowledged once, at the offsets it was given, in order.
+        assert [v for _, _, v in slow] == [value + str(i).encode() for i in range(500)]
+        assert [o for _, o, _ in slow + fast] == list(range(1000))
+        assert len(slow_throttles) > 0 and max(slow_throttles) > 0
+        assert fast_throttles == []
+        # ~500 KB at 100 KB/s, the first window's worth at once: held back for seconds.
+        assert slow_s >= (500 * 1000 - 2 * rate) / rate / 2
+        with urllib.request.urlopen(f"http://{http}/metrics", timeout=10) as response:
+            metrics = response.read().decode()
+        assert 'kafka_network_requestmetrics_throttletime_seconds_count{request="Produce"}' in metrics
+    finally:
+        broker.close()
+
+
+def test_a_consumer_over_its_byte_rate_is_throttled_and_reads_everything(tmp_path, wire, create_topic) -> None:
+    broker = BrokerProcess(tmp_path / "data", *SHORT_WINDOWS).start()
+    try:
+        topic = create_topic(broker.bootstrap, partitions=1)
+        value = b"y" * 1000
+        _delivered(broker.bootstrap, topic, "writer", 400, value, [])
+        assert alter(wire(broker.bootstrap), [((("user", "ANONYMOUS"), ("client-id", "reader")), [("consumer_byte_rate", 50_000.0, False)])]) == [
+            (ErrorCode.none, None)
+        ]  # fmt: skip
+        throttles: list[int] = []
+        consumer = Consumer({
+            "bootstrap.servers": broker.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}", "client.id": "reader",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.max.bytes": 65536, "max.partition.fetch.bytes": 32768, "message.max.bytes": 65536,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        })  # fmt: skip
+        try:
+            consumer.subscribe([topic])
+            seen: list[tuple[int, bytes]] = []
+            deadline = time.monotonic() + 90
+            while len(seen) < 400 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    seen.append((message.offset(), message.value()))
+        finally:
+            consumer.close()
+        assert seen == [(i, value + str(i).encode()) for i in range(400)]
+        assert len(throttles) > 0 and max(throttles) > 0
+    finally:
+        broker.close()
+
+
+def test_a_client_over_its_request_percentage_is_throttled_and_others_are_not(tmp_path, wire) -> None:
+    broker = BrokerProcess(tmp_path / "data", *SHORT_WINDOWS).start()
+    try:
+        admin = wire(broker.bootstrap)
+        assert alter(admin, [((("client-id", "busy"),), [("request_percentage", 1.0, False)])]) == [(ErrorCode.none, None)]
+        busy = wire(broker.bootstrap, client_id="busy")
+        other = wire(broker.bootstrap, client_id="other")
+        request = metadata_v12.MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        busy_throttles = []
+        deadline = time.monotonic() + 60
+        while not any(busy_throttles) and time.monotonic() < deadline:  # 1% of a second: a few ms of Metadata
+            busy_throttles.append(busy.request(request).throttle_time.total_seconds())
+        other_throttles = [other.request(request).throttle_time.total_seconds() for _ in range(len(busy_throttles))]
+        assert max(busy_throttles) > 0
+        assert other_throttles == [0.0] * len(busy_throttles)
+    finally:
+        broker.close()
+
+
+def test_topic_creations_over_the_controller_mutation_rate_are_refused(tmp_path, wire) -> None:
+    broker = BrokerProcess(tmp_path / "data", "--controller-quota-window-num", "2", "--controller-quota-window-size-seconds", "1").start()
+    try:
+        admin = wire(broker.bootstrap)
+        assert alter(admin, [((("client-id", "creator"),), [("controller_mutation_rate", 2.0, False)])]) == [(ErrorCode.none, None)]
+        creator = wire(broker.bootstrap, client_id="creator")
+        names = [f"q-{uuid.uuid4().hex[:8]}" for _ in range(3)]
+
+        def create_v7(client: WireClient, name: str, partitions: int):
+            topic = create_topics_v7.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(), configs=())
+            return client.request(create_topics_v7.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
+
+        # A burst of 2/s x 2 windows = 4 partitions: a topic of 10 is let through (the bucket
+        # may go below zero once), and the next is refused while it refills.
+        first = create_v7(creator, names[0], 10)
+        assert [(t.name, t.error_code, t.num_partitions) for t in first.topics] == [(names[0], ErrorCode.none, 10)]
+        assert first.throttle_time.total_seconds() > 0
+        # Another connection of the same client, not held back by the first one's throttle:
+        second = create_v7(wire(broker.bootstrap, client_id="creator"), names[1], 1)
+        assert [(t.name, t.error_code, t.error_message) for t in second.topics] == [
+            (names[1], ErrorCode.throttling_quota_exceeded, "The throttling quota has been exceeded.")
+        ]
+        assert second.throttle_time.total_seconds() > 0
+        # Before KIP-599's versions the creation is done and only throttled.
+        topic = create_topics_v4.CreatableTopic(name=names[2], num_partitions=1, replication_factor=1, assignments=(), configs=())
+        third = creator.request(create_topics_v4.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False), timeout_s=30)
+        assert [(t.name, t.error_code) for t in third.topics] == [(names[2], ErrorCode.none)]
+    finally:
+        broker.close()
