@@ -26,7 +26,7 @@ calls them (no locks).
   once before it throttles; past that, the rate is held. The throttle is
   (rate - quota) / quota x window, at most one sample window (Kafka's QuotaUtils.boundedThrottleTime).
   Per-IP creation-rate quotas (KIP-612's `connection_creation_rate` of an IP entity, set with
-  AlterClientQuotas) are not here.
+  AlterClientQuotas) are client quotas (quotas/client_quotas.py).
 - `connections.max.idle.ms`: a connection with no request in progress and no byte received
   for that long is closed (Kafka's default 600000).
 - `queued.max.request.bytes`: bytes of requests read and not yet answered, across all

@@ -31,7 +31,15 @@ max.connection.creation.rate (the acceptor waits the throttle time before it han
 connection on; one rate shared by the broker's listeners), connections.max.idle.ms, a deadline
 for a request to arrive once it has begun (slow senders), and queued.max.request.bytes (reading
 request bodies pauses while the bytes read and not yet answered, across connections, would pass
-it). The shell owns the accept loop (not asyncio.start_server): when accept fails for lack of
+it).
+
+Client quotas (decisions in quotas/): each request is charged to its client (a Produce as it is
+read, anything else once handled, quotas/enforcement.py); a throttled response carries its
+throttle time and the connection reads nothing more until it is over (KIP-219; a response
+version from before KIP-219 is itself held back). A connection from an address over its IP's
+connection_creation_rate is not served and is closed after the throttle time.
+
+The shell owns the accept loop (not asyncio.start_server): when accept fails for lack of
 descriptors (EMFILE, ENFILE) it waits with backoff and logs one warning per interval, while the
 connections already open keep being served. RLIMIT_NOFILE's soft limit is raised to the hard
 one when the server is built, before the broker opens its logs.
@@ -51,10 +59,8 @@ import contextlib
 import dataclasses
 import errno
 import logging
-import re
 import socket
 import ssl
-import struct
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -85,11 +91,12 @@ from .connection_limits import (
     normalize_address,
     overdue,
     raise_descriptor_limit,
-    resolve_per_ip_overrides,
     soft_descriptor_limit,
     sweep_interval_ms,
 )
+from .listen_sockets import listen_sockets, resolved_overrides
 from .network_metrics import EXPIRED_CONNECTIONS_KILLED, ListenerMetrics
+from .refusal_log import RefusalLog, describe_api
 
 log = logging.getLogger(__name__)
 
@@ -98,50 +105,6 @@ MAX_PIPELINED_PRODUCES = 64  # Produce requests of one connection in flight at o
 # After answering a failed login, the broker waits this long for the client to close first: a
 # client that reads the answer and the close in one read may drop the answer (kafka-python 3 does).
 REFUSED_LOGIN_LINGER_S = 1.0
-
-class RefusalLog:
-    """Which refusals to log: at most one line per kind of reason per `interval_ms`.
-
-    Sans-IO: the caller passes `now_ms`. The kind of a reason is its text with the numbers taken
-    out ("array X claims 7 entries" and "... 9 entries" are one kind), so that a peer cannot
-    defeat the limit by varying a length. Kinds are kept at most `max_kinds` at a time (the
-    oldest is forgotten first): memory stays bounded whatever peers send.
-    """
-
-    _NUMBERS = re.compile(r"-?\d+")
-
-    def __init__(self, interval_ms: int = 1000, max_kinds: int = 1024) -> None:
-        self.interval_ms = interval_ms
-        self.max_kinds = max_kinds
-        self._kinds: dict[str, list[int]] = {}  # kind: [last logged at ms, suppressed since]
-
-    def admit(self, reason: str, now_ms: int) -> int | None:
-        """None to suppress this line; else how many lines of its kind were suppressed before it."""
-        kind = self._NUMBERS.sub("N", reason)
-        entry = self._kinds.get(kind)
-        if entry is not None and now_ms - entry[0] < self.interval_ms:
-            entry[1] += 1
-            return None
-        suppressed = 0 if entry is None else entry[1]
-        self._kinds.pop(kind, None)
-        if len(self._kinds) >= self.max_kinds:
-            del self._kinds[next(iter(self._kinds))]
-        self._kinds[kind] = [now_ms, 0]
-        return suppressed
-
-
-_API_KEY_AND_VERSION = struct.Struct(">hh")
-
-
-def _describe_api(exc: BaseException, frame_start: bytes | None) -> str:
-    """'api key K version V' from the error, or from the first bytes of the frame; '' if unknown."""
-    api_key, api_version = getattr(exc, "api_key", None), getattr(exc, "api_version", None)
-    if frame_start is not None and len(frame_start) >= _API_KEY_AND_VERSION.size:
-        api_key, api_version = _API_KEY_AND_VERSION.unpack_from(frame_start, 0)
-    if api_key is None:
-        return ""
-    return f" (api key {api_key} version {'?' if api_version is None else api_version})"
-
 
 async def _await_peer_close(reader: asyncio.StreamReader) -> None:
     """Discard what the peer still sends until it closes, for at most REFUSED_LOGIN_LINGER_S."""
@@ -195,7 +158,7 @@ class KafkaServer:
         security: ListenerSecurity | None = None, ssl_context: ssl.SSLContext | None = None,
         creation_rate: ConnectionCreationRate | None = None, quotas: ClientQuotas | None = None,
     ) -> None:  # fmt: skip
-        self.quotas = quotas  # client quotas, shared by the broker's listeners (quotas/)
+        self.client_quotas = quotas  # client quotas, shared by the broker's listeners (quotas/)
         self.handle = handle  # the broker's: a parsed request in, its response (or None) out
         self.host = host
         self.port = port
@@ -211,7 +174,7 @@ class KafkaServer:
         self._tasks: list[asyncio.Task[None]] = []  # accept loops and the deadline sweeper
         self._connections: dict[asyncio.Task[None], _Connection] = {}
         self._quotas = ConnectionQuotas(self.limits.max_connections, self.limits.max_connections_per_ip,
-                                        _resolved_overrides(self.limits.max_connections_per_ip_overrides))
+                                        resolved_overrides(self.limits.max_connections_per_ip_overrides))
         # max.connection.creation.rate is broker-wide: the broker passes one rate to all its listeners.
         self._creation_rate = creation_rate if creation_rate is not None else ConnectionCreationRate(self.limits.max_connection_creation_rate)
         self._queued = QueuedRequestBytes(self.limits.queued_max_request_bytes)
@@ -247,7 +210,7 @@ class KafkaServer:
         )  # fmt: skip
         self._quotas.max_connections = max_connections
         self._quotas.max_connections_per_ip = max_connections_per_ip
-        self._quotas.per_ip_overrides = _resolved_overrides(overrides)
+        self._quotas.per_ip_overrides = resolved_overrides(overrides)
         self._creation_rate.max_rate = rate
         if self._slot_freed is not None:
             self._slot_freed.set()
@@ -260,7 +223,7 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         self._slot_freed = asyncio.Event()
         self._room = asyncio.Event()
-        self._listeners = _listen(self.host, self.port)
+        self._listeners = listen_sockets(self.host, self.port)
         self.port = self._listeners[0].getsockname()[1]
         self._metrics.bind(self.listener_name or f"{self.host}:{self.port}")
         for listener in self._listeners:
@@ -331,6 +294,15 @@ class KafkaServer:
                 setting = (f"max.connections.per.ip.overrides {host}:{limit}" if host in self._quotas.per_ip_overrides
                            else f"max.connections.per.ip {limit}")
                 self._refused(f"{host}:{address[1]}", ConnectionRefusedError(), None, f"too many connections from {host} ({setting})")
+                continue
+            ip_throttle_ms = self.client_quotas.record_ip_connection(host, _now_ms()) if self.client_quotas is not None else 0
+            if ip_throttle_ms > 0:
+                # As Kafka's acceptor (KIP-612): over its IP's connection_creation_rate, a
+                # connection is not served, and closed once the throttle time is over.
+                self._quotas.release(host)
+                loop.call_later(ip_throttle_ms / 1000, sock.close)
+                self._refused(f"{host}:{address[1]}", ConnectionRefusedError(), None,
+                              f"connection_creation_rate of {host} exceeded (client quota): closed after {ip_throttle_ms} ms")
                 continue
             task = loop.create_task(self._on_socket(sock, address))
             self._connections[task] = _Connection(host, task, _now_ms())
@@ -427,7 +399,7 @@ class KafkaServer:
     def _refused(self, client: str, exc: BaseException, frame_start: bytes | None, reason: str, internal: bool = False) -> None:
         """One rate-limited log line for a connection closed because of what it sent (or of a
         bug its request hit: then with the traceback, also rate-limited)."""
-        api = _describe_api(exc, frame_start)
+        api = describe_api(exc, frame_start)
         suppressed = self._refusals.admit(f"{type(exc).__name__}{api}: {reason}" if internal else reason, _now_ms())
         if suppressed is None:
             return
@@ -534,7 +506,7 @@ class KafkaServer:
     def _charge(self, request: Request, size: int, connection: _Connection, session: Session) -> Charge | None:
         """The request's charge to its client's quotas (None while no quota is set). What it
         earned as read (a Produce's bytes) holds the connection's next read back at once."""
-        quotas = self.quotas
+        quotas = self.client_quotas
         if quotas is None or not quotas.active:
             return None
         charge = Charge(quotas, request, size, session.principal, _now_ms)
@@ -606,50 +578,5 @@ class KafkaServer:
         await writer.drain()
 
 
-def _resolved_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
-    """max.connections.per.ip.overrides by address. Host names are looked up here, once, when
-    the setting is applied (as Kafka's InetAddress.getByName; a blocking lookup, only for
-    names); a name that does not resolve is left out, with a warning."""
-
-    def lookup(host: str) -> list[str]:
-        try:
-            return sorted({info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)})
-        except OSError:
-            return []
-
-    by_address, unresolved = resolve_per_ip_overrides(overrides, lookup)
-    for host in unresolved:
-        log.warning("max.connections.per.ip.overrides: cannot resolve %s; its override is not applied", host)
-    return by_address
-
-
 def _address_text(address: Any) -> str:
     return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
-
-
-def _listen(host: str, port: int) -> list[socket.socket]:
-    """Listening sockets for every address `host` resolves to, as asyncio.start_server binds
-    them (reuse_address, backlog 1024), non-blocking, for the shell's own accept loop."""
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    sockets: list[socket.socket] = []
-    seen: set[tuple[int, Any]] = set()
-    try:
-        for family, type_, proto, _name, address in infos:
-            if (family, address) in seen:
-                continue
-            seen.add((family, address))
-            sock = socket.socket(family, type_, proto)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            if port == 0 and len(sockets) > 1:  # one port for every address of the listener
-                address = (address[0], sockets[0].getsockname()[1], *address[2:])
-            sock.bind(address)
-            sock.listen(1024)
-            sock.setblocking(False)
-    except BaseException:
-        for sock in sockets:
-            sock.close()
-        raise
-    return sockets

@@ -132,11 +132,12 @@ class WireClient:
     """A raw Kafka connection for tests that hand-make requests: kio bodies through
     diskless.wire, one request at a time, blocking with a timeout."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 10.0, client_id: str = "wire-test") -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 10.0, client_id: str = "wire-test", source_host: str | None = None) -> None:
         import socket
 
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        source = None if source_host is None else (source_host, 0)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s, source_address=source)
         self.timeout_s = timeout_s
         self.client_id = client_id
         self._correlation_id = 0

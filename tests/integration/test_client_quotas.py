@@ -15,6 +15,7 @@ import uuid
 
 from confluent_kafka import Consumer, Producer
 from kio.schema.alter_client_quotas.v1 import request as alter_v1
+from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.create_topics.v7 import request as create_topics_v7
 from kio.schema.create_topics.v4 import request as create_topics_v4
 from kio.schema.describe_client_quotas.v1 import request as describe_v1
@@ -270,5 +271,29 @@ def test_topic_creations_over_the_controller_mutation_rate_are_refused(tmp_path,
         topic = create_topics_v4.CreatableTopic(name=names[2], num_partitions=1, replication_factor=1, assignments=(), configs=())
         third = creator.request(create_topics_v4.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False), timeout_s=30)
         assert [(t.name, t.error_code) for t in third.topics] == [(names[2], ErrorCode.none)]
+    finally:
+        broker.close()
+
+
+def test_connections_over_an_ips_creation_rate_are_closed_unserved(tmp_path, wire) -> None:
+    broker = BrokerProcess(tmp_path / "data", *SHORT_WINDOWS).start()
+    try:
+        assert alter(wire(broker.bootstrap), [((("ip", "127.0.0.2"),), [("connection_creation_rate", 2.0, False)])]) == [(ErrorCode.none, None)]
+        request = api_versions_v3.ApiVersionsRequest(client_software_name="quota-test", client_software_version="1")
+
+        def served_from(source: str) -> bool:
+            client = WireClient(broker.bootstrap, client_id="quota-test", source_host=source)
+            try:
+                return client.request(request).error_code == ErrorCode.none
+            except ConnectionError:
+                return False
+            finally:
+                client.close()
+
+        # Two a second from 127.0.0.2, measured over at least one second: the third is closed.
+        from_limited = [served_from("127.0.0.2") for _ in range(6)]
+        from_other = [served_from("127.0.0.1") for _ in range(6)]
+        assert from_limited[:2] == [True, True] and False in from_limited
+        assert from_other == [True] * 6
     finally:
         broker.close()

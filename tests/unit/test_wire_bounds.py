@@ -21,7 +21,7 @@ from kio.schema.metadata.v4.request import MetadataRequest as MetadataRequestV4
 from kio.schema.metadata.v12.request import MetadataRequestTopic
 from kio.schema.produce.v3.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from diskless.broker.server import RefusalLog
+from diskless.broker.refusal_log import RefusalLog
 from diskless.wire import MalformedRequest, ProtocolError, UnsupportedVersion, encode_request, parse_request, request_type
 from diskless.wire.bounds import check_request_body
 from tests.unit.test_wire_roundtrip import bodies

@@ -21,8 +21,9 @@ request (its handler's steps, parsing excluded) as a percentage of one second ag
 request_percentage (Kafka's "percentage of one I/O thread"), for every API but those before
 authentication (ApiVersions, SaslHandshake, SaslAuthenticate) and the broker-to-broker one
 (WriteTxnMarkers); and partitions created or deleted (CreateTopics, CreatePartitions,
-DeleteTopics) against controller_mutation_rate. Rates of clients idle for an hour are
-forgotten (Kafka's inactive sensor expiry).
+DeleteTopics) against controller_mutation_rate; and connections accepted from an address
+against its IP entity's connection_creation_rate (KIP-612). Rates of clients idle for an hour
+are forgotten (Kafka's inactive sensor expiry).
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from typing import Any
 
 from .entities import (
     CLIENT_ID,
+    CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
+    IP,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     USER,
@@ -82,6 +85,7 @@ class ClientQuotas:
         self._bounds: dict[tuple[str, str, str], tuple[float, Tags] | None] = {}
         self._rates: dict[tuple[str, Tags], Rate] = {}
         self._buckets: dict[Tags, TokenBucket] = {}
+        self._ip_rates: dict[str, Rate] = {}
         self._expiry_checked_ms = 0
 
     def set_configured(self, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
@@ -128,6 +132,24 @@ class ClientQuotas:
         self._expire(now_ms)
         return rate.throttle_time_ms(bound, now_ms)
 
+    def record_ip_connection(self, host: str, now_ms: int) -> int:
+        """Count a connection accepted from `host` against its IP's connection_creation_rate
+        (the IP's own entity, else the IP default); the throttle time, at most one window
+        (Kafka's QuotaUtils.boundedThrottleTime for connections)."""
+        if CONNECTION_CREATION_RATE not in self._keys:
+            return 0
+        values = self.configured.get(((IP, host),))
+        if values is None or CONNECTION_CREATION_RATE not in values:
+            values = self.configured.get(((IP, None),))
+        if values is None or CONNECTION_CREATION_RATE not in values:
+            return 0
+        rate = self._ip_rates.get(host)
+        if rate is None:
+            rate = self._ip_rates[host] = Rate(self.windows.windows, self.windows.window_ms)
+        rate.record(1.0, now_ms)
+        self._expire(now_ms)
+        return min(rate.throttle_time_ms(values[CONNECTION_CREATION_RATE], now_ms), self.windows.window_ms)
+
     # --- controller mutations (KIP-599) -----------------------------------------------------------
 
     def _bucket(self, user: str, client_id: str) -> tuple[float, TokenBucket] | None:
@@ -163,14 +185,14 @@ class ClientQuotas:
         if now_ms - self._expiry_checked_ms < EXPIRY_CHECK_MS:
             return
         self._expiry_checked_ms = now_ms
-        for table in (self._rates, self._buckets):
+        for table in (self._rates, self._buckets, self._ip_rates):
             for key in [key for key, stat in table.items() if now_ms - stat.last_record_ms > SENSOR_EXPIRY_MS]:
                 del table[key]
 
     @property
     def measured(self) -> int:
         """How many clients' rates are kept (for the admin endpoint and tests)."""
-        return len(self._rates) + len(self._buckets)
+        return len(self._rates) + len(self._buckets) + len(self._ip_rates)
 
 
 def user_of(principal: str) -> str:
