@@ -1,10 +1,11 @@
-"""Client quotas (KIP-13, KIP-55, KIP-124, KIP-546, KIP-599) on a real broker: set and read
-with AlterClientQuotas and DescribeClientQuotas as Kafka answers them, kept in the metadata
-store across a restart (on both backends), and enforced: a producer or consumer over its
-byte rate is throttled (librdkafka reports the throttle times the broker sent) and loses
-nothing, a client over its request percentage gets throttled responses while another is
-not, and topic creations over controller_mutation_rate are refused with
-THROTTLING_QUOTA_EXCEEDED."""
+"""Client quotas (KIP-13, KIP-55, KIP-124, KIP-546, KIP-599, KIP-612) on real brokers: set and
+read with AlterClientQuotas and DescribeClientQuotas as Kafka answers them, kept in the
+metadata store across a restart (on both backends) and followed by every broker of a cluster;
+and enforced: a producer or consumer over its byte rate is throttled (librdkafka reports the
+throttle times the broker sent; kafka-python and aiokafka are held back by the broker) and
+loses nothing, a client over its request percentage gets throttled responses while another is
+not, topic creations over controller_mutation_rate are refused with THROTTLING_QUOTA_EXCEEDED,
+and connections from an address over its connection_creation_rate are closed unserved."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from kio.schema.metadata.v12 import request as metadata_v12
 
 from .broker_process import BrokerProcess, free_port
 from .conftest import ON_EVERY_METADATA_BACKEND, WireClient, fresh_metadata_url, metadata_args
+from .test_cluster import Cluster, cluster, moto_bucket, wait_until  # noqa: F401 (fixtures)
 
 # Two windows of one second: a client's first second passes at once, then its rate is held.
 SHORT_WINDOWS = ("--quota-window-num", "2", "--quota-window-size-seconds", "1")
@@ -295,5 +297,81 @@ def test_connections_over_an_ips_creation_rate_are_closed_unserved(tmp_path, wir
         from_other = [served_from("127.0.0.1") for _ in range(6)]
         assert from_limited[:2] == [True, True] and False in from_limited
         assert from_other == [True] * 6
+    finally:
+        broker.close()
+
+
+def test_a_quota_set_through_one_broker_applies_at_every_broker(cluster: Cluster) -> None:  # noqa: F811 (the fixture)
+    request = metadata_v12.MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+    def throttled_at(broker: BrokerProcess) -> bool:
+        client = WireClient(broker.bootstrap, client_id="busy")  # a fresh connection: never held back by an earlier throttle
+        try:
+            return client.request(request).throttle_time.total_seconds() > 0
+        finally:
+            client.close()
+
+    first, *others = cluster.brokers.values()
+    admin = WireClient(first.bootstrap)
+    try:
+        assert alter(admin, [((("client-id", "busy"),), [("request_percentage", 0.0001, False)])]) == [(ErrorCode.none, None)]
+    finally:
+        admin.close()
+    for broker in others:
+        wait_until(lambda: throttled_at(broker), f"the quota to apply at {broker.bootstrap}")
+    admin = WireClient(others[-1].bootstrap)
+    try:
+        assert alter(admin, [((("client-id", "busy"),), [("request_percentage", 0.0, True)])]) == [(ErrorCode.none, None)]
+        assert describe(admin, []) == (ErrorCode.none, None, {})
+    finally:
+        admin.close()
+    wait_until(lambda: not throttled_at(first), f"the removal to apply at {first.bootstrap}")
+
+
+def test_kafka_python_and_aiokafka_under_quotas_lose_nothing(tmp_path, wire, create_topic) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from kafka import KafkaProducer
+
+    http = f"127.0.0.1:{free_port()}"
+    broker = BrokerProcess(tmp_path / "data", *SHORT_WINDOWS, "--http", http).start()
+    try:
+        topic = create_topic(broker.bootstrap, partitions=1)
+        assert alter(wire(broker.bootstrap), [
+            ((("client-id", "kp"),), [("producer_byte_rate", 50_000.0, False)]),
+            ((("client-id", "aio"),), [("consumer_byte_rate", 50_000.0, False)]),
+        ]) == [(ErrorCode.none, None)] * 2  # fmt: skip
+        values = [b"z" * 1000 + str(i).encode() for i in range(200)]
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, client_id="kp", acks="all", linger_ms=5)
+        try:
+            futures = [producer.send(topic, value=v, partition=0) for v in values]
+            offsets = [f.get(timeout=60).offset for f in futures]
+        finally:
+            producer.close()
+        assert offsets == list(range(200))
+
+        async def consume() -> list[tuple[int, bytes]]:
+            consumer = AIOKafkaConsumer(
+                topic, bootstrap_servers=broker.bootstrap, client_id="aio", auto_offset_reset="earliest", enable_auto_commit=False,
+                max_partition_fetch_bytes=16384, fetch_max_bytes=32768,
+            )  # fmt: skip
+            await consumer.start()
+            try:
+                seen: list[tuple[int, bytes]] = []
+                async with asyncio.timeout(60):
+                    while len(seen) < 200:
+                        for records in (await consumer.getmany(timeout_ms=500)).values():
+                            seen.extend((r.offset, r.value) for r in records)
+                return seen
+            finally:
+                await consumer.stop()
+
+        assert asyncio.run(consume()) == list(enumerate(values))
+        with urllib.request.urlopen(f"http://{http}/metrics", timeout=10) as response:
+            metrics = response.read().decode()
+        # Both were held back: the broker sent throttled Produce and Fetch responses.
+        for api in ("Produce", "Fetch"):
+            assert f'kafka_network_requestmetrics_throttletime_seconds_count{{request="{api}"}}' in metrics
     finally:
         broker.close()
