@@ -36,6 +36,7 @@ SUPPORTED = MappingProxyType(
         20: ("DeleteTopics", 1, 6),
         21: ("DeleteRecords", 0, 2),
         22: ("InitProducerId", 0, 4),
+        23: ("OffsetForLeaderEpoch", 2, 4),  # v0-v1 removed in Kafka 4 (KIP-896)
         24: ("AddPartitionsToTxn", 0, 3),
         25: ("AddOffsetsToTxn", 0, 4),
         26: ("EndTxn", 0, 4),

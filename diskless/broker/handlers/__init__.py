@@ -31,6 +31,7 @@ HANDLERS = metrics.instrument({
     20: topics.handle_delete_topics,
     21: offsets.handle_delete_records,
     22: produce.handle_init_producer_id,
+    23: offsets.handle_offset_for_leader_epoch,
     24: transactions.handle_add_partitions_to_txn,
     25: transactions.handle_add_offsets_to_txn,
     26: transactions.handle_end_txn,

@@ -11,6 +11,7 @@ from diskless.wire import Request
 from ..api import BrokerApi, absent
 from ..errors import error_code_for
 from ..partition import PartitionLeader
+from ..partition.epoch_history import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, end_offset_for
 from ..responses import NO_THROTTLE, make, response_module
 from ..security.authorizer import DELETE, DESCRIBE, TOPIC
 from .fetch import _check_leader_epoch
@@ -100,3 +101,34 @@ async def handle_delete_records(broker: BrokerApi, request: Request) -> Any:
             )
         topics.append(make(mod.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(results)))
     return make(mod.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+async def handle_offset_for_leader_epoch(broker: BrokerApi, request: Request) -> Any:
+    """OffsetForLeaderEpoch (KIP-101, KIP-320): where each asked leader epoch of a partition
+    ended, as its leader knows (partition/epoch_history.py). Consumers ask it after a leader
+    change to check that the log they read was not truncated; the current epoch ends at the
+    log end, an earlier one where the next leadership began. DESCRIBE on the topic, as Kafka;
+    the leader alone answers (no followers here)."""
+    mod = response_module(23, request.header.api_version)
+    topics = []
+    for topic in request.body.topics:
+        results = []
+        for wanted in topic.partitions:
+            partition = broker.registry.leader(topic.topic, wanted.partition)
+            error, epoch, end_offset = ErrorCode.none, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            if not broker.security.allowed(DESCRIBE, TOPIC, topic.topic):
+                error = ErrorCode.topic_authorization_failed
+            elif partition is None:
+                error = absent(broker, topic.topic, wanted.partition)
+            else:
+                error = _check_leader_epoch(wanted.current_leader_epoch, partition.leader_epoch)
+            if error is ErrorCode.none:
+                try:
+                    starts = await partition.epoch_starts()
+                except Exception as exc:
+                    error = error_code_for(exc, f"leader epochs of {topic.topic}-{wanted.partition}")
+                else:
+                    epoch, end_offset = end_offset_for(starts, wanted.leader_epoch, partition.log_end_offset)
+            results.append(make(mod.EpochEndOffset, error_code=error, partition=wanted.partition, leader_epoch=epoch, end_offset=end_offset))
+        topics.append(make(mod.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(results)))
+    return make(mod.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

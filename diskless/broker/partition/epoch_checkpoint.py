@@ -32,6 +32,11 @@ def last_leader_epoch(dir: Path) -> int | None:
     return entries[-1][0] if entries else None
 
 
+def leader_epochs(dir: Path) -> list[tuple[int, int]]:
+    """(leader epoch, start offset) of each time this broker took the partition, oldest first."""
+    return _read(dir / FILE_NAME)
+
+
 def record_leader_epoch(dir: Path, leader_epoch: int, start_offset: int) -> None:
     """Note that this broker leads the partition from `start_offset` at `leader_epoch`."""
     path = dir / FILE_NAME

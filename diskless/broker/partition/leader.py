@@ -52,6 +52,7 @@ from ..tiering.remote_log import RemoteLog
 from ..wal.recovery import recover_tail
 from ..wal.writer import WalWriter
 from .epoch_checkpoint import last_leader_epoch, record_leader_epoch
+from .epoch_history import epoch_starts
 from .producer_snapshots import drop_snapshots_above, load_producer_state, published_state, snapshot_after, to_published
 from .producer_snapshots import write_producer_snapshot
 from .rules import PartitionRules
@@ -108,6 +109,10 @@ class PartitionLeader:
         self._may_write = may_write  # false once this broker's session may have expired (cluster/membership.py)
         self._deleted_below = log_start_offset  # DeleteRecords and remote retention: nothing below is served
         self.high_watermark = min(high_watermark, log.log_end_offset)
+        # Where this leadership began (its epoch mark's offset) and, read once when first asked
+        # (OffsetForLeaderEpoch), where the earlier ones did (epoch_history.py).
+        self.epoch_start_offset = self.high_watermark
+        self._epoch_starts: list[tuple[int, int]] | None = None
         # Batches appended, not yet durable: (their end offset, the writer's future), in order.
         self._in_flight: deque[tuple[int, asyncio.Future[None]]] = deque()
         self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -194,6 +199,13 @@ class PartitionLeader:
         return leader
 
     # --- state others read ------------------------------------------------------------------
+
+    async def epoch_starts(self) -> list[tuple[int, int]]:
+        """(leader epoch, start offset) of every leadership known, up to this one."""
+        if self._epoch_starts is None:
+            current = (self.leader_epoch, self.epoch_start_offset)
+            self._epoch_starts = await epoch_starts(self.remote.storage.bucket, self.topic, self.index, self.topic_id, self._log.dir, current)
+        return self._epoch_starts
 
     @property
     def rules(self) -> PartitionRules:
