@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         if extras:
             _unrecognized(_chosen_parser(parser, args), extras)
         return tools.run(args)
-    from . import bucket_tool, groups_tool, metadata_tools, partitions_tool, security_tools, settings, transactions_tool
+    from . import bucket_tool, groups_tool, metadata_tools, partitions_tool, quotas_tool, security_tools, settings, transactions_tool
 
     serve = commands.add_parser(
         "serve",
@@ -53,13 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     metadata_tools.add_commands(commands)
     partitions_tool.add_commands(commands)
     security_tools.add_commands(commands)
+    quotas_tool.add_commands(commands)
     transactions_tool.add_commands(commands)
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unrecognized(_chosen_parser(parser, args), extras)
     if args.command == "serve":
         return _serve(args)
-    if hasattr(args, "run_command"):  # groups, bucket, users, acls
+    if hasattr(args, "run_command"):  # groups, bucket, users, acls, quotas
         return args.run_command(args)
     return tools.run(args)
 

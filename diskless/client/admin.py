@@ -13,6 +13,9 @@ DeleteRecords) to each partition's leader; group requests to the group's coordin
 Retriable failures (a broken connection, NOT_CONTROLLER, a stale leader) are retried with
 backoff until `default_api_timeout_ms` runs out.
 
+SCRAM users and ACLs (admin_security.py), transactions (admin_transactions.py) and client
+quotas (admin_quotas.py) are mixins of this class, sent to any broker.
+
 Used from one event loop; methods may run concurrently.
 """
 
@@ -27,6 +30,7 @@ from typing import Any, TypeVar
 from . import protocol
 from .cluster import NO_LEADER, Cluster
 from .admin_groups import GroupAdmin
+from .admin_quotas import QuotaAdmin
 from .admin_security import SecurityAdmin
 from .admin_transactions import TransactionAdmin
 from .security import ClientSecurity
@@ -61,7 +65,7 @@ _TOPIC_ANSWERS = frozenset({UnknownTopicOrPartitionError.errno})  # final answer
 _SPECS = {"earliest": EARLIEST, "latest": LATEST, "max_timestamp": MAX_TIMESTAMP}
 
 
-class Admin(GroupAdmin, SecurityAdmin, TransactionAdmin):
+class Admin(GroupAdmin, SecurityAdmin, TransactionAdmin, QuotaAdmin):
     def __init__(
         self,
         bootstrap_servers: str = "127.0.0.1:9092",
