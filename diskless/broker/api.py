@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 if TYPE_CHECKING:
     from .cluster.membership import ClusterView
+    from .fetch_sessions import FetchSessionCache
     from .groups import Groups
     from .partition import PartitionLeader
     from .quotas.client_quotas import ClientQuotas
@@ -136,6 +137,7 @@ class BrokerApi(Protocol):
     remote_fetch_quota: RemoteFetchQuota  # bytes fetches read from the bucket (KIP-956, tiering/fetch_quota.py)
     refused_batches: RefusedBatches  # idempotent batches refused with a retriable error, lately (refused_batches.py)
     client_quotas: ClientQuotas  # the quotas clients are measured against (quotas/client_quotas.py)
+    fetch_sessions: FetchSessionCache  # incremental fetch sessions (KIP-227, fetch_sessions.py)
     quota_configs: QuotaConfigs  # the configured client quotas, in the store (quotas/configs.py)
 
     @property

@@ -41,6 +41,7 @@ from .handlers import HANDLERS
 from .refused_batches import RefusedBatches
 from .registry import Registry, RegistrySettings
 from .replica_reads import BucketReplica
+from .fetch_sessions import FetchSessionCache
 from .quotas.client_quotas import ClientQuotas
 from .quotas.configs import QuotaConfigs
 from .tiering.fetch_quota import RemoteFetchQuota
@@ -95,6 +96,7 @@ class Broker:
                 "remote.log.manager.fetch.max.bytes.per.second": str(config.remote_fetch_max_bytes_per_second),
                 "remote.log.manager.fetch.quota.window.num": str(config.remote_fetch_quota_window_num),
                 "remote.log.manager.fetch.quota.window.size.seconds": str(config.remote_fetch_quota_window_size_seconds),
+                "max.incremental.fetch.session.cache.slots": str(config.max_incremental_fetch_session_cache_slots),
                 "quota.window.num": str(config.quota_windows.windows),
                 "quota.window.size.seconds": str(config.quota_windows.window_ms // 1000),
                 "controller.quota.window.num": str(config.quota_windows.controller_windows),
@@ -131,6 +133,7 @@ class Broker:
         )  # fmt: skip
         self.replica_reads: BucketReplica | None = None  # set at start when replica.selector.class is
         self.refused_batches = RefusedBatches()
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         # Set once the broker joined the cluster and opened its partitions: the listener is
         # bound before (its port is what the broker registers), requests wait for this.
         self._ready = asyncio.Event()

@@ -69,6 +69,7 @@ class BrokerConfig:
     remote_fetch_max_bytes_per_second: int = 2**63 - 1
     remote_fetch_quota_window_num: int = 11
     remote_fetch_quota_window_size_seconds: int = 1
+    max_incremental_fetch_session_cache_slots: int = 1000  # KIP-227 sessions kept
     quota_windows: QuotaWindows = QuotaWindows()  # quota.window.num/.size.seconds, controller.quota.window.*
     local_disk_limit_bytes: int = 10 * 2**30  # segments waiting for the bucket; past it produce fails (-1: no limit)
     # KIP-848 consumer groups (group.consumer.*), Kafka's defaults.

@@ -169,6 +169,10 @@ REMOTE_FETCH_TIME = Histogram(
     "diskless_remote_fetch_duration_seconds", "Time of one read of record bytes from the bucket (cache hits included).", buckets=_BUCKET_BUCKETS, registry=EVENTS
 )
 
+FETCH_SESSIONS = Gauge(
+    "kafka_server_fetchsessioncache_numincrementalfetchsessions", "Incremental fetch sessions kept (KIP-227; Kafka's NumIncrementalFetchSessions).",
+    registry=EVENTS,
+)  # fmt: skip
 EVENT_LOOP_LAG = Gauge("diskless_event_loop_lag_seconds", "How late the event loop ran a timer at the last check (every second).", registry=EVENTS)
 
 # --- write-ahead objects (wal/writer.py, wal/recovery.py) ----------------------------------------

@@ -208,6 +208,8 @@ SETTINGS = [
             "the fetch quota's rate is measured over"),
     Setting("remote_log_manager_fetch_quota_window_size_seconds", integer, 1, "remote.log.manager.fetch.quota.window.size.seconds: "
             "length of each of those windows"),
+    Setting("max_incremental_fetch_session_cache_slots", integer, 1000, "max.incremental.fetch.session.cache.slots: incremental "
+            "fetch sessions (KIP-227) kept; when full, a new session takes an idle or smaller one's slot, else fetches go without one"),
     Setting("quota_window_num", integer, 11, "quota.window.num: windows a client's rate is measured over against its "
             "client quotas (producer_byte_rate, consumer_byte_rate, request_percentage; set with AlterClientQuotas)"),
     Setting("quota_window_size_seconds", integer, 1, "quota.window.size.seconds: length of each of those windows"),
@@ -355,6 +357,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         remote_fetch_max_bytes_per_second=_at_least(1, values, sources, "remote_log_manager_fetch_max_bytes_per_second"),
         remote_fetch_quota_window_num=_at_least(1, values, sources, "remote_log_manager_fetch_quota_window_num"),
         remote_fetch_quota_window_size_seconds=_at_least(1, values, sources, "remote_log_manager_fetch_quota_window_size_seconds"),
+        max_incremental_fetch_session_cache_slots=_at_least(0, values, sources, "max_incremental_fetch_session_cache_slots"),
         quota_windows=QuotaWindows(
             _at_least(1, values, sources, "quota_window_num"), 1000 * _at_least(1, values, sources, "quota_window_size_seconds"),
             _at_least(1, values, sources, "controller_quota_window_num"),

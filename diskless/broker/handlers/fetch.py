@@ -12,7 +12,9 @@ from the bucket (polled for new durable batches while the fetch waits).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -22,6 +24,7 @@ from diskless.wire import FileRecords, Request
 from .. import metrics
 from ..api import BrokerApi, absent
 from ..errors import error_code_for
+from ..fetch_sessions import FINAL_EPOCH, answered
 from ..partition import PartitionLeader
 from ..replica_reads import VIEW_MAX_AGE_S, BucketReplica, preferred_read_replica, transaction_free_prefix
 from ..responses import NO_THROTTLE, make, response_module
@@ -38,10 +41,18 @@ async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body.max_wait.total_seconds()
     max_bytes = getattr(body, "max_bytes", MAX_RESPONSE_BYTES)
+    # KIP-227: a session's partitions are read, not only those this request names (fetch_sessions.py).
+    context = broker.fetch_sessions.context(
+        getattr(body, "session_id", 0), getattr(body, "session_epoch", FINAL_EPOCH), body.topics, getattr(body, "forgotten_topics_data", ()),
+        broker.clock(),
+    )  # fmt: skip
+    metrics.FETCH_SESSIONS.set(len(broker.fetch_sessions))
+    if context.error is not ErrorCode.none:
+        return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=context.error, session_id=0, responses=())
     # A partition this broker is opening holds the request rather than refusing it (opening_gate.py).
-    await broker.registry.until_open([(t.topic, p.partition) for t in body.topics for p in t.partitions], body.max_wait.total_seconds())
+    await broker.registry.until_open([(topic, p.partition) for topic, fetches in context.reads for p in fetches], body.max_wait.total_seconds())
     while True:
-        topics, total_bytes, failed, waiting, polling = await _read(broker, body, mod, max_bytes)
+        topics, total_bytes, failed, waiting, polling = await _read(broker, body, context.reads, mod, max_bytes)
         remaining = deadline - loop.time()
         if total_bytes >= body.min_bytes or failed or remaining <= 0 or not (waiting or polling):
             break
@@ -51,10 +62,13 @@ async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
         await asyncio.wait(wakes, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         if polling:
             wakes[-1].cancel()
-    return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=tuple(topics))
+    responses = answered(context, topics, lambda topic, partitions: dataclasses.replace(topic, partitions=partitions))
+    return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=context.session_id, responses=responses)
 
 
-async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple[list[Any], int, bool, list[PartitionLeader], bool]:
+async def _read(
+    broker: BrokerApi, body: Any, reads: Sequence[tuple[str, Sequence[Any]]], mod: Any, max_bytes: int,
+) -> tuple[list[Any], int, bool, list[PartitionLeader], bool]:
     topics = []
     total_bytes = 0
     failed = polling = False
@@ -63,28 +77,28 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
     # A consumer's fetch may be served by a broker of its rack (KIP-392, replica_reads.py).
     replicas = broker.replica_reads if getattr(body, "replica_id", -1) < 0 else None
     rack = getattr(body, "rack_id", "") or ""
-    for fetch_topic in body.topics:
+    for topic, fetches in reads:
         results = []
-        for fetch in fetch_topic.partitions:
-            partition = broker.registry.leader(fetch_topic.topic, fetch.partition)
+        for fetch in fetches:
+            partition = broker.registry.leader(topic, fetch.partition)
             error, records = ErrorCode.none, b""
             high_watermark = log_start_offset = last_stable_offset = -1
             aborted = None
             preferred = -1
-            if not broker.security.allowed(READ, TOPIC, fetch_topic.topic):
+            if not broker.security.allowed(READ, TOPIC, topic):
                 error = ErrorCode.topic_authorization_failed
-            elif partition is None and replicas is not None and broker.registry.has_partition(fetch_topic.topic, fetch.partition):
+            elif partition is None and replicas is not None and broker.registry.has_partition(topic, fetch.partition):
                 error, records, high_watermark, log_start_offset, size = await _read_replica(
-                    broker, replicas, fetch_topic.topic, fetch, max(0, min(fetch.partition_max_bytes, max_bytes - total_bytes)), total_bytes == 0,
+                    broker, replicas, topic, fetch, max(0, min(fetch.partition_max_bytes, max_bytes - total_bytes)), total_bytes == 0,
                     read_committed,
                 )  # fmt: skip
                 last_stable_offset = high_watermark
                 total_bytes += size
                 polling = polling or (error is ErrorCode.none and size == 0)
             elif partition is None:
-                error = absent(broker, fetch_topic.topic, fetch.partition)
+                error = absent(broker, topic, fetch.partition)
             elif replicas is not None and rack and partition.readable_elsewhere and (not read_committed or partition.known_transaction_free) and (
-                target := preferred_read_replica(broker.cluster.brokers.values(), broker.settings.node_id, rack, fetch_topic.topic, fetch.partition)
+                target := preferred_read_replica(broker.cluster.brokers.values(), broker.settings.node_id, rack, topic, fetch.partition)
             ) is not None:
                 # As Kafka's leader: no records, the replica to fetch from next.
                 high_watermark, log_start_offset = partition.high_watermark, partition.log_start_offset
@@ -97,7 +111,7 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                 remote = fetch.fetch_offset < partition.local_log_start_offset
                 if error is ErrorCode.none and remote and broker.remote_fetch_quota.exceeded(time.monotonic()):
                     # KIP-956: no history from the bucket for now; the fetch waits as for a partition with nothing new.
-                    metrics.REMOTE_FETCH_THROTTLED.labels(fetch_topic.topic).inc()
+                    metrics.REMOTE_FETCH_THROTTLED.labels(topic).inc()
                     waiting.append(partition)
                 elif error is ErrorCode.none:
                     if read_committed:
@@ -112,7 +126,7 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                             max_offset=last_stable_offset if read_committed else None,
                         )
                     except Exception as exc:
-                        error = error_code_for(exc, f"fetch from {fetch_topic.topic}-{fetch.partition}")
+                        error = error_code_for(exc, f"fetch from {topic}-{fetch.partition}")
                         aborted = None
                     else:
                         waiting.append(partition)
@@ -140,7 +154,7 @@ async def _read(broker: BrokerApi, body: Any, mod: Any, max_bytes: int) -> tuple
                     records=records,
                 )
             )
-        topics.append(make(mod.FetchableTopicResponse, topic=fetch_topic.topic, partitions=tuple(results)))
+        topics.append(make(mod.FetchableTopicResponse, topic=topic, partitions=tuple(results)))
     return topics, total_bytes, failed, waiting, polling
 
 

@@ -10,7 +10,7 @@ records, and every request the event loop's time on it, once handled.
 store, a long poll), and only its steps between awaits are the broker's work: `on_loop`
 drives the coroutine step by step and adds up the time of each, as Kafka counts a request's
 time on its I/O threads and not its time in purgatory. Tasks the handler starts are not
-counted. It costs a clock read per step, so it runs only while some entity has a
+counted. It costs a clock read per step, so it runs only for clients with a
 request_percentage quota.
 """
 
@@ -68,7 +68,8 @@ class Charge:
         handler set itself (controller mutations) or what the request earned."""
         spent_ns = [0]
         pending = handle(self._request)
-        response = await (on_loop(pending, spent_ns) if self._quotas.has(REQUEST_PERCENTAGE) else pending)  # type: ignore[arg-type]
+        timed = self._quotas.has(REQUEST_PERCENTAGE) and self._quotas.bound(REQUEST_PERCENTAGE, self._user, self._client_id) is not None
+        response = await (on_loop(pending, spent_ns) if timed else pending)  # type: ignore[arg-type]
         header = self._request.header
         earned = max(self.throttle_ms, charge_response(self._quotas, header.api_key, self._request.body, response, self._user, self._client_id, spent_ns[0], self._clock()))
         own = throttle_of(response)
