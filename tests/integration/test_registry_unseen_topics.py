@@ -19,6 +19,7 @@ from cold_tier.local import LocalObjectStore
 from cold_tier.remote_log import RemoteLogReader
 from diskless.broker.handlers.configs import handle_describe_configs
 from diskless.broker.handlers.topics import handle_delete_topics
+from diskless.broker.quotas.client_quotas import ClientQuotas
 from diskless.broker.registry import Registry, RegistrySettings
 from diskless.broker.tiering.remote_log import RemoteStorage
 from diskless.broker.tiering.uploader import Uploader
@@ -50,7 +51,7 @@ def request(body: Any, version: int) -> Any:
 async def test_a_topic_another_broker_made_is_deleted_and_described_here(tmp_path: Path) -> None:
     async with registry_of(tmp_path, 2) as (registry, store):
         security = SimpleNamespace(allowed=lambda *args: True, require=lambda *args: None)
-        broker = SimpleNamespace(registry=registry, security=security, settings=SimpleNamespace(node_id=2))
+        broker = SimpleNamespace(registry=registry, security=security, settings=SimpleNamespace(node_id=2), client_quotas=ClientQuotas(), clock=lambda: 0)
         # Another broker makes three topics; this one's view has none of them.
         by_name, by_id, described = [await store.create_topic(f"t-{uuid.uuid4().hex[:8]}", 1, {"retention.ms": "1000"}) for _ in range(3)]
         assert registry.topics == {}

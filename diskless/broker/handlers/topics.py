@@ -31,7 +31,8 @@ from ..errors import (
 )
 from ..quotas.client_quotas import MutationQuota
 from ..responses import make, response_module
-from ..security.session import SESSION
+from ..quotas.entities import CONTROLLER_MUTATION_RATE
+from ..security.session import ANONYMOUS, SESSION
 from ..security.authorizer import ALTER, DELETE, TOPIC
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,9 @@ def _mutation_quota(broker: BrokerApi, request: Request, strict_from: int) -> Mu
     """The request's controller_mutation_rate (KIP-599), strict from version `strict_from` on."""
     header = request.header
     strict = header.api_version >= strict_from
-    return MutationQuota(broker.client_quotas, SESSION.get().principal, header.client_id or "", strict, broker.clock)
+    quotas = broker.client_quotas
+    principal = SESSION.get().principal if quotas.has(CONTROLLER_MUTATION_RATE) else ANONYMOUS
+    return MutationQuota(quotas, principal, header.client_id or "", strict, broker.clock)
 
 
 def _partitioning(broker: BrokerApi, wanted: Any) -> tuple[int, int, list[int] | None]:
