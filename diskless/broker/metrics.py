@@ -39,6 +39,8 @@ import dataclasses
 import functools
 import os
 import time
+import types
+import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -298,20 +300,34 @@ def _count_produce(topics: Mapping[str, Any], body: Any, response: Any) -> None:
 
 
 def _count_fetch(topics: Mapping[str, Any], response: Any) -> None:
+    """Per topic, one update of each counter for all its partitions in the response (a
+    consumer of hundreds of partitions would otherwise pay a label lookup per partition)."""
     for topic in response.responses:
         if topic.topic not in topics:
             continue
-        for partition in topic.partitions:
-            FETCH_REQUESTS.labels(topic.topic).inc()
-            if partition.error_code != 0:
-                FAILED_FETCH_REQUESTS.labels(topic.topic).inc()
-            elif partition.records:
-                BYTES_OUT.labels(topic.topic).inc(len(partition.records))
+        partitions = topic.partitions
+        failed = sum(1 for p in partitions if p.error_code != 0)
+        sent = sum(len(p.records) for p in partitions if p.error_code == 0 and p.records)
+        FETCH_REQUESTS.labels(topic.topic).inc(len(partitions))
+        if failed:
+            FAILED_FETCH_REQUESTS.labels(topic.topic).inc(failed)
+        if sent:
+            BYTES_OUT.labels(topic.topic).inc(sent)
 
 
 @functools.cache
-def _entity_fields(entity_type: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(entity_type))
+def _walk_plan(entity_type: type) -> tuple[bool, tuple[str, ...]]:
+    """Whether a kio entity type has an `error_code`, and its fields that hold tuples of entities."""
+    hints = typing.get_type_hints(entity_type)
+    nested = []
+    for f in dataclasses.fields(entity_type):
+        hint = hints.get(f.name)
+        optional = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        for candidate in optional:
+            if typing.get_origin(candidate) is tuple and any(dataclasses.is_dataclass(a) for a in typing.get_args(candidate)):
+                nested.append(f.name)
+                break
+    return any(f.name == "error_code" for f in dataclasses.fields(entity_type)), tuple(nested)
 
 
 def error_counts(entity: Any) -> dict[str, int]:
@@ -321,13 +337,12 @@ def error_counts(entity: Any) -> dict[str, int]:
     stack = [entity]
     while stack:
         item = stack.pop()
-        for field in _entity_fields(type(item)):
-            value = getattr(item, field)
-            if field == "error_code":
-                key = _error_name(value)
-                counts[key] = counts.get(key, 0) + 1
-            elif type(value) is tuple:
-                stack.extend(v for v in value if dataclasses.is_dataclass(v))
+        has_error, nested = _walk_plan(type(item))
+        if has_error:
+            key = _error_name(item.error_code)
+            counts[key] = counts.get(key, 0) + 1
+        for name in nested:
+            stack.extend(getattr(item, name) or ())
     return counts
 
 

@@ -59,9 +59,11 @@ async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
         wakes = [p.appended() for p in waiting]
         if polling:  # read from the bucket: nothing tells of new durable batches but a new look
             wakes.append(asyncio.ensure_future(asyncio.sleep(VIEW_MAX_AGE_S)))
-        await asyncio.wait(wakes, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(wakes, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         if polling:
             wakes[-1].cancel()
+        if not done:
+            break  # max_wait ran out and no high watermark moved: what was read stands (no second read of every partition)
     responses = answered(context, topics, lambda topic, partitions: dataclasses.replace(topic, partitions=partitions))
     return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=context.session_id, responses=responses)
 
