@@ -37,6 +37,7 @@ from .security.errors import (
     TopicAuthorizationFailed,
     TransactionalIdAuthorizationFailed,
 )
+from .quotas.entities import InvalidQuota, UnsupportedQuotaFilter
 from .topic_configs import InvalidConfig
 
 log = logging.getLogger(__name__)
@@ -301,6 +302,8 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (InvalidReplicaAssignment, ErrorCode.invalid_replica_assignment),
     (InvalidRequest, ErrorCode.invalid_request),
     (ThrottlingQuotaExceeded, ErrorCode.throttling_quota_exceeded),
+    (InvalidQuota, ErrorCode.invalid_request),
+    (UnsupportedQuotaFilter, ErrorCode.unsupported_version),
     (InvalidRecord, ErrorCode.invalid_record),
     (LocalDiskFull, ErrorCode.kafka_storage_error),
     (NotLeaderOrFollower, ErrorCode.not_leader_or_follower),

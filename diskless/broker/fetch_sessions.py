@@ -57,17 +57,14 @@ class FetchSession:
 
 @dataclass(frozen=True, slots=True)
 class FetchContext:
-    """How to answer one Fetch: what to read, which session (None: none) and whether only the
-    partitions with something new go back (`incremental`); or a session error."""
+    """How to answer one Fetch: what to read; the session it continues (`session`, answered
+    incrementally: only partitions with something new) or whether it opens one once answered
+    (`opening`); or a session error."""
 
     reads: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # (topic, its FetchPartitions), in order
     session: FetchSession | None = None
-    incremental: bool = False
+    opening: bool = False
     error: ErrorCode = ErrorCode.none
-
-    @property
-    def session_id(self) -> int:
-        return 0 if self.session is None else self.session.session_id
 
 
 def _grouped(pairs: Iterable[tuple[PartitionKey, Any]]) -> tuple[tuple[str, tuple[Any, ...]], ...]:
@@ -94,10 +91,9 @@ class FetchSessionCache:
         if epoch == FINAL_EPOCH:
             self._sessions.pop(session_id, None)
             return FetchContext(reads=_grouped(asked))
-        if epoch == INITIAL_EPOCH:
+        if epoch == INITIAL_EPOCH:  # the session is made when the answer is (a fetch cancelled in its long poll makes none)
             self._sessions.pop(session_id, None)
-            session = self._open(dict(asked), now_ms)
-            return FetchContext(reads=_grouped(asked), session=session)
+            return FetchContext(reads=_grouped(asked), opening=True)
         session = self._sessions.get(session_id)
         if session is None:
             return FetchContext(error=ErrorCode.fetch_session_id_not_found)
@@ -112,10 +108,13 @@ class FetchSessionCache:
         for topic in forgotten:
             for index in topic.partitions:
                 session.partitions.pop((topic.topic, index), None)
+        if not session.partitions:  # as Kafka: a session left with no partition ends, answered without one
+            del self._sessions[session_id]
+            return FetchContext()
         session.epoch = 1 if epoch == INT32_MAX else epoch + 1
         session.last_used_ms = now_ms
         self._sessions.move_to_end(session_id)
-        return FetchContext(reads=_grouped((key, sent.fetch) for key, sent in session.partitions.items()), session=session, incremental=True)
+        return FetchContext(reads=_grouped((key, sent.fetch) for key, sent in session.partitions.items()), session=session)
 
     def _open(self, partitions: dict[PartitionKey, Any], now_ms: int) -> FetchSession | None:
         if len(self._sessions) >= self.slots and not self._evict_for(len(partitions), now_ms):
@@ -141,33 +140,57 @@ class FetchSessionCache:
         return False
 
 
-def answered(context: FetchContext, topics: Sequence[Any], replace: Any) -> tuple[Any, ...]:
-    """The response's topics (FetchableTopicResponse) for `context`: all of them without a
-    session or for a full one; for an incremental one only the partitions with something new.
-    Notes what was sent in the session. `replace(topic_response, partitions)` rebuilds one."""
-    session = context.session
-    if session is None:
-        return tuple(topics)
-    kept = []
-    for topic in topics:
-        partitions = []
-        for data in topic.partitions:
-            sent = session.partitions.get((topic.topic, data.partition_index))
-            if sent is None:  # forgotten meanwhile: answered as read
-                partitions.append(data)
-                continue
-            changed = (
-                len(data.records or b"") > 0
-                or data.error_code is not ErrorCode.none
-                or sent.high_watermark != data.high_watermark
-                or sent.last_stable_offset != data.last_stable_offset
-                or sent.log_start_offset != data.log_start_offset
-                or sent.preferred_read_replica != getattr(data, "preferred_read_replica", -1)
-            )
-            sent.high_watermark, sent.last_stable_offset = data.high_watermark, data.last_stable_offset
-            sent.log_start_offset, sent.preferred_read_replica = data.log_start_offset, getattr(data, "preferred_read_replica", -1)
-            if changed or not context.incremental:
-                partitions.append(data)
-        if partitions or not context.incremental:
-            kept.append(topic if len(partitions) == len(topic.partitions) else replace(topic, tuple(partitions)))
-    return tuple(kept)
+    def answer(self, context: FetchContext, topics: Sequence[Any], replace: Any, now_ms: int) -> tuple[tuple[Any, ...], int]:
+        """The response's topics (FetchableTopicResponse) and session id for `context`: every
+        partition read without a session or for one it opens; for one it continues, only the
+        partitions with something new. Notes what was sent in the session, and moves each
+        partition that returned records behind the others (as Kafka), so that partitions
+        later in the session get the response's bytes in turn. `replace(topic_response,
+        partitions)` rebuilds one topic's response."""
+        if context.opening:
+            partitions = {(topic, fetch.partition): fetch for topic, fetches in context.reads for fetch in fetches}
+            session = self._open(partitions, now_ms)
+            if session is not None:
+                for topic in topics:
+                    for data in topic.partitions:
+                        sent = session.partitions.get((topic.topic, data.partition_index))
+                        if sent is not None:
+                            _note(sent, data)
+            return tuple(topics), 0 if session is None else session.session_id
+        session = context.session
+        if session is None:
+            return tuple(topics), 0
+        kept = []
+        rotated = []
+        for topic in topics:
+            partitions = []
+            for data in topic.partitions:
+                key = (topic.topic, data.partition_index)
+                sent = session.partitions.get(key)
+                if sent is None:  # forgotten meanwhile: answered as read
+                    partitions.append(data)
+                    continue
+                has_records = len(data.records or b"") > 0
+                changed = (
+                    has_records
+                    or data.error_code is not ErrorCode.none
+                    or sent.high_watermark != data.high_watermark
+                    or sent.last_stable_offset != data.last_stable_offset
+                    or sent.log_start_offset != data.log_start_offset
+                    or sent.preferred_read_replica != getattr(data, "preferred_read_replica", -1)
+                )
+                _note(sent, data)
+                if has_records:
+                    rotated.append(key)
+                if changed:
+                    partitions.append(data)
+            if partitions:
+                kept.append(topic if len(partitions) == len(topic.partitions) else replace(topic, tuple(partitions)))
+        for key in rotated:
+            session.partitions[key] = session.partitions.pop(key)
+        return tuple(kept), session.session_id
+
+
+def _note(sent: _Sent, data: Any) -> None:
+    sent.high_watermark, sent.last_stable_offset = data.high_watermark, data.last_stable_offset
+    sent.log_start_offset, sent.preferred_read_replica = data.log_start_offset, getattr(data, "preferred_read_replica", -1)

@@ -127,7 +127,7 @@ _CONNECTION_GONE = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ETIMEDO
 class _Connection:
     """What the shell tracks of one connection: its address, task and deadline phase."""
 
-    __slots__ = ("host", "task", "phase", "since_ms", "closing_reason", "muted_until")
+    __slots__ = ("host", "task", "phase", "since_ms", "closing_reason", "muted_until_s")
 
     def __init__(self, host: str, task: asyncio.Task[None], now_ms: int) -> None:
         self.host = host
@@ -135,7 +135,7 @@ class _Connection:
         self.phase = Phase.IDLE
         self.since_ms = now_ms
         self.closing_reason: str | None = None  # set when the shell cuts the connection
-        self.muted_until = 0.0  # loop time until which nothing more is read (a client quota's throttle)
+        self.muted_until_s = 0.0  # loop time until which nothing more is read (a client quota's throttle)
 
     def enter(self, phase: Phase) -> None:
         self.phase = phase
@@ -417,10 +417,12 @@ class KafkaServer:
         try:
             while True:
                 current[0] = None
-                if connection.muted_until:
+                if connection.muted_until_s:
                     await self._wait_muted(connection)
                 connection.enter(Phase.IDLE if pipeline.in_flight == 0 else Phase.BUSY)
                 first = await reader.readexactly(1)
+                if connection.muted_until_s:  # a pipelined Produce earned a throttle while we waited
+                    await self._wait_muted(connection)
                 connection.enter(Phase.ARRIVING)  # from the first byte on, the request must arrive in time
                 prefix = first + await reader.readexactly(3)
                 # The size is checked before any of the body is read: nothing is buffered for a frame
@@ -530,14 +532,15 @@ class KafkaServer:
 
     def _mute(self, connection: _Connection, throttle_ms: int) -> None:
         if throttle_ms > 0:
-            connection.muted_until = max(connection.muted_until, asyncio.get_running_loop().time() + throttle_ms / 1000)
+            connection.muted_until_s = max(connection.muted_until_s, asyncio.get_running_loop().time() + throttle_ms / 1000)
 
     async def _wait_muted(self, connection: _Connection) -> None:
-        connection.enter(Phase.BUSY)  # held by the broker: no idle or arrival deadline
+        # Idle while held: connections.max.idle.ms still closes a connection whose peer is gone.
+        connection.enter(Phase.IDLE)
         loop = asyncio.get_running_loop()
-        while (remaining := connection.muted_until - loop.time()) > 0:
+        while (remaining := connection.muted_until_s - loop.time()) > 0:
             await asyncio.sleep(remaining)
-        connection.muted_until = 0.0
+        connection.muted_until_s = 0.0
 
     # --- queued.max.request.bytes ---------------------------------------------------------
 

@@ -19,7 +19,7 @@ from diskless.client.admin_quotas import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
 )
-from diskless.client.errors import InvalidRequestError
+from diskless.client.errors import InvalidRequestError, UnsupportedVersionError
 
 ALICE = ClientQuotaEntity({USER: "alice"})
 ALICE_DEFAULT_CLIENT = ClientQuotaEntity({CLIENT_ID: None, USER: "alice"})
@@ -132,10 +132,12 @@ async def test_refusals_raise_kafkas_message_and_accepted_entities_are_applied(b
             ([of_type(IP), of_entity(USER, "alice")],
              "Invalid entity filter component combination, IP filter component should not be used with user or clientId filter component."),
             ([of_type(USER), of_default(USER)], "Entity type user cannot appear more than once in the filter."),
-            ([of_type("group")], "Invalid entity type group"),
         ]  # fmt: skip
         for components, message in filters:
             with pytest.raises(InvalidRequestError) as info:
                 await admin.describe_client_quotas(components)
             assert (info.value.message, info.value.context) == (message, {})
+        with pytest.raises(UnsupportedVersionError) as unsupported:  # an entity type Kafka does not know
+            await admin.describe_client_quotas([of_type("group")])
+        assert unsupported.value.message == "Custom entity type group not supported"
         assert await admin.describe_client_quotas() == {ALICE: {"producer_byte_rate": 1024.0}}

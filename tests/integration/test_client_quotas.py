@@ -138,7 +138,8 @@ def test_alterations_and_filters_kafka_refuses(broker, wire) -> None:
     assert describe(client, []) == (ErrorCode.none, None, {ALICE: {"request_percentage": 0.5}})
     assert describe(client, [("user", 0, None)]) == (invalid, "Request specified MATCH_TYPE_EXACT, but set match string to null", None)
     assert describe(client, [("user", 1, "x")]) == (invalid, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string", None)
-    assert describe(client, [("user", 7, None)]) == (invalid, "Unknown match type 7", None)
+    assert describe(client, [("user", 7, None)]) == (ErrorCode.unsupported_version, "Unknown match type 7", None)
+    assert describe(client, [("group", 2, None)]) == (ErrorCode.unsupported_version, "Custom entity type group not supported", None)
     assert describe(client, [("user", 2, None), ("user", 1, None)]) == (invalid, "Entity type user cannot appear more than once in the filter.", None)
     assert describe(client, [("ip", 2, None), ("user", 1, None)]) == (
         invalid, "Invalid entity filter component combination, IP filter component should not be used with user or clientId filter component.", None

@@ -147,5 +147,5 @@ def test_history_is_read_from_this_topics_marks_the_checkpoint_and_the_current_l
         return await epoch_starts(bucket, "t", 0, topic_id, log_dir, (6, 50))
 
     record_leader_epoch(log_dir, 1, 0)
-    record_leader_epoch(log_dir, 4, 44)  # the mark's start wins: what the bucket says was durable
-    assert asyncio.run(main()) == [(1, 0), (2, 10), (4, 30), (6, 50)]
+    record_leader_epoch(log_dir, 4, 44)  # this broker began epoch 4 above the mark: it kept a tail
+    assert asyncio.run(main()) == [(1, 0), (2, 10), (4, 44), (6, 50)]

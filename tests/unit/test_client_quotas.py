@@ -128,6 +128,14 @@ def test_ip_connection_rate_uses_the_ip_then_its_default_bounded_by_a_window() -
         quotas.record_ip_connection("10.0.0.1", 0)
     assert quotas.record_ip_connection("10.0.0.1", 0) == 1000  # at most one window
     assert [quotas.record_ip_connection("10.0.0.2", 0) for _ in range(5)] == [0] * 5
+    # Refused connections are not counted (as Kafka): the rate is the one admitted, over a second.
+    assert quotas._ip_rates["10.0.0.1"].measure(0) == 1.0
+
+
+def test_a_consumers_fetch_is_capped_at_what_its_rate_allows_over_the_windows() -> None:
+    quotas = quotas_of({(("client-id", "c"),): {"consumer_byte_rate": 1000.0}}, QuotaWindows(11, 1000, 11, 1000))
+    assert quotas.max_fetch_bytes("u", "c") == 10_000  # 1000 B/s x 10 whole windows of 1 s
+    assert quotas.max_fetch_bytes("u", "other") is None
 
 
 def test_mutation_quota_is_strict_only_from_kip_599_versions() -> None:
@@ -189,6 +197,9 @@ def test_entities_are_checked_and_sorted() -> None:
             entity_of(pairs)
         assert str(refused.value) == message
     assert entity_of([("ip", "::1")]) == (("ip", "::1"),)
+    # Kept as connections' addresses are compared.
+    assert entity_of([("ip", "2001:DB8:0::1")]) == (("ip", "2001:db8::1"),)
+    assert entity_of([("ip", "::ffff:10.0.0.1")]) == (("ip", "10.0.0.1"),)
 
 
 def test_alterations_set_remove_and_check_values() -> None:
@@ -236,7 +247,7 @@ def test_store_encoding_keeps_defaults_apart_from_names() -> None:
 def test_kip_219_versions_and_the_throttle_field() -> None:
     assert not client_throttles(0, 5) and client_throttles(0, 6)
     assert not client_throttles(1, 7) and client_throttles(1, 8)
-    assert client_throttles(48, 0)  # made after KIP-219
+    assert not client_throttles(48, 0) and client_throttles(43, 0)  # Kafka says it of some later APIs only
     response = fetch_v12.FetchResponse(throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=0, responses=())
     assert throttle_of(with_throttle(response, 1500)) == 1500
     assert with_throttle(None, 10) is None

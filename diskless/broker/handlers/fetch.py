@@ -24,7 +24,10 @@ from diskless.wire import FileRecords, Request
 from .. import metrics
 from ..api import BrokerApi, absent
 from ..errors import error_code_for
-from ..fetch_sessions import FINAL_EPOCH, answered
+from ..fetch_sessions import FINAL_EPOCH
+from ..quotas.client_quotas import user_of
+from ..quotas.entities import CONSUMER_BYTE_RATE
+from ..security.session import SESSION
 from ..partition import PartitionLeader
 from ..replica_reads import VIEW_MAX_AGE_S, BucketReplica, preferred_read_replica, transaction_free_prefix
 from ..responses import NO_THROTTLE, make, response_module
@@ -41,12 +44,15 @@ async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body.max_wait.total_seconds()
     max_bytes = getattr(body, "max_bytes", MAX_RESPONSE_BYTES)
+    if getattr(body, "replica_id", -1) < 0 and broker.client_quotas.has(CONSUMER_BYTE_RATE):
+        quota_bytes = broker.client_quotas.max_fetch_bytes(user_of(SESSION.get().principal), request.header.client_id or "")
+        max_bytes = max_bytes if quota_bytes is None else min(max_bytes, quota_bytes)
+    min_bytes = min(body.min_bytes, max_bytes)  # as Kafka, when a quota lowered max_bytes
     # KIP-227: a session's partitions are read, not only those this request names (fetch_sessions.py).
     context = broker.fetch_sessions.context(
         getattr(body, "session_id", 0), getattr(body, "session_epoch", FINAL_EPOCH), body.topics, getattr(body, "forgotten_topics_data", ()),
         broker.clock(),
     )  # fmt: skip
-    metrics.FETCH_SESSIONS.set(len(broker.fetch_sessions))
     if context.error is not ErrorCode.none:
         return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=context.error, session_id=0, responses=())
     # A partition this broker is opening holds the request rather than refusing it (opening_gate.py).
@@ -54,7 +60,7 @@ async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
     while True:
         topics, total_bytes, failed, waiting, polling = await _read(broker, body, context.reads, mod, max_bytes)
         remaining = deadline - loop.time()
-        if total_bytes >= body.min_bytes or failed or remaining <= 0 or not (waiting or polling):
+        if total_bytes >= min_bytes or failed or remaining <= 0 or not (waiting or polling):
             break
         wakes = [p.appended() for p in waiting]
         if polling:  # read from the bucket: nothing tells of new durable batches but a new look
@@ -64,8 +70,11 @@ async def handle_fetch(broker: BrokerApi, request: Request) -> Any:
             wakes[-1].cancel()
         if not done:
             break  # max_wait ran out and no high watermark moved: what was read stands (no second read of every partition)
-    responses = answered(context, topics, lambda topic, partitions: dataclasses.replace(topic, partitions=partitions))
-    return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=context.session_id, responses=responses)
+    responses, session_id = broker.fetch_sessions.answer(
+        context, topics, lambda topic, partitions: dataclasses.replace(topic, partitions=partitions), broker.clock()
+    )  # fmt: skip
+    metrics.FETCH_SESSIONS.set(len(broker.fetch_sessions))
+    return make(mod.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=session_id, responses=responses)
 
 
 async def _read(

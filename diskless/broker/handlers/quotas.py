@@ -1,6 +1,7 @@
 """DescribeClientQuotas (48) and AlterClientQuotas (49), KIP-546, as Kafka 4 answers them:
 DESCRIBE_CONFIGS, resp. ALTER_CONFIGS on the cluster or CLUSTER_AUTHORIZATION_FAILED; a bad
-filter, entity, key or value is INVALID_REQUEST with Kafka's message (quotas/entities.py);
+filter, entity, key or value is INVALID_REQUEST with Kafka's message, a filter of an unknown
+entity or match type UNSUPPORTED_VERSION (quotas/entities.py);
 a store that cannot be read or written is the error `error_code_for` maps it to.
 """
 
@@ -14,7 +15,7 @@ from diskless.wire import Request
 
 from ..api import BrokerApi
 from ..errors import error_code_for
-from ..quotas.entities import FilterComponent, InvalidQuota
+from ..quotas.entities import FilterComponent, InvalidQuota, UnsupportedQuotaFilter
 from ..responses import NO_THROTTLE, make, response_module
 from ..security import authorizer as acl
 
@@ -29,8 +30,8 @@ async def handle_describe_client_quotas(broker: BrokerApi, request: Request) -> 
         components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in body.components]
         try:
             found = broker.quota_configs.describe(components, body.strict)
-        except InvalidQuota as exc:
-            error, message = ErrorCode.invalid_request, str(exc)
+        except (InvalidQuota, UnsupportedQuotaFilter) as exc:
+            error, message = error_code_for(exc), str(exc)
         else:
             entries = tuple(
                 make(

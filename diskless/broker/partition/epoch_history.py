@@ -10,7 +10,10 @@ marks; its own leaderships are in its leader-epoch-checkpoint file (epoch_checkp
 which fills in. The current leadership is known to the leader itself.
 
 A mark that never landed (its leader died first) leaves its epoch out: the answer for the
-epoch before it is then a later start, never an earlier one. Every offset a consumer read at
+epoch before it is then a later start, never an earlier one. A mark is the durable end when
+its leadership began; a leader that kept the unacknowledged tail of its own previous
+leadership (acks=1 batches, resent to the bucket) began above it, at its log end: its own
+answers use that (and its checkpoint keeps it), another broker's later answers the mark. Every offset a consumer read at
 epoch E lies below the start of the next leadership (it read only durable records, and the
 next leader began at the durable end), so an answer from this history never reports a
 truncation that did not happen, which is what a consumer validating its position after a
@@ -60,7 +63,8 @@ async def epoch_starts(
         parsed = parse_epoch_key(info.key)
         if parsed is not None and (topic_id is None or parsed[2] == topic_id):
             starts[parsed[0]] = min(parsed[1], starts.get(parsed[0], parsed[1]))
-    for epoch, start in leader_epochs(log_dir):
-        starts.setdefault(epoch, start)
+    # This broker's own leaderships as it began them: above a mark's durable end when it kept the
+    # earlier leadership's tail (whose batches carry that earlier epoch).
+    starts.update(leader_epochs(log_dir))
     starts[current[0]] = current[1]
     return sorted((epoch, start) for epoch, start in starts.items() if epoch <= current[0])

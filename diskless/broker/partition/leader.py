@@ -109,9 +109,10 @@ class PartitionLeader:
         self._may_write = may_write  # false once this broker's session may have expired (cluster/membership.py)
         self._deleted_below = log_start_offset  # DeleteRecords and remote retention: nothing below is served
         self.high_watermark = min(high_watermark, log.log_end_offset)
-        # Where this leadership began (its epoch mark's offset) and, read once when first asked
-        # (OffsetForLeaderEpoch), where the earlier ones did (epoch_history.py).
-        self.epoch_start_offset = self.high_watermark
+        # Where this leadership began, as Kafka's leader epoch cache says it (the log end when it
+        # took the partition: a kept tail of the last leadership here is that one's, not this
+        # one's), and, read once when first asked (OffsetForLeaderEpoch), where the earlier ones did.
+        self.epoch_start_offset = log.log_end_offset
         self._epoch_starts: list[tuple[int, int]] | None = None
         # Batches appended, not yet durable: (their end offset, the writer's future), in order.
         self._in_flight: deque[tuple[int, asyncio.Future[None]]] = deque()

@@ -148,7 +148,19 @@ class ClientQuotas:
             rate = self._ip_rates[host] = Rate(self.windows.windows, self.windows.window_ms)
         rate.record(1.0, now_ms)
         self._expire(now_ms)
-        return min(rate.throttle_time_ms(values[CONNECTION_CREATION_RATE], now_ms), self.windows.window_ms)
+        throttle_ms = min(rate.throttle_time_ms(values[CONNECTION_CREATION_RATE], now_ms), self.windows.window_ms)
+        if throttle_ms > 0:
+            rate.record(-1.0, now_ms)  # as Kafka: a refused connection does not count, or a client retrying faster than its rate never gets in
+        return throttle_ms
+
+    def max_fetch_bytes(self, user: str, client_id: str) -> int | None:
+        """The most a consumer's Fetch may return under its consumer_byte_rate: what its rate
+        allows over all windows but the current one (Kafka's getMaxValueInQuotaWindow), so that
+        one response cannot earn a throttle of hours. None: no quota."""
+        found = self.bound(CONSUMER_BYTE_RATE, user, client_id) if CONSUMER_BYTE_RATE in self._keys else None
+        if found is None:
+            return None
+        return max(1, int(found[0] * (self.windows.windows - 1) * self.windows.window_ms / 1000))
 
     # --- controller mutations (KIP-599) -----------------------------------------------------------
 

@@ -28,8 +28,15 @@ class QuotaConfigs:
         self.quotas = quotas
         self._refresh_interval_ms = refresh_interval_ms
         self._task: asyncio.Task[None] | None = None
+        # One AlterClientQuotas or refresh at a time: an alteration reads an entity's values and
+        # writes them all back, and a refresh read before it must not put the old ones back.
+        self._changing = asyncio.Lock()
 
     async def load(self) -> None:
+        async with self._changing:
+            await self._load()
+
+    async def _load(self) -> None:
         configured = from_store(await self._store.list_resource_configs(RESOURCE_TYPE))
         if configured != self.quotas.configured:
             self.quotas.set_configured(configured)
@@ -60,8 +67,13 @@ class QuotaConfigs:
 
     async def alter(self, alterations: Sequence[Alteration], validate_only: bool) -> list[str | None]:
         """AlterClientQuotas: per alteration, None or why it was refused (INVALID_REQUEST).
-        The valid ones are written, each entity's whole set of values at once."""
-        await self.load()
+        The valid ones are written, each entity's whole set of values at once (two brokers
+        altering one entity at the same moment: the last write wins, keys of the other lost)."""
+        async with self._changing:
+            return await self._alter(alterations, validate_only)
+
+    async def _alter(self, alterations: Sequence[Alteration], validate_only: bool) -> list[str | None]:
+        await self._load()
         outcomes: list[str | None] = []
         changes: dict[Entity, dict[str, float]] = {}
         for pairs, ops in alterations:

@@ -9,8 +9,10 @@ authentication), `client-id`, or `ip` alone. Its configs are Kafka's quota keys:
                       request_percentage (double), controller_mutation_rate (double)
     ip                connection_creation_rate (int)
 
-Refusals are Kafka 4's (ClientQuotaControlManager, ClientQuotasImage.describe): every one is
-INVALID_REQUEST with Kafka's message, raised as `InvalidQuota`.
+Refusals are Kafka 4's (ClientQuotaControlManager, ClientQuotasImage.describe), with Kafka's
+messages: INVALID_REQUEST (`InvalidQuota`), or UNSUPPORTED_VERSION for a filter of an entity or
+match type Kafka does not know (`UnsupportedQuotaFilter`). An IP entity's name is kept as
+connections' addresses are compared (compressed IPv6, an IPv4-mapped address as IPv4).
 
 In the metadata store an entity is one resource of type "client-quota" whose name is the
 entity as compact JSON (`[["client-id",null],["user","alice"]]`, pairs sorted by type), so a
@@ -25,6 +27,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+
+from ..connection_limits import normalize_address
 
 RESOURCE_TYPE = "client-quota"
 
@@ -61,6 +65,10 @@ class InvalidQuota(ValueError):
     """An entity, a key, a value or a filter Kafka refuses with INVALID_REQUEST."""
 
 
+class UnsupportedQuotaFilter(ValueError):
+    """A filter of an entity type or match type Kafka does not know: UNSUPPORTED_VERSION."""
+
+
 def entity_of(pairs: Iterable[tuple[str, str | None]]) -> Entity:
     """The entity of AlterClientQuotas' (entity_type, entity_name) pairs, checked."""
     pairs = list(pairs)
@@ -74,13 +82,16 @@ def entity_of(pairs: Iterable[tuple[str, str | None]]) -> Entity:
             raise InvalidQuota(f"Duplicate {entity_type} entity in the client quota entity")
     if IP in types and len(types) > 1:
         raise InvalidQuota("Invalid quota entity combination, IP entity should not be combined with User or ClientId")
+    checked = []
     for entity_type, name in pairs:
         if entity_type == IP and name is not None:
             try:
                 ipaddress.ip_address(name)
             except ValueError:
                 raise InvalidQuota(f"{name} is not a valid IP address") from None
-    return tuple(sorted(pairs, key=lambda pair: pair[0]))
+            name = normalize_address(name)  # as connections' addresses are: 2001:DB8::1 is 2001:db8::1
+        checked.append((entity_type, name))
+    return tuple(sorted(checked, key=lambda pair: pair[0]))
 
 
 def keys_of(entity: Entity) -> Mapping[str, ValueType]:
@@ -126,14 +137,14 @@ def check_filter(components: Sequence[FilterComponent]) -> None:
     types = [c.entity_type for c in components]
     for component in components:
         if component.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
-            raise InvalidQuota(f"Unknown match type {component.match_type}")
+            raise UnsupportedQuotaFilter(f"Unknown match type {component.match_type}")
         if component.match_type == MATCH_EXACT and component.match is None:
             raise InvalidQuota("Request specified MATCH_TYPE_EXACT, but set match string to null")
         if component.match_type != MATCH_EXACT and component.match is not None:
             name = "MATCH_TYPE_DEFAULT" if component.match_type == MATCH_DEFAULT else "MATCH_TYPE_SPECIFIED"
             raise InvalidQuota(f"Request specified {name}, but also specified a match string")
         if component.entity_type not in (USER, CLIENT_ID, IP):
-            raise InvalidQuota(f"Invalid entity type {component.entity_type}")
+            raise UnsupportedQuotaFilter(f"Custom entity type {component.entity_type} not supported")
         if types.count(component.entity_type) > 1:
             raise InvalidQuota(f"Entity type {component.entity_type} cannot appear more than once in the filter.")
     if IP in types and len(types) > 1:
