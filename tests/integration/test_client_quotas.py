@@ -376,3 +376,32 @@ def test_kafka_python_and_aiokafka_under_quotas_lose_nothing(tmp_path, wire, cre
             assert f'kafka_network_requestmetrics_throttletime_seconds_count{{request="{api}"}}' in metrics
     finally:
         broker.close()
+
+
+def test_a_consumers_fetch_is_capped_by_its_byte_rate(tmp_path, wire, create_topic) -> None:
+    from hot_tier.records.header import iter_headers
+    from kio.schema.fetch.v12 import request as fetch_v12
+
+    broker = BrokerProcess(tmp_path / "data", *SHORT_WINDOWS).start()
+    try:
+        topic = create_topic(broker.bootstrap, partitions=1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+        for i in range(50):
+            producer.produce(topic, value=b"q" * 1000, partition=0)
+            producer.flush(30)  # one batch each
+        assert alter(wire(broker.bootstrap), [((("client-id", "capped"),), [("consumer_byte_rate", 1000.0, False)])]) == [(ErrorCode.none, None)]
+        request = fetch_v12.FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(milliseconds=100), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=(),
+            topics=(fetch_v12.FetchTopic(topic=topic, partitions=(fetch_v12.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),),
+        )  # fmt: skip
+        capped = wire(broker.bootstrap, client_id="capped").request(request)
+        free = wire(broker.bootstrap, client_id="free").request(request)
+        # 1000 B/s over the windows but one (one second here): one batch, the first, however large.
+        [[capped_records]] = [[p.records for p in t.partitions] for t in capped.responses]
+        [[free_records]] = [[p.records for p in t.partitions] for t in free.responses]
+        assert [h.base_offset for h in iter_headers(capped_records)] == [0]
+        assert [h.base_offset for h in iter_headers(free_records)] == list(range(50))
+        assert 0 < capped.throttle_time.total_seconds() < 2  # not hours, as 50 KB at 1 KB/s would earn
+    finally:
+        broker.close()
