@@ -250,6 +250,7 @@ class OutOfOrderSequence(Exception):
         super().__init__(f"producer {producer_id}: sequence {base_sequence} does not follow {last_sequence}")
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
         self.expected_sequence = expected_sequence
 
 
@@ -258,6 +259,7 @@ class UnknownProducerId(Exception):
         super().__init__(f"producer {producer_id} has no state here and its batch starts at sequence {base_sequence}, not 0")
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
         self.expected_sequence = 0
 
 

@@ -12,8 +12,13 @@ so the window is wider.
 
 So a gap that one of our own retriable refusals explains - the sequence that would follow is the
 base sequence of a batch of the same producer and epoch refused here moments ago - is answered
-with that refusal's error again: the producer retries both, in order. A gap nothing explains is
-still OUT_OF_ORDER_SEQUENCE_NUMBER.
+with that refusal's error again: the producer retries both, in order. So is a gap (or a
+producer not known yet) in a partition that another leadership held before and that began to
+be served here less than `SETTLING_MS` ago: the batches before it were in flight to the previous leader, which died or
+refused them, and are on their way again (a leader's process that was killed keeps no memory of
+what it refused); NOT_LEADER_OR_FOLLOWER makes the producer retry in order, where OUT_OF_ORDER
+would make librdkafka bump its epoch. A gap nothing explains, or one that lasts, is still
+OUT_OF_ORDER_SEQUENCE_NUMBER (UNKNOWN_PRODUCER_ID).
 
 Sans-IO: the caller passes the time. Only the event-loop task uses it.
 """
@@ -30,6 +35,7 @@ RETRIABLE_REFUSALS = frozenset({
     ErrorCode.not_enough_replicas, ErrorCode.kafka_storage_error, ErrorCode.request_timed_out,
 })  # fmt: skip
 
+SETTLING_MS = 5_000  # a leader change's retries arrive within a few retry backoffs (librdkafka's: at most 1 s)
 KEEP_MS = 60_000  # well past a producer's retry backoff (librdkafka's retry.backoff.max.ms: 1 s)
 MAX_KEPT = 10_000  # a bound whatever the number of producers; the oldest go first
 
@@ -67,3 +73,9 @@ class RefusedBatches:
         refused = self._refused
         while refused and (len(refused) > self.max_kept or next(iter(refused.values()))[1] < now_ms - self.keep_ms):
             refused.popitem(last=False)
+
+
+def settling(serving_since_ms: int, now_ms: int) -> bool:
+    """Whether a partition began to be served here so recently that a gap in a producer's
+    sequences is more likely batches still on their way from the previous leader."""
+    return now_ms - serving_since_ms < SETTLING_MS

@@ -553,6 +553,7 @@ class Registry:
             producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
             now_ms=self.clock(), stored=stored,
         )  # fmt: skip
+        self._leaders[(topic.name, index)].serving_since_ms = self.clock()
         if self.wal is not None:  # bucket readers then leave out what a leader fenced by this one wrote
             leader = self._leaders[(topic.name, index)]
             self.wal.epoch_marks.mark(topic.name, topic.topic_id, index, leader_epoch, leader.high_watermark, lambda: not leader.closed)

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from .conftest import WireClient
 from .test_cluster import DEADLINE_S, Cluster, cluster, leaders, moto_bucket, wait_until  # noqa: F401 (fixtures)
-from .test_idempotence_restart import idempotent_batch, init_producer_id, log_end_offset, produced
+from .test_idempotence_restart import idempotent_batch, init_producer_id, log_end_offset, once_settled, produced
 
 
 def test_a_retry_of_a_tiered_batch_is_a_duplicate_at_the_next_leader(cluster: Cluster) -> None:
@@ -51,7 +51,7 @@ def test_a_retry_of_a_tiered_batch_is_a_duplicate_at_the_next_leader(cluster: Cl
             time.sleep(0.05)  # the partition is still opening there: retry as a client would
         assert answer == (ErrorCode.none, 4)  # the retry: its first offset, nothing appended
         assert log_end_offset(client, topic) == 6
-        assert produced(client, topic, idempotent_batch(producer_id, 0, 9, [b"gap"]))[0] is ErrorCode.out_of_order_sequence_number
+        assert once_settled(lambda: produced(client, topic, idempotent_batch(producer_id, 0, 9, [b"gap"])))[0] is ErrorCode.out_of_order_sequence_number
         assert produced(client, topic, idempotent_batch(producer_id, 0, 6, [b"c"])) == (ErrorCode.none, 6)
         assert log_end_offset(client, topic) == 7
     finally:

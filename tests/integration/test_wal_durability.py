@@ -24,7 +24,7 @@ from hot_tier.records import decode_batches
 
 from .acked_writes import AckingProducer, account
 from .broker_process import BrokerProcess
-from .test_idempotence_restart import idempotent_batch, init_producer_id, log_end_offset, ms, produce, produced
+from .test_idempotence_restart import idempotent_batch, init_producer_id, log_end_offset, ms, once_settled, produce, produced
 from .test_tiering_reads import DEADLINE_S, BucketView, create_topic, moto, open_bucket  # noqa: F401
 
 PARTITIONS = 2
@@ -118,7 +118,7 @@ def test_a_segment_rolled_before_it_was_durable_keeps_its_producers_known_on_an_
         client = wire(broker.bootstrap)
         assert produced(client, topic, batches[1]) == (ErrorCode.none, 1)  # its retry: the first offset, nothing written
         assert log_end_offset(client, topic) == 10
-        assert produced(client, topic, idempotent_batch(quiet, 0, 3, [b"gap"]))[0] is ErrorCode.out_of_order_sequence_number
+        assert once_settled(lambda: produced(client, topic, idempotent_batch(quiet, 0, 3, [b"gap"])))[0] is ErrorCode.out_of_order_sequence_number
         assert produced(client, topic, idempotent_batch(quiet, 0, 2, [b"q2"])) == (ErrorCode.none, 10)
         assert values_from(client, topic, 0) == [(0, b"q0"), (1, b"q1"), *((o, b"b" * 40) for o in range(2, 10)), (10, b"q2")]
     finally:

@@ -47,3 +47,10 @@ def test_the_oldest_go_first_past_the_bound() -> None:
         refused.refused(T, P, PID, 0, sequence, ErrorCode.not_leader_or_follower, now_ms=sequence)
     assert len(refused) == 3
     assert [refused.explains(T, P, PID, 0, s, now_ms=5) for s in range(5)] == [None, None] + [ErrorCode.not_leader_or_follower] * 3
+
+
+def test_a_partition_settles_for_a_few_seconds_after_it_began_to_be_served() -> None:
+    from diskless.broker.refused_batches import SETTLING_MS, settling
+
+    assert settling(10_000, 10_000) and settling(10_000, 10_000 + SETTLING_MS - 1)
+    assert not settling(10_000, 10_000 + SETTLING_MS)

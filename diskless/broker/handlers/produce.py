@@ -13,7 +13,7 @@ from hot_tier.records import CorruptBatch, read_header
 
 from ..api import BrokerApi, absent
 from ..errors import DurabilityTimeout, OutOfOrderSequence, UnknownProducerId, error_code_for
-from ..refused_batches import RETRIABLE_REFUSALS
+from ..refused_batches import RETRIABLE_REFUSALS, settling
 from ..responses import NO_THROTTLE, make, response_module, timestamp
 from ..security.authorizer import IDEMPOTENT_WRITE, TOPIC, WRITE
 from . import transactions
@@ -130,6 +130,10 @@ def _append_all(
                         if earlier is not None:
                             error = earlier
                             message = f"{exc}: the batch from sequence {exc.expected_sequence} was refused here ({earlier.name}); send it first"
+                        elif partition.leader_epoch > 1 and exc.base_sequence > exc.expected_sequence and settling(partition.serving_since_ms, now):
+                            error = ErrorCode.not_leader_or_follower
+                            message = (f"{exc}: the partition is served here since {now - partition.serving_since_ms} ms; "
+                                       f"the batch from sequence {exc.expected_sequence} may be on its way from the previous leader")
                     else:
                         _remember_refusal(broker, topic_data.name, data.index, data.records, error, now)
                     if error is not ErrorCode.unknown_server_error:

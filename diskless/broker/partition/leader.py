@@ -113,6 +113,7 @@ class PartitionLeader:
         # took the partition: a kept tail of the last leadership here is that one's, not this
         # one's), and, read once when first asked (OffsetForLeaderEpoch), where the earlier ones did.
         self.epoch_start_offset = log.log_end_offset
+        self.serving_since_ms = 0  # when it began to serve (set by the registry once open)
         self._epoch_starts: list[tuple[int, int]] | None = None
         # Batches appended, not yet durable: (their end offset, the writer's future), in order.
         self._in_flight: deque[tuple[int, asyncio.Future[None]]] = deque()
