@@ -28,15 +28,9 @@ async def handle_list_offsets(broker: BrokerApi, request: Request) -> Any:
     for topic in request.body.topics:
         results = []
         for wanted in topic.partitions:
-            partition = broker.registry.leader(topic.name, wanted.partition_index)
-            error, found_offset, found_timestamp, epoch = ErrorCode.none, -1, -1, -1
-            if not broker.security.allowed(DESCRIBE, TOPIC, topic.name):
-                error = ErrorCode.topic_authorization_failed
-            elif partition is None:
-                error = absent(broker, topic.name, wanted.partition_index)
-            else:
-                epoch = partition.leader_epoch
-                error = _check_leader_epoch(getattr(wanted, "current_leader_epoch", -1), epoch)
+            partition, error = _described_leader(broker, topic.name, wanted.partition_index, getattr(wanted, "current_leader_epoch", -1))
+            found_offset, found_timestamp = -1, -1
+            epoch = partition.leader_epoch if partition is not None else -1
             if error is ErrorCode.none:
                 try:
                     found = await _list_offset(partition, wanted.timestamp, getattr(request.body, "isolation_level", 0))
@@ -114,14 +108,8 @@ async def handle_offset_for_leader_epoch(broker: BrokerApi, request: Request) ->
     for topic in request.body.topics:
         results = []
         for wanted in topic.partitions:
-            partition = broker.registry.leader(topic.topic, wanted.partition)
-            error, epoch, end_offset = ErrorCode.none, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-            if not broker.security.allowed(DESCRIBE, TOPIC, topic.topic):
-                error = ErrorCode.topic_authorization_failed
-            elif partition is None:
-                error = absent(broker, topic.topic, wanted.partition)
-            else:
-                error = _check_leader_epoch(wanted.current_leader_epoch, partition.leader_epoch)
+            partition, error = _described_leader(broker, topic.topic, wanted.partition, wanted.current_leader_epoch)
+            epoch, end_offset = UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
             if error is ErrorCode.none:
                 try:
                     starts = await partition.epoch_starts()
@@ -132,3 +120,14 @@ async def handle_offset_for_leader_epoch(broker: BrokerApi, request: Request) ->
             results.append(make(mod.EpochEndOffset, error_code=error, partition=wanted.partition, leader_epoch=epoch, end_offset=end_offset))
         topics.append(make(mod.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(results)))
     return make(mod.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _described_leader(broker: BrokerApi, topic: str, index: int, current_leader_epoch: int) -> tuple[PartitionLeader | None, ErrorCode]:
+    """The partition's leader here and the error a request about it gets first: DESCRIBE on the
+    topic, a leader here (`absent`), the current leader epoch (KIP-320)."""
+    if not broker.security.allowed(DESCRIBE, TOPIC, topic):
+        return None, ErrorCode.topic_authorization_failed
+    partition = broker.registry.leader(topic, index)
+    if partition is None:
+        return None, absent(broker, topic, index)
+    return partition, _check_leader_epoch(current_leader_epoch, partition.leader_epoch)
