@@ -33,8 +33,11 @@ calls them (no locks).
   connections. Bodies are read in chunks of at most READ_CHUNK_BYTES, each counted before it
   is read, and reading waits while the count is at or above the bound (Kafka's non-strict
   memory pool): so an unfinished frame costs what was sent of it, not what its size prefix
-  claims, and the bytes held stay below the bound plus one chunk per connection. -1: no bound
-  (Kafka's default; ours is finite, see config.py).
+  claims, and the bytes held stay below the bound plus one chunk per connection. One
+  exception, so that some request always progresses (as in Kafka's pool, which counts a
+  request whole): when every request holding counted bytes waits, one of them reads on past
+  the bound (by at most socket.request.max.bytes). -1: no bound (Kafka's default; ours is
+  finite, see config.py).
 - `request_arrival_timeout_ms` (no Kafka name; Kafka relies on idle expiry): once the first
   byte of a request has arrived, the rest of it must arrive within this time, counted again
   from the moment the broker lets the body be read if it had to wait for memory.
@@ -268,26 +271,48 @@ READ_CHUNK_BYTES = 64 * 1024
 
 
 class QueuedRequestBytes:
-    """Bytes of requests read and not yet answered, bounded by queued.max.request.bytes."""
+    """Bytes of requests read and not yet answered, bounded by queued.max.request.bytes; and
+    how many requests hold some (holders), how many of those wait to read more."""
 
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
         self.used_bytes = 0
+        self.holders = 0
+        self.waiting_holders = 0
 
     def has_room(self) -> bool:
-        """May one more chunk be read? (The last one may pass the bound by up to a chunk.)"""
+        """Below the bound? (The last chunk read may pass it by up to a chunk.)"""
         return self.limit_bytes < 0 or self.used_bytes < self.limit_bytes
+
+    def may_read(self, holding: bool) -> bool:
+        """May a request read its next chunk (`holding`: it holds counted bytes already, and
+        is not counted as waiting)? Below the bound, yes. At it, only a holder while every
+        other holder waits: else each would wait for the others to finish, and none would."""
+        return self.has_room() or (holding and self.waiting_holders == self.holders - 1)
+
+    def may_progress(self) -> bool:
+        """Would a waiter be let through now (to wake them after bytes came back)?"""
+        return self.has_room() or (self.holders > 0 and self.waiting_holders == self.holders)
 
     def chunks(self, size_bytes: int) -> list[int]:
         """The sizes in which a body of `size_bytes` is counted and read."""
         full, rest = divmod(size_bytes, READ_CHUNK_BYTES)
         return [READ_CHUNK_BYTES] * full + ([rest] if rest else [])
 
-    def take(self, size_bytes: int) -> None:
+    def waits(self, holding: bool, waiting: bool = True) -> None:
+        """A request begins (or ends) waiting to read; only holders are counted."""
+        if holding:
+            self.waiting_holders += 1 if waiting else -1
+
+    def take(self, size_bytes: int, first: bool = False) -> None:
+        """Count a chunk read; `first`: the request's first, which makes it a holder."""
         self.used_bytes += size_bytes
+        self.holders += first
 
     def give(self, size_bytes: int) -> None:
+        """A request that held `size_bytes` (all it took) was answered or gave up."""
         self.used_bytes -= size_bytes
+        self.holders -= 1
 
 
 class Phase(enum.Enum):

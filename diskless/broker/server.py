@@ -546,17 +546,24 @@ class KafkaServer:
 
     async def _read_body(self, reader: asyncio.StreamReader, size: int, connection: _Connection, taken: list[int]) -> bytes:
         """The `size` bytes of a request body, each chunk counted before it is read; waits
-        while the bytes queued across connections are at queued.max.request.bytes."""
+        while the bytes queued across connections are at queued.max.request.bytes, unless
+        this request already holds some and every other one that does waits too (then none
+        would ever finish and give bytes back; QueuedRequestBytes.may_read)."""
         parts: list[bytes] = []
         for chunk in self._queued.chunks(size):
-            if not self._queued.has_room():
+            holding = taken[0] > 0
+            if not self._queued.may_read(holding):
                 connection.enter(Phase.WAITING)
-                while not self._queued.has_room():
+                while not self._queued.may_read(holding):
                     assert self._room is not None
                     self._room.clear()
-                    await self._room.wait()
+                    self._queued.waits(holding)
+                    try:
+                        await self._room.wait()
+                    finally:
+                        self._queued.waits(holding, False)
                 connection.enter(Phase.ARRIVING)  # the sender was not late while we held it back
-            self._queued.take(chunk)
+            self._queued.take(chunk, first=not holding)
             taken[0] += chunk
             parts.append(await reader.readexactly(chunk))
         return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -564,7 +571,7 @@ class KafkaServer:
     def _give_request_bytes(self, size: int) -> None:
         if size:
             self._queued.give(size)
-            if self._room is not None and self._queued.has_room():
+            if self._room is not None and self._queued.may_progress():
                 self._room.set()
 
     async def _send(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:

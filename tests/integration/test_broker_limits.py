@@ -299,6 +299,35 @@ def test_a_slow_sender_is_cut_after_the_deadline_while_a_client_works(start_brok
     assert broker.process is not None and broker.process.poll() is None
 
 
+def test_requests_past_queued_max_request_bytes_wait_and_all_are_answered(start_broker) -> None:
+    """Five clients each send most of a 400 KiB request, then the rest, against a bound of
+    1 MiB: the broker reads some while the others wait, and answers every one, then a new
+    client too (counted in chunks, the five could hold the bound between them, all waiting,
+    and no request would ever be answered again)."""
+    broker = start_broker("--queued-max-request-bytes", str(2**20))
+    frames = [
+        encode_request(7, "limits", api_versions_v3.ApiVersionsRequest(client_software_name="a" * (400 * 1024), client_software_version="1"))
+        for _ in range(5)
+    ]  # fmt: skip
+    head = 300 * 1024
+    senders = [connect_answered(broker) for _ in frames]
+    try:
+        for sock, frame in zip(senders, frames, strict=True):
+            sock.sendall(frame[:head])
+        threads = [threading.Thread(target=sock.sendall, args=(frame[head:],), daemon=True) for sock, frame in zip(senders, frames, strict=True)]
+        for thread in threads:
+            thread.start()
+        assert [read_answer(sock) for sock in senders] == [ErrorCode.none] * 5
+        for thread in threads:
+            thread.join(DEADLINE_S)
+        with connect(broker) as late:
+            assert answers(late)
+    finally:
+        for sock in senders:
+            sock.close()
+    assert broker.process is not None and broker.process.poll() is None
+
+
 @pytest.mark.slow
 def test_two_thousand_idle_connections_with_1024_descriptors(start_broker) -> None:
     broker = start_broker(nofile=1024)

@@ -61,6 +61,31 @@ def test_queued_bytes_are_counted_in_chunks_and_pause_at_the_bound() -> None:
     assert queued.has_room()
 
 
+def test_at_the_bound_the_last_holder_not_waiting_reads_on() -> None:
+    """Three requests hold the bound between them: two wait, so the third may read on; once it
+    waits too, none could finish, so one waiter is let through (and only one)."""
+    queued = QueuedRequestBytes(limit_bytes=3 * READ_CHUNK_BYTES)
+    for _ in range(3):
+        queued.take(READ_CHUNK_BYTES, first=True)
+    assert (queued.holders, queued.has_room()) == (3, False)
+    assert not queued.may_read(holding=False)  # a new request waits for room
+    assert not queued.may_read(holding=True)  # two others read on: they will give bytes back
+    queued.waits(holding=True)
+    queued.waits(holding=True)
+    assert queued.may_read(holding=True) and not queued.may_progress()
+    queued.waits(holding=True)  # the third waits as well: a waiter must be let through
+    assert queued.may_progress()
+    queued.waits(holding=True, waiting=False)  # the first woken stops waiting and reads on
+    assert queued.may_read(holding=True)
+    queued.waits(holding=True, waiting=False)  # a second woken finds it reading
+    assert not queued.may_read(holding=True)
+    queued.waits(holding=True)
+    queued.take(READ_CHUNK_BYTES)
+    queued.give(2 * READ_CHUNK_BYTES)  # it was answered: room again, for everyone
+    assert (queued.holders, queued.used_bytes) == (2, 2 * READ_CHUNK_BYTES)
+    assert queued.may_progress() and queued.may_read(holding=False)
+
+
 def test_no_bound_with_minus_one() -> None:
     queued = QueuedRequestBytes(limit_bytes=-1)
     queued.take(10**12)
