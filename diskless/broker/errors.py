@@ -192,6 +192,14 @@ class InvalidRecord(Exception):
     pass
 
 
+class InvalidTimestamp(Exception):
+    """INVALID_TIMESTAMP, with (index in the batch, why) per record refused (KIP-467)."""
+
+    def __init__(self, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__("One or more records have been rejected due to invalid timestamp")
+        self.record_errors = record_errors
+
+
 class TransactionsUnsupported(Exception):
     def __init__(self) -> None:
         super().__init__("transactional produce is not supported by this broker")
@@ -307,6 +315,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (InvalidQuota, ErrorCode.invalid_request),
     (UnsupportedQuotaFilter, ErrorCode.unsupported_version),
     (InvalidRecord, ErrorCode.invalid_record),
+    (InvalidTimestamp, ErrorCode.invalid_timestamp),
     (LocalDiskFull, ErrorCode.kafka_storage_error),
     (NotLeaderOrFollower, ErrorCode.not_leader_or_follower),
     (WalBackpressure, ErrorCode.not_enough_replicas),  # retriable: nothing was appended

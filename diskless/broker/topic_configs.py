@@ -25,9 +25,9 @@ behaviour the broker cannot offer refuse any other value than the one it honours
 delete, compact or both (compaction/: compacted topics keep their segments on local disk for
 now, whatever remote.storage.enable says).
 Configs accepted but not acted on yet: compression.*.level (recompression uses each codec's
-default level), message.timestamp.before/after.max.ms (not enforced on produce), and those
-that have no meaning without replicas (min.insync.replicas, unclean.leader.election.enable,
-*.replication.throttled.replicas, preallocate, segment.jitter.ms).
+default level), and those that have no meaning without replicas (min.insync.replicas,
+unclean.leader.election.enable, *.replication.throttled.replicas, preallocate,
+segment.jitter.ms).
 """
 
 from __future__ import annotations
@@ -183,8 +183,8 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
         ConfigDef("local.retention.ms", "0", ConfigType.LONG, "With tiering, how long segments stay on local disk once in the bucket (0: drop at once; -2: retention.ms).", _long_at_least(-2), "log.local.retention.ms"),
         ConfigDef("max.compaction.lag.ms", str(LONG_MAX), ConfigType.LONG, "Longest a record of a compacted topic stays uncompacted.", _long_at_least(1), "log.cleaner.max.compaction.lag.ms"),
         ConfigDef("max.message.bytes", "1048588", ConfigType.INT, "Largest record batch the broker accepts for this topic (after recompression).", _int_at_least(0), "message.max.bytes"),
-        ConfigDef("message.timestamp.after.max.ms", "3600000", ConfigType.LONG, "How far ahead of the broker's clock a CreateTime timestamp may be (accepted; not enforced yet).", _long_at_least(0), "log.message.timestamp.after.max.ms"),
-        ConfigDef("message.timestamp.before.max.ms", str(LONG_MAX), ConfigType.LONG, "How far behind the broker's clock a CreateTime timestamp may be (accepted; not enforced yet).", _long_at_least(0), "log.message.timestamp.before.max.ms"),
+        ConfigDef("message.timestamp.after.max.ms", "3600000", ConfigType.LONG, "How far ahead of the broker's clock a CreateTime timestamp may be; produce refuses a record past it (INVALID_TIMESTAMP).", _long_at_least(0), "log.message.timestamp.after.max.ms"),
+        ConfigDef("message.timestamp.before.max.ms", str(LONG_MAX), ConfigType.LONG, "How far behind the broker's clock a CreateTime timestamp may be; produce refuses a record past it (INVALID_TIMESTAMP).", _long_at_least(0), "log.message.timestamp.before.max.ms"),
         ConfigDef("message.timestamp.type", "CreateTime", ConfigType.STRING, "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append.", _one_of("CreateTime", "LogAppendTime"), "log.message.timestamp.type"),
         ConfigDef("min.cleanable.dirty.ratio", "0.5", ConfigType.DOUBLE, "Share of a compacted log not yet cleaned that triggers a cleaning.", _ratio, "log.cleaner.min.cleanable.ratio"),
         ConfigDef("min.compaction.lag.ms", "0", ConfigType.LONG, "Shortest a record of a compacted topic stays uncompacted.", _long_at_least(0), "log.cleaner.min.compaction.lag.ms"),

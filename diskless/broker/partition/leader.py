@@ -56,6 +56,7 @@ from .epoch_history import epoch_starts
 from .producer_snapshots import drop_snapshots_above, load_producer_state, published_state, snapshot_after, to_published
 from .producer_snapshots import write_producer_snapshot
 from .rules import PartitionRules
+from .timestamps import check_timestamps
 
 logger = logging.getLogger(__name__)
 
@@ -298,6 +299,8 @@ class PartitionLeader:
             raise RecordTooLarge(header.size_bytes, rules.max_message_bytes)
         if header.is_transactional:
             self._check_transactional(header, verify)
+        if not rules.log_append_time:
+            check_timestamps(records, header, now_ms, *rules.timestamp_bounds)
         if rules.compaction is not None:  # only compacted topics decode records on produce
             check_keys(records, header, self.topic, self.index)
         if header.has_producer_id:

@@ -24,6 +24,8 @@ class PartitionRules:
     # compacts them once they are in the bucket, whose copies the cleaned ones then replace
     # (compaction/bucket.py); `compact` alone retains everything.
     compaction: CompactionRules | None = None
+    # message.timestamp.before.max.ms / after.max.ms: CreateTime timestamps refused past them (timestamps.py).
+    timestamp_bounds: tuple[int, int] = (2**63 - 1, 2**63 - 1)
 
     @classmethod
     def from_configs(cls, configs: dict[str, str]) -> PartitionRules:
@@ -41,6 +43,7 @@ class PartitionRules:
             local_retention=(retention[0] if local_ms == -2 else local_ms, retention[1] if local_bytes == -2 else local_bytes),
             compression_type=configs.get("compression.type", "producer"),
             compaction=compaction,
+            timestamp_bounds=(int(configs["message.timestamp.before.max.ms"]), int(configs["message.timestamp.after.max.ms"])),
         )
 
     def log_config(self, configs: dict[str, str]) -> LogConfig:
