@@ -5,6 +5,8 @@ the step timing of request_percentage."""
 
 from __future__ import annotations
 
+import math
+
 import asyncio
 import datetime
 
@@ -212,6 +214,9 @@ def test_alterations_set_remove_and_check_values() -> None:
         ([("producer_byte_rate", 2.5, False)], "Configuration producer_byte_rate must be a Long value"),
         ([("controller_mutation_rate", 0.0, False)], "Configuration controller_mutation_rate must be greater than 0, not 0"),
         ([("connection_creation_rate", 1.0, False)], "Invalid configuration key connection_creation_rate"),
+        ([("producer_byte_rate", math.nan, False)], "Configuration producer_byte_rate must be a finite number, not nan"),
+        ([("consumer_byte_rate", math.inf, False)], "Configuration consumer_byte_rate must be a finite number, not inf"),
+        ([("request_percentage", math.inf, False)], "Configuration request_percentage must be a finite number, not inf"),
     ]:
         with pytest.raises(InvalidQuota) as refused:
             altered(entity, {}, ops)

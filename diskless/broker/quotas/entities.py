@@ -22,6 +22,8 @@ as text.
 
 from __future__ import annotations
 
+import math
+
 import ipaddress
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -109,6 +111,8 @@ def altered(entity: Entity, current: Mapping[str, float], ops: Iterable[tuple[st
         if remove:
             updated.pop(key, None)
             continue
+        if not math.isfinite(value):
+            raise InvalidQuota(f"Configuration {key} must be a finite number, not {value}")
         if value_type is not ValueType.DOUBLE and (value != int(value) or abs(value) >= 2**63):
             raise InvalidQuota(f"Configuration {key} must be {value_type.value} value")
         if value_type is ValueType.INT and value > 2**31 - 1:
