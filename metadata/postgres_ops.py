@@ -299,8 +299,6 @@ async def commit_offsets_at_once(
     is at its epoch (CTE `s`, FOR SHARE as `_check_coordinator`) and every (topic, partition)
     exists, none otherwise. Returns whether it wrote them; when it did not, the caller runs
     `commit_offsets`, which finds the typed error to raise."""
-    for o in offsets:
-        check_offset(o.topic, o.partition, o.offset)
     # The last commit of a partition within one request wins, as in `commit_offsets`.
     latest = {(o.topic, o.partition): o for o in offsets}
     rows = list(latest.values())
@@ -332,8 +330,6 @@ async def commit_offsets_at_once(
 async def commit_offsets(
     conn: Conn, group_id: str, offsets: Sequence[CommittedOffset], coordinator: tuple[int, int] | None = None
 ) -> None:
-    for o in offsets:
-        check_offset(o.topic, o.partition, o.offset)
     await _check_coordinator(conn, coordinator)
     topics: dict[str, tuple[uuid.UUID, int]] = {}
     rows = []

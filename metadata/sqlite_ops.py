@@ -281,8 +281,6 @@ def commit_offsets(
     conn: sqlite3.Connection, group_id: str, offsets: Iterable[CommittedOffset], coordinator: tuple[int, int] | None = None
 ) -> None:
     offsets = list(offsets)
-    for o in offsets:
-        check_offset(o.topic, o.partition, o.offset)
     with _write(conn):
         _check_coordinator(conn, coordinator)
         topics: dict[str, tuple[str, int]] = {}

@@ -129,7 +129,8 @@ class MetadataStore(Protocol):
         self, group_id: str, offsets: Iterable[CommittedOffset], coordinator: tuple[int, int] | None = None
     ) -> None:
         """OffsetCommit: store all of them or none. A later commit of the same partition
-        replaces the earlier one. Raises UnknownTopic, UnknownTopicOrPartition, InvalidOffset,
+        replaces the earlier one. An offset may be negative, as Kafka keeps whatever a client
+        commits (-1 reads back as "no position"). Raises UnknownTopic, UnknownTopicOrPartition,
         CoordinatorFenced."""
         ...
 

@@ -346,9 +346,10 @@ async def test_commit_offsets_is_all_or_nothing(store: MetadataStore) -> None:
         await store.commit_offsets("g", [offset(topic, 0, 50), offset(topic, 1, 50), offset(topic, 2, 50)])
     with pytest.raises(UnknownTopic):
         await store.commit_offsets("g", [offset(topic, 1, 60), offset(name(), 0, 60)])
-    with pytest.raises(InvalidOffset):
-        await store.commit_offsets("g", [offset(topic, 1, 70), offset(topic, 0, -1)])
     assert await store.fetch_offsets("g") == [offset(topic, 0, 1)]
+    # Negative offsets are kept as given, as Kafka keeps them.
+    await store.commit_offsets("g", [offset(topic, 1, 70), offset(topic, 0, -1)])
+    assert await store.fetch_offsets("g") == [offset(topic, 0, -1), offset(topic, 1, 70)]
 
 
 async def test_delete_offsets_and_groups(store: MetadataStore) -> None:
