@@ -29,8 +29,11 @@ once it lost the partition's leadership.
 KIP-848 groups' state is in the store too (`_load`, `_persist`): written before the answer
 to each heartbeat that changed it, fenced by the coordinator slot as offsets are, and read
 back when a coordinator first meets the group (after a restart or a slot move), so members go
-on at their epochs and no partition has two owners across the move. A classic group's Stable
-generation is kept in the same row (`_store_classic`, group/classic_snapshot.py), written
+on at their epochs and no partition has two owners across the move. An Empty consumer group
+keeps its row (its type and epochs), as Kafka keeps its ConsumerGroupMetadata record, until
+it is deleted: DeleteGroups, a classic member taking it over (`join_group`), or the offsets
+expiry finding it with no offsets left (Kafka's cleanupGroupMetadata). A classic group's
+Stable generation is kept in the same row (`_store_classic`, group/classic_snapshot.py), written
 before the answers of the call that made it, so its members heartbeat on at a new coordinator
 without a rebalance; a failed write is only logged (the in-memory group stays right here, and
 a coordinator taking it up from an older generation makes its members rejoin).
@@ -169,7 +172,12 @@ class Groups:
         if self.consumer.is_consumer_group(group_id):
             if not self.consumer.is_empty(group_id):
                 return JoinGroupResponse(error_code=ErrorCode.inconsistent_group_protocol, member_id=request["member_id"])
-            self.consumer.delete_group(group_id)  # offline downgrade: offsets stay
+            self.consumer.delete_group(group_id)  # offline downgrade: offsets stay, its stored state goes
+            error = await self._persist(group_id)
+            if error is not None:  # the store still holds the consumer group: the member tries again
+                return JoinGroupResponse(error_code=error, member_id=request["member_id"])
+            if self.consumer.is_consumer_group(group_id):  # a member of the new protocol made it anew meanwhile
+                return JoinGroupResponse(error_code=ErrorCode.inconsistent_group_protocol, member_id=request["member_id"])
             log.info("consumer group %s, empty, converted to a classic group", group_id)
         outcome = self.coordinator.join_group(**request, now_ms=self.clock())
         response = await self._settle(outcome, group_id)
@@ -365,9 +373,9 @@ class Groups:
                          group_id, len(self.consumer.groups[group_id].members), self.consumer.groups[group_id].group_epoch)  # fmt: skip
 
     async def _persist(self, group_id: str) -> ErrorCode | None:
-        """Write the group's state if it changed (a group without members has no row), before
-        the caller answers. On failure the group is dropped here, to be read again from what
-        the store holds, and the error for the caller's answer is returned: NOT_COORDINATOR
+        """Write the group's state if it changed (a group deleted here has its row deleted),
+        before the caller answers. On failure the group is dropped here, to be read again from
+        what the store holds, and the error for the caller's answer is returned: NOT_COORDINATOR
         when the slot moved on, COORDINATOR_NOT_AVAILABLE when the store failed. A heartbeat
         that changed nothing is answered at once: what it answers was written before."""
         if not self.consumer.changed(group_id):
@@ -453,13 +461,18 @@ class Groups:
         """ListGroups, sorted by group id; both filters match case-insensitively, and a group
         known only by its offsets is a classic one (as Kafka loads it)."""
         states, types = tuple(states_filter), tuple(types_filter)
-        for group_id in await self.store.list_consumer_groups():  # as Kafka lists its slots' groups, loaded or not
+        stored = await self.store.list_consumer_groups()
+        for group_id in stored:  # as Kafka lists its slots' groups, loaded or not
             try:
                 await self._load(group_id, strict=False)
             except NotGroupCoordinator:
                 pass  # its slot moved meanwhile: listed by the next coordinator
         known = {g.group_id for g in self.coordinator.list_groups()} | set(self.consumer.groups)
-        with_offsets = await self.store.list_groups_with_offsets()
+        # A stored group not taken up here (its slot not, or not yet, coordinated here: the
+        # moment after a restart or a slot move) is not the classic Empty group its offsets
+        # alone would make it: its coordinator lists it once it has read it.
+        untaken = {g for g in stored if g not in known and g not in self._absent}
+        with_offsets = [g for g in await self.store.list_groups_with_offsets() if g not in untaken]
         if types and "classic" not in {t.lower() for t in types}:
             with_offsets = []
         return listed_with_offsets(
@@ -639,6 +652,7 @@ class Groups:
                 removed += await self.store.expire_group_offsets(group_id, cutoff, self._fence(group_id))
             except CoordinatorFenced as exc:  # the slot moved on: the next coordinator expires them
                 log.info("expiring the offsets of group %s fenced: %s", group_id, exc)
+        await self._delete_empty_consumer_groups(coordinates)
         # Forget what no longer decides anything: groups without offsets, members seen too long ago.
         listed = set(groups)
         self._coordinated_since_ms = {g: t for g, t in self._coordinated_since_ms.items() if g in listed}
@@ -646,6 +660,19 @@ class Groups:
         if removed:
             log.info("expired %d committed offsets older than offsets.retention.minutes", removed)
         return removed
+
+    async def _delete_empty_consumer_groups(self, coordinates: Callable[[str], bool]) -> None:
+        """Kafka's cleanupGroupMetadata: a consumer group coordinated here that has no members
+        and no committed offsets (never had any, or all expired) is deleted, its stored state
+        with it. A member joining meanwhile keeps it (`delete_group` refuses, or its heartbeat
+        writes the group again after the delete)."""
+        if not self.consumer.groups:
+            return
+        with_offsets = set(await self.store.list_groups_with_offsets())
+        empty = [g for g in self.consumer.groups if coordinates(g) and self.consumer.is_empty(g) and g not in with_offsets]
+        for group_id in empty:
+            if self.consumer.delete_group(group_id) is ErrorCode.none and await self._persist(group_id) is None:
+                log.info("consumer group %s, empty and without committed offsets, deleted", group_id)
 
 
 def consumer_subscription(metadata: bytes) -> set[str]:

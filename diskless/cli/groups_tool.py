@@ -1,7 +1,12 @@
 """`diskless groups list|describe|reset-offsets|delete`: consumer groups and their lag, as
 `kafka-consumer-groups.sh --list / --describe / --reset-offsets / --delete` show them, through
-the Kafka protocol (ListGroups, DescribeGroups, OffsetFetch, ListOffsets, OffsetCommit), so they
-work against any broker.
+the Kafka protocol (ListGroups, ConsumerGroupDescribe, DescribeGroups, OffsetFetch, ListOffsets,
+OffsetCommit), so they work against any broker.
+
+A group is described as Kafka's AdminClient.describeConsumerGroups does for the tool: with
+ConsumerGroupDescribe (KIP-848 groups, `group.protocol=consumer`), and with DescribeGroups
+when the coordinator answers GROUP_ID_NOT_FOUND (a classic group, or none) or does not speak
+ConsumerGroupDescribe. DescribeGroups alone calls a KIP-848 group Dead.
 
 `describe` prints, per partition the group committed or is assigned, Kafka's columns:
 
@@ -9,6 +14,11 @@ work against any broker.
 
 LOG-END-OFFSET is what ListOffsets(latest) answers, the high watermark (what a consumer can
 reach), and LAG is LOG-END-OFFSET minus CURRENT-OFFSET; "-" where there is no committed offset.
+`describe --members` prints one line per member (GROUP CONSUMER-ID [GROUP-INSTANCE-ID] HOST
+CLIENT-ID #PARTITIONS, and with --verbose Kafka 4's CURRENT-EPOCH CURRENT-ASSIGNMENT
+TARGET-EPOCH TARGET-ASSIGNMENT, assignments as `topic:0,1;other:2`), `describe --state` one
+line per group (GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS, and with --verbose
+GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH before #MEMBERS); epochs are "-" for classic groups.
 
 `reset-offsets` follows Kafka's ConsumerGroupCommand: it is refused unless the group is Empty or
 Dead (no active members), it is a dry run unless `--execute` is given, and it prints the plan as
@@ -24,10 +34,13 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from diskless.client import Admin, KafkaError, TopicPartition
+from diskless.client.errors import GroupIdNotFoundError, UnsupportedByBroker, UnsupportedVersionError
+from diskless.client.structs import BrokerInfo
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
@@ -38,6 +51,7 @@ DRY_RUN_WARNING = (
     "and want to keep the current default behavior without prompting."
 )
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 
 
 def add_commands(commands: Any) -> None:
@@ -48,6 +62,12 @@ def add_commands(commands: Any) -> None:
         "describe", help="per partition: committed offset, log end offset, lag and member (like kafka-consumer-groups --describe)"
     )
     describe.add_argument("group", nargs="+")
+    view = describe.add_mutually_exclusive_group()
+    view.add_argument("--offsets", action="store_true", help="per partition: offsets, lag and member (the default)")
+    view.add_argument("--members", action="store_true", help="per member: host, client id and number of partitions")
+    view.add_argument("--state", action="store_true", help="per group: coordinator, assignment strategy, state and number of members")
+    describe.add_argument("--verbose", action="store_true",
+                          help="with --members: member epochs, current and target assignments; with --state: group epochs")  # fmt: skip
     delete = actions.add_parser("delete", help="delete groups without members and their committed offsets")
     delete.add_argument("group", nargs="+")
     reset = actions.add_parser(
@@ -117,7 +137,7 @@ def _topic_partitions(spec: str) -> tuple[str, list[int] | None]:
 async def _reset_offsets(args: argparse.Namespace, bootstrap: str) -> int:
     group = args.group
     async with Admin(bootstrap_servers=bootstrap) as admin:
-        state = (await admin.describe_groups([group]))[group].state
+        state = (await _described(admin, group)).state
         if state not in ("Empty", "Dead", ""):
             print(f"\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.",
                   file=sys.stderr)  # fmt: skip
@@ -163,38 +183,135 @@ async def _new_offsets(admin: Admin, args: argparse.Namespace, topic: str, parti
     return {TopicPartition(topic, p): offset for p, offset in chosen.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class _Member:
+    member_id: str
+    group_instance_id: str | None
+    host: str
+    client_id: str
+    assignment: tuple[TopicPartition, ...]
+    member_epoch: int | None = None  # the rest: KIP-848 members only
+    target_assignment: tuple[TopicPartition, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """A group of either protocol as the tool shows it (Kafka's ConsumerGroupDescription)."""
+
+    group_id: str
+    state: str
+    assignment_strategy: str  # a classic group's protocol, a consumer group's assignor
+    members: tuple[_Member, ...]
+    group_epoch: int | None = None  # the rest: KIP-848 groups only
+    target_assignment_epoch: int | None = None
+
+
+async def _described(admin: Admin, group_id: str) -> _Group:
+    """ConsumerGroupDescribe, and DescribeGroups for a group that is not a KIP-848 one (or a
+    broker without ConsumerGroupDescribe), as Kafka's DescribeConsumerGroupsHandler."""
+    try:
+        d = (await admin.describe_consumer_groups([group_id]))[group_id]
+    except (GroupIdNotFoundError, UnsupportedVersionError, UnsupportedByBroker):
+        c = (await admin.describe_groups([group_id]))[group_id]
+        members = tuple(_Member(m.member_id, m.group_instance_id, m.client_host, m.client_id, m.assignment) for m in c.members)
+        return _Group(group_id, c.state, c.protocol, members)
+    members = tuple(
+        _Member(m.member_id, m.group_instance_id, m.client_host, m.client_id, m.assignment, m.member_epoch, m.target_assignment)
+        for m in d.members
+    )
+    return _Group(group_id, d.state, d.assignor_name, members, d.group_epoch, d.assignment_epoch)
+
+
+def _announced(group: _Group, *, has_rows: bool) -> bool:
+    """Kafka's shouldPrintMemberState: the line before a group's table; False (after an error
+    line) for a group that does not exist."""
+    if group.state in ("Dead", "") and not has_rows:
+        print(f"Consumer group '{group.group_id}' does not exist.", file=sys.stderr)
+        return False
+    if not group.members:
+        print(f"Consumer group '{group.group_id}' has no active members.")
+    elif group.state in REBALANCING:
+        print(f"Warning: Consumer group '{group.group_id}' is rebalancing.", file=sys.stderr)
+    return True
+
+
 async def _describe(args: argparse.Namespace, bootstrap: str) -> int:
     code = 0
     async with Admin(bootstrap_servers=bootstrap) as admin:
-        descriptions = await admin.describe_groups(args.group)
-        for index, group in enumerate(args.group):
-            description = descriptions[group]
-            committed = await admin.list_group_offsets(group)
-            owners = {tp: member for member in description.members for tp in member.assignment}
-            partitions = sorted(set(committed) | set(owners))
+        for index, group_id in enumerate(args.group):
             if index:
                 print()
-            if not partitions and description.state in ("Dead", ""):
-                print(f"Consumer group '{group}' does not exist.", file=sys.stderr)
-                code = 2
-                continue
-            state = description.state
-            if not description.members:
-                print(f"Consumer group '{group}' has no active members.")
-            ends = await _log_end_offsets(admin, partitions)
-            rows = []
-            for tp in partitions:
-                current = committed[tp].offset if tp in committed else None
-                end = ends.get(tp)
-                lag = None if current is None or end is None else max(0, end - current)
-                member = owners.get(tp)
-                rows.append((
-                    group, tp.topic, str(tp.partition), _text(current), _text(end), _text(lag),
-                    member.member_id if member else "-", member.client_host if member else "-", member.client_id if member else "-",
-                ))  # fmt: skip
-            _print_table(COLUMNS, rows)
-            print(f"(state {state}, {len(description.members)} member(s), total lag {sum(int(r[5]) for r in rows if r[5] != '-')})")
+            group = await _described(admin, group_id)
+            if args.members:
+                shown = _print_members(group, args.verbose)
+            elif args.state:
+                shown = _print_state(group, await admin.group_coordinator(group_id), args.verbose)
+            else:
+                shown = await _print_offsets(admin, group)
+            code = code if shown else 2
     return code
+
+
+async def _print_offsets(admin: Admin, group: _Group) -> bool:
+    committed = await admin.list_group_offsets(group.group_id)
+    owners = {tp: member for member in group.members for tp in member.assignment}
+    partitions = sorted(set(committed) | set(owners))
+    if not _announced(group, has_rows=bool(partitions)):
+        return False
+    ends = await _log_end_offsets(admin, partitions)
+    rows = []
+    for tp in partitions:
+        current = committed[tp].offset if tp in committed else None
+        end = ends.get(tp)
+        lag = None if current is None or end is None else max(0, end - current)
+        member = owners.get(tp)
+        rows.append((
+            group.group_id, tp.topic, str(tp.partition), _text(current), _text(end), _text(lag),
+            member.member_id if member else "-", member.host if member else "-", member.client_id if member else "-",
+        ))  # fmt: skip
+    _print_table(COLUMNS, rows)
+    print(f"(state {group.state}, {len(group.members)} member(s), total lag {sum(int(r[5]) for r in rows if r[5] != '-')})")
+    return True
+
+
+def _print_members(group: _Group, verbose: bool) -> bool:
+    if not _announced(group, has_rows=False):
+        return False
+    if not group.members:
+        return True
+    instances = any(m.group_instance_id for m in group.members)
+    header = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if instances else []), "HOST", "CLIENT-ID", "#PARTITIONS"]
+    if verbose:
+        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    rows = []
+    for m in group.members:
+        row = [group.group_id, m.member_id, *([m.group_instance_id or "-"] if instances else []), m.host, m.client_id, str(len(m.assignment))]
+        if verbose:
+            target = "-" if m.target_assignment is None else _assignment_text(m.target_assignment)
+            row += [_text(m.member_epoch), _assignment_text(m.assignment), _text(group.target_assignment_epoch if m.member_epoch is not None else None), target]
+        rows.append(row)
+    _print_table(header, rows)
+    return True
+
+
+def _print_state(group: _Group, coordinator: BrokerInfo, verbose: bool) -> bool:
+    if not _announced(group, has_rows=False):
+        return False
+    header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", *(["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if verbose else []), "#MEMBERS"]
+    row = [
+        group.group_id, f"{coordinator.host}:{coordinator.port}  ({coordinator.node_id})", group.assignment_strategy or "-", group.state,
+        *([_text(group.group_epoch), _text(group.target_assignment_epoch)] if verbose else []), str(len(group.members)),
+    ]  # fmt: skip
+    _print_table(header, [row])
+    return True
+
+
+def _assignment_text(partitions: Sequence[TopicPartition]) -> str:
+    """Kafka 4's `topic:0,1;other:2`; "-" for none."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ";".join(f"{topic}:{','.join(map(str, sorted(ps)))}" for topic, ps in sorted(by_topic.items())) or "-"
 
 
 async def _log_end_offsets(admin: Admin, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:

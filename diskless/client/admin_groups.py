@@ -18,6 +18,7 @@ from .consumer_protocol import decode_assignment
 from .errors import KafkaError, UnsupportedByBroker, error_for
 from .offsets import committed_offsets, offset_fetch_request
 from .structs import (
+    BrokerInfo,
     ConsumerGroupDescription,
     ConsumerGroupMemberDescription,
     GroupDescription,
@@ -51,6 +52,19 @@ class GroupAdmin:
             if code in _COORDINATOR_ERRORS:  # ask for the coordinator again
                 self._cluster.forget_coordinator(group_id)
             raise error_for(code, message, group=group_id)
+
+    async def group_coordinator(self, group_id: str) -> BrokerInfo:
+        """The broker coordinating `group_id` (FindCoordinator), as kafka-consumer-groups
+        --describe --state shows it."""
+
+        async def attempt() -> BrokerInfo:
+            broker = self._cluster.metadata.brokers.get(await self._cluster.coordinator(group_id))
+            if broker is None:  # a cached coordinator the metadata no longer lists: ask again
+                self._cluster.forget_coordinator(group_id)
+                broker = self._cluster.metadata.brokers[await self._cluster.coordinator(group_id)]  # FindCoordinator records it
+            return broker
+
+        return await self._retrying(attempt)
 
     async def list_groups(self, *, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[GroupListing]:
         """Every group on every broker, sorted by id; `states` ("Stable", "Empty", ...) and

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
+from kio.schema.list_groups.v5.request import ListGroupsRequest
 
 from .conftest import WireClient
 from .test_cluster import DEADLINE_S, Cluster, cluster, create, moto_bucket, wait_until  # noqa: F401 (fixtures)
@@ -80,3 +81,56 @@ def test_a_killed_coordinators_consumer_group_goes_on_at_its_epochs_elsewhere(cl
     assert len(values) == len(set(values)) == 400 and set(values) == expected
     for consumer in members.consumers.values():
         consumer.close()
+
+
+def test_an_empty_consumer_group_stays_one_when_another_broker_takes_it_over(cluster: Cluster) -> None:  # noqa: F811
+    """Its last member gone, the group's state stays in PostgreSQL (as Kafka keeps its
+    ConsumerGroupMetadata record): once its coordinator is stopped (SIGTERM), the broker its
+    slot moves to lists it as a consumer group, Empty, with its committed offsets, and
+    ConsumerGroupDescribe answers it at its epochs; a new member joins it at the next epoch."""
+    survivors = f"{cluster.brokers[1].bootstrap},{cluster.brokers[2].bootstrap}"
+    topic = create(cluster.bootstrap, 4)
+    group = group_coordinated_by(cluster, 3)
+    members = Members(a=_consumer(survivors, group, topic, "a", **{"enable.auto.commit": "false"}))
+    members.poll_until(lambda: _partitions(members.consumers["a"]) == {0, 1, 2, 3}, DEADLINE_S, "a holds every partition")
+    members.consumers["a"].commit(offsets=[TopicPartition(topic, p, 0) for p in range(4)], asynchronous=False)
+    members.consumers.pop("a").close()  # leaves: group epoch 2, the target assignment still epoch 1's
+
+    def described() -> tuple[int, str, int, int, int]:
+        node = coordinators(cluster.brokers[1].bootstrap, [group])[group]
+        client = WireClient(cluster.brokers[node].bootstrap)
+        try:
+            [d] = client.request(ConsumerGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)).groups
+        finally:
+            client.close()
+        return d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, len(d.members)
+
+    def listed(nodes: tuple[int, ...]) -> list[tuple[int, str, str, str]]:
+        """ListGroups v5 at each of `nodes`: (node, protocol type, state, group type) of the group."""
+        found = []
+        for node in nodes:
+            client = WireClient(cluster.brokers[node].bootstrap)
+            try:
+                answer = client.request(ListGroupsRequest(states_filter=(), types_filter=()))
+            finally:
+                client.close()
+            assert answer.error_code == 0, answer
+            found += [(node, g.protocol_type, g.group_state, g.group_type) for g in answer.groups if g.group_id == group]
+        return found
+
+    wait_until(lambda: described() == (0, "Empty", 2, 1, 0), "the group to be Empty at epoch 2")
+    assert listed((1, 2, 3)) == [(3, "consumer", "Empty", "consumer")]
+
+    cluster.brokers[3].stop()
+    node = wait_until(lambda: (n := coordinators(cluster.brokers[1].bootstrap, [group])[group]) in (1, 2) and n, "the group's slot to move to a live broker")
+    assert wait_until(lambda: listed((1, 2)), "the group to be listed by its new coordinator") == [(node, "consumer", "Empty", "consumer")]
+    assert wait_until(lambda: (answer := described())[0] == 0 and answer, "ConsumerGroupDescribe at the new coordinator") == (0, "Empty", 2, 1, 0)
+    reader = Consumer({"bootstrap.servers": survivors, "group.id": group, "enable.auto.commit": False})
+    try:
+        assert {tp.partition: tp.offset for tp in reader.committed([TopicPartition(topic, p) for p in range(4)], timeout=DEADLINE_S)} == dict.fromkeys(range(4), 0)
+    finally:
+        reader.close()
+    members = Members(b=_consumer(survivors, group, topic, "b"))
+    members.poll_until(lambda: _partitions(members.consumers["b"]) == {0, 1, 2, 3}, DEADLINE_S, "b holds every partition")
+    assert _group_state(cluster, group) == (3, {"b": (3, {0, 1, 2, 3})})
+    members.consumers["b"].close()

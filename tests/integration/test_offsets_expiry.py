@@ -158,3 +158,32 @@ async def test_a_commit_landing_during_the_pass_survives(sqlite_store: MetadataS
     groups.store = CommitDuringExpiry(sqlite_store, (group, [offset(topic.name, 0, 50, clock.now_ms)]))  # type: ignore[assignment]
     assert await groups.expire_offsets(everywhere) == 1
     assert await offsets(sqlite_store, group) == {0: 50}
+
+
+async def test_an_empty_consumer_group_is_deleted_once_it_has_no_offsets(store: MetadataStore) -> None:  # noqa: F811
+    """Kafka's cleanupGroupMetadata: the pass deletes an empty consumer group (its stored state
+    with it) that never committed, and one whose offsets all expired in the same pass; a group
+    with a member, or with offsets left, is kept."""
+    clock, groups, topic, never_committed = await setup(store)
+    committing, live = f"{never_committed}-c", f"{never_committed}-l"
+
+    async def heartbeat(group: str, member: str, epoch: int) -> None:
+        request = HeartbeatRequest(group, member, epoch, rebalance_timeout_ms=30_000, subscribed_topic_names=(topic.name,), owned={})
+        assert (await groups.consumer_group_heartbeat(request if epoch == 0 else HeartbeatRequest(group, member, epoch), [topic])).error_code.value == 0
+
+    for group in (never_committed, committing, live):
+        await heartbeat(group, "m1", 0)
+    for group in (never_committed, committing):
+        await heartbeat(group, "m1", -1)
+    await store.commit_offsets(committing, [offset(topic.name, 0, 5, clock.now_ms)])
+    assert {g: await store.get_consumer_group(g) is not None for g in (never_committed, committing, live)} == {never_committed: True, committing: True, live: True}
+
+    assert await groups.expire_offsets(everywhere) == 0
+    assert [groups.consumer.is_consumer_group(g) for g in (never_committed, committing, live)] == [False, True, True]
+    assert await store.get_consumer_group(never_committed) is None
+    clock.now_ms += RETENTION_MS + GRACE_MS
+    await heartbeat(live, "m1", 1)  # still there
+    assert await groups.expire_offsets(everywhere) == 1
+    assert [groups.consumer.is_consumer_group(g) for g in (committing, live)] == [False, True]
+    assert (await store.get_consumer_group(committing), await offsets(store, committing)) == (None, {})
+    assert await store.get_consumer_group(live) is not None

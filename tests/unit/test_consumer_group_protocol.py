@@ -203,7 +203,7 @@ def test_a_restored_group_goes_on_where_its_old_coordinator_left_it():
     # m1 and m2 heartbeat no more: their sessions, restarted at the restore, end a session later.
     assert new.tick(100_000 + SESSION_MS - 1) == []
     assert sorted(new.tick(100_000 + SESSION_MS)) == [("g", "m1"), ("g", "m2"), ("g", "m3-again")]
-    assert new.export("g") is None  # no members: nothing to keep
+    assert new.describe("g").group_state == "Empty" and new.export("g") is not None  # kept: still a consumer group
 
 
 def test_an_unreadable_stored_state_is_refused_and_the_group_stays_unknown():
@@ -241,4 +241,30 @@ def test_only_what_changes_the_group_marks_it_to_be_written():
     assert beat(c, "m1", revoking.member_epoch, revoking.assignment, now=1_000).member_epoch == 2 and c.changed("g")
     c.export("g")
     assert sorted(c.tick(1_000 + SESSION_MS)) == [("g", "m1"), ("g", "m2")] and c.changed("g")
+    c.export("g")
+    assert not c.changed("g")
+    assert c.delete_group("g") is ErrorCode.none and c.changed("g")  # its stored state is to go
     assert c.export("g") is None and not c.changed("g")
+
+
+def test_an_empty_group_is_kept_and_restored_at_its_epochs():
+    """Once its last member leaves, a group's state is still exported (Kafka keeps its
+    ConsumerGroupMetadata record): another coordinator restores it Empty at the same epochs,
+    and the next member joins it at the epoch after them, not as a new group at epoch 1."""
+    old = ConsumerGroupCoordinator()
+    first = join(old, "m1")
+    join(old, "m2")
+    assert beat(old, "m1", -1, first.assignment).error_code is ErrorCode.none
+    assert beat(old, "m2", -1, {}).error_code is ErrorCode.none
+    gone = old.describe("g")
+    assert (gone.group_state, gone.group_epoch, gone.assignment_epoch, gone.members) == ("Empty", 4, 2, ())
+    text = old.export("g")
+    assert text is not None
+    new = ConsumerGroupCoordinator()
+    new.restore("g", text, 0)
+    assert new.is_consumer_group("g") and new.is_empty("g")
+    assert new.describe("g") == gone
+    assert [(g.group_id, g.group_state, g.group_type) for g in new.list_groups()] == [("g", "Empty", "consumer")]
+    assert new.validate_offset_commit("g", "", -1, 9) is ErrorCode.none  # an admin's commit, as to any empty group
+    again = join(new, "m3")
+    assert (again.error_code, again.member_epoch, again.assignment) == (ErrorCode.none, 5, {T1: frozenset({0, 1, 2, 3})})

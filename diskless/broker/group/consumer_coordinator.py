@@ -25,9 +25,11 @@ A group's state outlives its coordinator: the shell (groups.py) writes `export`'
 the metadata store before it answers a heartbeat that changed it, and a coordinator that
 does not know a group (after a restart, or when its coordinator slot moved here) `restore`s
 it first, as Kafka replays __consumer_offsets: members go on at their epochs with their
-assignments, and no partition is given while its old owner may still hold it. A group the
-store does not know either answers a heartbeat with a non-zero epoch UNKNOWN_MEMBER_ID, and
-the member rejoins with epoch 0. Committed offsets are kept by the shell in the store too.
+assignments, and no partition is given while its old owner may still hold it. A group
+whose last member left is kept (Empty, at its epochs) until it is deleted: DeleteGroups, a
+classic member taking it over, or its offsets all expired. A group the store does not know
+either answers a heartbeat with a non-zero epoch UNKNOWN_MEMBER_ID, and the member rejoins
+with epoch 0. Committed offsets are kept by the shell in the store too.
 
 One coordinator per broker, used by one task; not thread-safe.
 """
@@ -461,13 +463,16 @@ class ConsumerGroupCoordinator:
         return ErrorCode.none
 
     def delete_group(self, group_id: str) -> ErrorCode:
+        """Forget an empty group (DeleteGroups, an offline downgrade to a classic group, or
+        its offsets all expired). It stays `changed` until `export`ed (None: the shell deletes
+        its stored state), as Kafka writes the group's tombstones."""
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.group_id_not_found
         if group.members:
             return ErrorCode.non_empty_group
         del self.groups[group_id]
-        self._changed.discard(group_id)
+        self._changed.add(group_id)
         return ErrorCode.none
 
     def subscribed_topics(self, group_id: str) -> set[str]:
@@ -517,11 +522,13 @@ class ConsumerGroupCoordinator:
 
     def export(self, group_id: str) -> str | None:
         """The group's state as the metadata store keeps it (consumer_snapshot.py), from now
-        on not `changed`; None for a group not known here, and for one without members
-        (nothing to keep)."""
+        on not `changed`; None for a group not known here (deleted). An Empty group is kept
+        too, its epochs and assignor with it, as Kafka keeps its ConsumerGroupMetadata record:
+        after a restart or a slot move it is still a consumer group, not a classic one known
+        by its offsets."""
         self._changed.discard(group_id)
         group = self.groups.get(group_id)
-        return consumer_snapshot.to_text(group) if group is not None and group.members else None
+        return consumer_snapshot.to_text(group) if group is not None else None
 
     def restore(self, group_id: str, text: str, now_ms: int) -> None:
         """Take up a group another coordinator (or this broker before a restart) `export`ed:
@@ -541,7 +548,7 @@ class ConsumerGroupCoordinator:
         gone = {group_id for group_id in self.groups if which is None or which(group_id)}
         for group_id in gone:
             del self.groups[group_id]
-        self._changed -= gone
+        self._changed = {group_id for group_id in self._changed if which is not None and not which(group_id)}  # deleted ones too
         self.timers.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in gone)
 
 
