@@ -65,6 +65,17 @@ class InvalidTopicName(MetadataError):
         self.reason = reason
 
 
+class TopicNameCollision(MetadataError):
+    """A new topic's name differs from an existing one's only in '.' against '_': Kafka's
+    metric names make the two one character, so it refuses the second (Topic.hasCollision).
+    The message is Kafka's, word for word (admin clients show it)."""
+
+    def __init__(self, name: str, existing_name: str) -> None:
+        super().__init__(f"Topic '{name}' collides with existing topic: {existing_name}")
+        self.name = name
+        self.existing_name = existing_name
+
+
 class InvalidTopicId(MetadataError):
     def __init__(self, topic_id: uuid.UUID, reason: str) -> None:
         super().__init__(f"invalid topic id {topic_id}: {reason}")

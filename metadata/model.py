@@ -26,6 +26,7 @@ from .errors import (
     InvalidRemoteSegmentTransition,
     InvalidTopicId,
     InvalidTopicName,
+    TopicNameCollision,
     UnknownLeaderEpoch,
     UnknownTopicOrPartition,
 )
@@ -271,6 +272,30 @@ def validate_topic_name(name: str) -> None:
         raise InvalidTopicName(name, f"it is longer than {MAX_TOPIC_NAME_LENGTH} characters")
     if not _LEGAL_TOPIC_NAME.fullmatch(name):
         raise InvalidTopicName(name, "only ASCII letters, digits, '.', '_' and '-' are allowed")
+
+
+def has_collision_chars(name: str) -> bool:
+    """Kafka's Topic.hasCollisionChars: whether another name could collide with this one."""
+    return "." in name or "_" in name
+
+
+def unify_collision_chars(name: str) -> str:
+    """Kafka's Topic.unifyCollisionChars: the name as metric names show it, '.' made '_'."""
+    return name.replace(".", "_")
+
+
+def check_topic_collision(name: str, existing: Iterable[str]) -> None:
+    """Kafka's ReplicationControlManager.validateNewTopicNames: a new topic whose name unifies
+    (`unify_collision_chars`) to an existing topic's other name is refused. `existing`: the
+    topics there are, or only those whose unified name is `name`'s (a backend narrows them in
+    SQL). The least colliding name is named, so that the message does not depend on an order;
+    the topic of the same name itself is no collision (TopicAlreadyExists is the store's)."""
+    if not has_collision_chars(name):
+        return
+    unified = unify_collision_chars(name)
+    colliding = [other for other in existing if other != name and unify_collision_chars(other) == unified]
+    if colliding:
+        raise TopicNameCollision(name, min(colliding))
 
 
 def validate_topic_id(topic_id: uuid.UUID) -> None:

@@ -21,6 +21,9 @@ the write it guards is locked explicitly, in one order (topic row, then partitio
 - Uniqueness races between brokers (topic names and ids, object keys, the cluster id) are
   settled by the unique indexes with INSERT ... ON CONFLICT DO NOTHING, then a read of the
   row that won: the loser gets the same typed error as on SQLite.
+- Topic names that differ only in '.' against '_' (Kafka refuses the second) have no unique
+  index to settle them: their creations take turns on a transaction-scoped advisory lock
+  keyed on the unified name, and each looks for the other's row once it holds it.
 - Producer-id blocks come from one counter row updated with RETURNING: the row lock hands
   each block to exactly one store.
 
@@ -61,6 +64,9 @@ from .model import (
     check_partition,
     check_remote_segment_removable,
     check_remote_segment_transition,
+    check_topic_collision,
+    has_collision_chars,
+    unify_collision_chars,
     validate_partition_count,
     validate_producer_snapshot,
     validate_remote_segment,
@@ -70,6 +76,11 @@ from .model import (
 from .postgres_notify import NOTIFY
 
 Conn = asyncpg.Connection
+
+# The first key of the advisory locks that serialize creating topics whose names collide
+# (create_topic); the second is the unified name's hash. Two-key advisory locks never meet
+# the one-key migration lock (postgres_schema.MIGRATION_LOCK_ID). "dtop" in ASCII.
+TOPIC_NAME_LOCK_CLASS = 0x64746F70
 
 
 def _uuid(value: uuid.UUID) -> uuid.UUID:
@@ -129,6 +140,12 @@ async def create_topic(
     topic_id = uuid.uuid4() if topic_id is None else topic_id
     validate_topic_id(topic_id)
     topic = TopicMetadata(name, topic_id, num_partitions, configs)
+    unified = unify_collision_chars(name)
+    if has_collision_chars(name):
+        # Two brokers creating a.b and a_b at once would each miss the other's uncommitted row:
+        # the creations of names that unify alike take turns on one advisory lock (until
+        # COMMIT), so the second one's read below sees the first one's row.
+        await conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", TOPIC_NAME_LOCK_CLASS, unified)
     # ON CONFLICT DO NOTHING waits for a concurrent insert of the same name or id to commit
     # or roll back: of two brokers creating one topic, exactly one row goes in.
     inserted = await conn.fetchval(
@@ -141,6 +158,9 @@ async def create_topic(
             raise TopicAlreadyExists(name)
         existing = await conn.fetchval("SELECT name FROM topics WHERE topic_id = $1", topic_id)
         raise TopicIdAlreadyExists(topic_id, existing)
+    if has_collision_chars(name):  # raising rolls our row back
+        rows = await conn.fetch("SELECT name FROM topics WHERE replace(name, '.', '_') = $1", unified)
+        check_topic_collision(name, (row["name"] for row in rows))
     await conn.executemany(
         "INSERT INTO topic_configs (topic_id, name, value) VALUES ($1, $2, $3)",
         [(topic_id, key, value) for key, value in topic.configs.items()],

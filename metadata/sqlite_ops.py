@@ -45,6 +45,9 @@ from .model import (
     check_partition,
     check_remote_segment_removable,
     check_remote_segment_transition,
+    check_topic_collision,
+    has_collision_chars,
+    unify_collision_chars,
     validate_partition_count,
     validate_producer_snapshot,
     validate_remote_segment,
@@ -124,6 +127,10 @@ def create_topic(
     with _write(conn):
         if conn.execute("SELECT 1 FROM topics WHERE name = ?", (name,)).fetchone():
             raise TopicAlreadyExists(name)
+        if has_collision_chars(name):  # BEGIN IMMEDIATE: no colliding name can go in before ours
+            unified = unify_collision_chars(name)
+            rows = conn.execute("SELECT name FROM topics WHERE replace(name, '.', '_') = ?", (unified,)).fetchall()
+            check_topic_collision(name, (row[0] for row in rows))
         row = conn.execute("SELECT name FROM topics WHERE topic_id = ?", (tid,)).fetchone()
         if row is not None:
             raise TopicIdAlreadyExists(topic_id, row[0])

@@ -49,7 +49,9 @@ class MetadataStore(Protocol):
     ) -> TopicMetadata:
         """Create a topic with partitions 0..num_partitions-1, each at log start offset 0 and
         leader epoch 0. A random topic id is chosen when none is given.
-        Raises TopicAlreadyExists, TopicIdAlreadyExists, InvalidTopicName, InvalidTopicId,
+        Raises TopicAlreadyExists, TopicIdAlreadyExists, TopicNameCollision (another topic's
+        name differs only in '.' against '_', checked against every broker's topics, also
+        those being created at the same moment), InvalidTopicName, InvalidTopicId,
         InvalidPartitions."""
         ...
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from hot_tier import Log, LogConfig
 from metadata import MetadataStore, PartitionLeadership, TopicMetadata
-from metadata.model import validate_topic_name
+from metadata.model import check_topic_collision, validate_topic_name
 from metadata.errors import InvalidPartitions, UnknownTopic, UnknownTopicId
 
 from . import dynamic_broker_configs, topic_configs
@@ -347,6 +347,9 @@ class Registry:
         """All or nothing: if opening a partition fails (e.g. out of descriptors), the topic is
         deleted from the store and its directories removed before the error is raised."""
         validate_topic_name(name)
+        if name not in self._topics:  # else the store answers TopicAlreadyExists, as Kafka would
+            # This broker's view first, before any work; the store checks every broker's topics.
+            check_topic_collision(name, self._topics)
         if num_partitions < 1:
             raise InvalidPartitions(name, None, num_partitions, "a topic needs at least one partition")
         self._check_partition_limits(name, None, num_partitions)

@@ -63,16 +63,19 @@ class ConfigSource(IntEnum):
 
 
 class InvalidConfig(Exception):
-    def __init__(self, name: str, value: str | None, reason: str) -> None:
-        super().__init__(f"invalid value {value!r} for configuration {name}: {reason}")
+    def __init__(self, name: str, value: str | None, reason: str, message: str | None = None) -> None:
+        super().__init__(message or f"invalid value {value!r} for configuration {name}: {reason}")
         self.name = name
         self.value = value
         self.reason = reason
 
 
 class UnknownConfig(InvalidConfig):
-    def __init__(self, name: str) -> None:
-        super().__init__(name, None, "unknown topic configuration")
+    """A name that is no topic config. The message is Kafka's (LogConfig.validateNames), which
+    admin clients show; `value` is the one given with it (None for a DELETE)."""
+
+    def __init__(self, name: str, value: str | None = None) -> None:
+        super().__init__(name, value, "unknown topic config name", f"Unknown topic config name: {name}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,12 +208,15 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
 
 
 def validate(configs: Mapping[str, str | None]) -> dict[str, str]:
-    """Check names and values; return them as strings. Raises InvalidConfig / UnknownConfig."""
+    """Check names and values; return them as strings. Raises InvalidConfig / UnknownConfig.
+    Every name is checked before any value, as Kafka's LogConfig.validate (validateNames, then
+    validateValues): an unknown name is what is answered, whatever the other values."""
+    for name, value in configs.items():
+        if name not in TOPIC_CONFIGS:
+            raise UnknownConfig(name, value)
     checked: dict[str, str] = {}
     for name, value in configs.items():
-        definition = TOPIC_CONFIGS.get(name)
-        if definition is None:
-            raise UnknownConfig(name)
+        definition = TOPIC_CONFIGS[name]
         if value is None:
             raise InvalidConfig(name, value, "a value is required")
         reason = definition.check(value)
@@ -314,7 +320,7 @@ def apply_incremental(current: Mapping[str, str], ops: list[tuple[str, AlterOp, 
     for name, op, value in ops:
         definition = TOPIC_CONFIGS.get(name)
         if definition is None:
-            raise UnknownConfig(name)
+            raise UnknownConfig(name, value)
         if op is AlterOp.SET:
             updated[name] = value if value is not None else ""
         elif op is AlterOp.DELETE:

@@ -51,6 +51,7 @@ from metadata import (
     TopicAlreadyExists,
     TopicIdAlreadyExists,
     TopicMetadata,
+    TopicNameCollision,
     UnknownLeaderEpoch,
     UnknownRemoteSegment,
     UnknownTopic,
@@ -157,6 +158,26 @@ async def test_create_topic_refuses_duplicates(store: MetadataStore) -> None:
         await store.create_topic(other, 1, {}, topic_id=first.topic_id)
     assert (by_id.value.topic_id, by_id.value.existing_name) == (first.topic_id, topic)
     assert await store.list_topics() == [first]
+
+
+async def test_create_topic_refuses_names_that_collide_in_metrics(store: MetadataStore) -> None:
+    """'.' and '_' are one character in Kafka's metric names: a topic whose name differs from an
+    existing one's only there is refused with Kafka's message, naming the least colliding one;
+    nothing of it is written. The same name again is still TopicAlreadyExists."""
+    prefix = uuid.uuid4().hex[:10]
+    first = await store.create_topic(f"c{prefix}.a_b", 1, {})
+    for clash in (f"c{prefix}_a_b", f"c{prefix}.a.b", f"c{prefix}_a.b"):
+        with pytest.raises(TopicNameCollision) as collision:
+            await store.create_topic(clash, 2, {"retention.ms": "1"})
+        assert (str(collision.value), collision.value.name, collision.value.existing_name) == (
+            f"Topic '{clash}' collides with existing topic: c{prefix}.a_b", clash, f"c{prefix}.a_b",
+        )
+    with pytest.raises(TopicAlreadyExists):
+        await store.create_topic(f"c{prefix}.a_b", 1, {})
+    other = await store.create_topic(f"c{prefix}-a-b", 1, {})  # '-' is no collision character
+    assert await store.list_topics() == sorted([first, other], key=lambda t: t.name)
+    with pytest.raises(UnknownTopic):
+        await store.get_topic(f"c{prefix}_a_b")
 
 
 async def test_create_topic_validates_before_writing(store: MetadataStore) -> None:
@@ -985,6 +1006,20 @@ async def test_two_stores_racing_to_create_a_topic_make_one_winner(two_stores) -
         assert await a.get_topic(topic) == await b.get_topic(topic) == winners[0]
         partitions = await b.get_log_start_offsets(topic)
         assert partitions == {p: 0 for p in range(winners[0].num_partitions)}
+
+
+async def test_two_stores_racing_to_create_colliding_names_make_one_winner(two_stores) -> None:
+    """Two brokers creating a.b and a_b at the same moment: one topic is made, the other refused
+    as a collision (on PostgreSQL neither would see the other's uncommitted row unaided)."""
+    a, b = two_stores
+    for _ in range(20):
+        prefix = f"r{uuid.uuid4().hex[:10]}"
+        results = await asyncio.gather(a.create_topic(f"{prefix}.x", 1, {}), b.create_topic(f"{prefix}_x", 1, {}), return_exceptions=True)
+        winners = [r for r in results if isinstance(r, TopicMetadata)]
+        losers = [r for r in results if isinstance(r, TopicNameCollision)]
+        assert (len(winners), len(losers)) == (1, 1), results
+        assert losers[0].existing_name == winners[0].name
+        assert [t for t in await a.list_topics() if t.name.startswith(prefix)] == winners
 
 
 async def test_two_stores_never_hand_out_the_same_producer_id(two_stores) -> None:

@@ -1,8 +1,9 @@
 """Topic administration on a broker that has not yet heard of a topic another broker made (its
 view is read from the store now and then): DeleteTopics by name or by topic id, and
 DescribeConfigs, find it in the store, as Kafka's controller would, instead of answering
-UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID. A real SQLite store and bucket directory, the
-broker's own Registry, and the request handlers."""
+UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID; CreateTopics and auto-creation refuse a name
+that collides with it. A real SQLite store and bucket directory, the broker's own Registry,
+and the request handlers."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from cold_tier.local import LocalObjectStore
 from cold_tier.remote_log import RemoteLogReader
 from diskless.broker.handlers.configs import handle_describe_configs
-from diskless.broker.handlers.topics import handle_delete_topics
+from diskless.broker.handlers.topics import handle_create_topics, handle_delete_topics
 from diskless.broker.quotas.client_quotas import ClientQuotas
 from diskless.broker.registry import Registry, RegistrySettings
 from diskless.broker.tiering.remote_log import RemoteStorage
@@ -74,3 +75,22 @@ async def test_a_topic_another_broker_made_is_deleted_and_described_here(tmp_pat
         body = SimpleNamespace(topics=[SimpleNamespace(name=None, topic_id=uuid.uuid4())], timeout_ms=30_000)
         [unknown] = (await handle_delete_topics(broker, request(body, 6))).responses
         assert unknown.error_code is ErrorCode.unknown_topic_id
+
+
+async def test_a_name_colliding_with_a_topic_another_broker_made_is_refused_here(tmp_path: Path) -> None:
+    """The collision check is the store's: this broker's view does not have the topic yet."""
+    async with registry_of(tmp_path, 2) as (registry, store):
+        security = SimpleNamespace(require_create_topic=lambda name: None)
+        broker = SimpleNamespace(registry=registry, security=security, settings=SimpleNamespace(node_id=2), client_quotas=ClientQuotas(), clock=lambda: 0)
+        made = await store.create_topic(f"c{uuid.uuid4().hex[:8]}.orders", 1, {})
+        clash = made.name.replace(".", "_")
+        assert registry.topics == {}
+
+        wanted = SimpleNamespace(name=clash, num_partitions=1, replication_factor=1, assignments=(), configs=())
+        body = SimpleNamespace(topics=[wanted], validate_only=False, timeout_ms=30_000)
+        [answered] = (await handle_create_topics(broker, request(body, 7))).topics
+        assert (answered.name, answered.error_code, answered.error_message, answered.num_partitions) == (
+            clash, ErrorCode.invalid_topic_exception, f"Topic '{clash}' collides with existing topic: {made.name}", -1,
+        )  # fmt: skip
+        assert await registry.auto_create_topic(clash) is None
+        assert [t.name for t in await store.list_topics()] == [made.name]

@@ -155,6 +155,19 @@ def test_unknown_names_and_missing_values_are_refused() -> None:
     assert missing.value.reason == "a value is required"
 
 
+def test_an_unknown_name_is_refused_in_kafkas_words_with_its_value() -> None:
+    """LogConfig.validateNames: every name is checked before any value, so an unknown name is
+    what is answered, "Unknown topic config name: NAME" (admin clients show the message)."""
+    for configs in ({"bogus.config": "1"}, {"retention.ms": "soon", "bogus.config": "1"}, {"bogus.config": "1", "segment.bytes": "1"}):
+        with pytest.raises(UnknownConfig) as unknown:
+            validate(configs)
+        assert (str(unknown.value), unknown.value.name, unknown.value.value) == ("Unknown topic config name: bogus.config", "bogus.config", "1")
+    for ops in ([("bogus.config", AlterOp.SET, "1")], [("segment.bytes", AlterOp.SET, "tiny"), ("bogus.config", AlterOp.SET, "1")]):
+        with pytest.raises(UnknownConfig) as unknown:
+            apply_incremental({}, ops)
+        assert (str(unknown.value), unknown.value.value) == ("Unknown topic config name: bogus.config", "1")
+
+
 def test_min_compaction_lag_must_not_exceed_max() -> None:
     with pytest.raises(InvalidConfig) as refused:
         validate({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})

@@ -23,6 +23,7 @@ from metadata import (
     RemoteSegment,
     RemoteSegmentState,
     TopicMetadata,
+    TopicNameCollision,
     TopicPartition,
     UnknownLeaderEpoch,
     UnknownTopicOrPartition,
@@ -40,6 +41,7 @@ from metadata.model import (
     check_partition,
     check_remote_segment_removable,
     check_remote_segment_transition,
+    check_topic_collision,
     validate_partition_count,
     validate_producer_snapshot,
     validate_remote_segment,
@@ -124,6 +126,27 @@ def test_illegal_topic_names(name: str, reason_part: str) -> None:
         validate_topic_name(name)
     assert e.value.name == name
     assert reason_part in e.value.reason
+
+
+@pytest.mark.parametrize(
+    ("name", "existing", "colliding"),
+    [
+        ("a_b", ["a.b"], "a.b"),
+        ("a.b", ["a_b"], "a_b"),
+        ("a.b_c", ["a_b.c", "a.b.c", "x"], "a.b.c"),  # the least of them, whatever the order
+        ("a.b_c", ["a.b_c", "a_b_c"], "a_b_c"),  # the name itself is not a collision
+    ],
+)
+def test_names_colliding_in_metric_names(name: str, existing: list[str], colliding: str) -> None:
+    with pytest.raises(TopicNameCollision) as e:
+        check_topic_collision(name, existing)
+    assert (e.value.name, e.value.existing_name) == (name, colliding)
+    assert str(e.value) == f"Topic '{name}' collides with existing topic: {colliding}"  # Kafka's words
+
+
+@pytest.mark.parametrize(("name", "existing"), [("ab", ["a.b", "a_b", "ab"]), ("a.b", ["a.b", "a-b", "a.bc", "A_b"]), ("a-b", ["a_b"])])
+def test_names_that_do_not_collide(name: str, existing: list[str]) -> None:
+    check_topic_collision(name, existing)
 
 
 @pytest.mark.parametrize("value", [0, 1])

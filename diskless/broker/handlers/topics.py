@@ -1,18 +1,24 @@
-"""CreateTopics, DeleteTopics and CreatePartitions."""
+"""CreateTopics, DeleteTopics and CreatePartitions.
+
+A topic named more than once in one request is answered once, INVALID_REQUEST "Duplicate topic
+name.", and none of its copies acts; the request's other topics go on (Kafka's ControllerApis,
+whose response order is followed: CreateTopics answers the duplicates after the others,
+CreatePartitions before them; DeleteTopics, which Kafka shuffles, answers its refusals first).
+"""
 
 from __future__ import annotations
 
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Collection, Hashable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
 from metadata.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopic
-from metadata.model import validate_topic_name
+from metadata.model import check_topic_collision, validate_topic_name
 
 from .. import topic_configs
 from ..api import BrokerApi
@@ -38,25 +44,41 @@ from ..security.authorizer import ALTER, DELETE, TOPIC
 log = logging.getLogger(__name__)
 NULL_UUID = uuid.UUID(int=0)
 
+# Kafka's messages (ControllerApis), word for word.
+DUPLICATE_NAME = "Duplicate topic name."
+DUPLICATE_ID = "Duplicate topic id."
+NAME_AND_ID = "You may not specify both topic name and topic id."
+NO_NAME_NOR_ID = "Neither topic name nor id were specified."
+NAME_OF_GIVEN_ID = "The provided topic name maps to an ID that was already supplied."
+
+K = TypeVar("K", bound=Hashable)
+
+
+def repeated(keys: Iterable[K]) -> list[K]:
+    """The keys given more than once, each once, in the order they first appear."""
+    return [key for key, count in Counter(keys).items() if count > 1]
+
 
 async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(19, request.header.api_version)
-    counts = Counter(t.name for t in body.topics)
+    duplicates = repeated(t.name for t in body.topics)
     quota = _mutation_quota(broker, request, strict_from=6)
     results = []
     for wanted in body.topics:
+        if wanted.name in duplicates:
+            continue
         error, message, topic = ErrorCode.none, None, None
         num_partitions = replication_factor = -1
         configs: dict[str, str] = {}
         try:
-            if counts[wanted.name] > 1:
-                raise InvalidRequest(f"topic {wanted.name} appears more than once in the request")
             broker.security.require_create_topic(wanted.name)
             num_partitions, replication_factor, preferred = _partitioning(broker, wanted)
             configs = {c.name: c.value for c in wanted.configs}
             if body.validate_only:
                 validate_topic_name(wanted.name)
+                if wanted.name not in broker.registry.topics:  # this broker's view: nothing is written
+                    check_topic_collision(wanted.name, broker.registry.topics)
                 topic_configs.validate(configs)
                 if wanted.name in broker.registry.topics:
                     raise TopicAlreadyExists(wanted.name)
@@ -91,6 +113,14 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
                 configs=described,
             )
         )
+    for name in duplicates:
+        results.append(
+            make(
+                mod.CreatableTopicResult, name=name, topic_id=NULL_UUID, error_code=ErrorCode.invalid_request,
+                error_message=DUPLICATE_NAME, topic_config_error_code=ErrorCode.none, num_partitions=-1,
+                replication_factor=-1, configs=(),
+            )
+        )  # fmt: skip
     return make(mod.CreateTopicsResponse, throttle_time=quota.throttle_time(), topics=tuple(results))
 
 
@@ -134,23 +164,65 @@ def _partitioning(broker: BrokerApi, wanted: Any) -> tuple[int, int, list[int] |
     return num_partitions, replication_factor, None
 
 
+def plan_deletions(
+    wanted: Sequence[tuple[str | None, uuid.UUID | None]],
+) -> tuple[list[tuple[str | None, uuid.UUID | None]], list[tuple[str | None, uuid.UUID | None, str]]]:
+    """Kafka's ControllerApis.deleteTopics before it looks anything up. `wanted`: each topic of
+    the request as (name, id), None for what it leaves out (v6 names a topic by either; before,
+    by name). A topic named by both or by neither is refused, and so is a name or an id given
+    more than once (once, whatever the copies; none of them deletes). Returns the topics to go
+    on with, in request order, and the refusals (name, id, message) in Kafka's order: both and
+    neither as they come, then the repeated names, then the repeated ids."""
+    refusals: list[tuple[str | None, uuid.UUID | None, str]] = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is None:
+            refusals.append((None, None, NO_NAME_NOR_ID))
+        elif name is not None and topic_id is not None:
+            refusals.append((name, topic_id, NAME_AND_ID))
+    names = repeated(name for name, topic_id in wanted if name is not None and topic_id is None)
+    ids = repeated(topic_id for name, topic_id in wanted if name is None and topic_id is not None)
+    refusals += [(name, None, DUPLICATE_NAME) for name in names]
+    refusals += [(None, topic_id, DUPLICATE_ID) for topic_id in ids]
+    kept = [(n, i) for n, i in wanted if (n is None) != (i is None) and n not in names and i not in ids]
+    return kept, refusals
+
+
 async def handle_delete_topics(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(20, request.header.api_version)
-    if hasattr(body, "topics"):
-        wanted = [(t.name, t.topic_id) for t in body.topics]
+    if hasattr(body, "topics"):  # v6+: the nil id (None once decoded) is no id
+        wanted = [(t.name, None if t.topic_id == NULL_UUID else t.topic_id) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
     quota = _mutation_quota(broker, request, strict_from=5)
-    results = []
-    for name, topic_id in wanted:
+    kept, refusals = plan_deletions(wanted)
+    results = [
+        make(mod.DeletableTopicResult, name=name, topic_id=topic_id or NULL_UUID, error_code=ErrorCode.invalid_request, error_message=message)
+        for name, topic_id, message in refusals
+    ]
+    # Looked up in the store too: another broker may have made it since this one's last view.
+    by_id = {topic_id: await broker.registry.find_topic_by_id(topic_id) for name, topic_id in kept if topic_id is not None}
+    # A name whose topic is also given by its id deletes neither: answered once, under the name
+    # (Kafka says so only to a principal that may delete the topic; others get their refusal).
+    given_ids = {topic_id for topic_id, topic in by_id.items() if topic is not None}
+    given_ids.update(topic_id for _, topic_id, message in refusals if message == DUPLICATE_ID)
+    aliased: dict[str, uuid.UUID] = {}
+    for name, _ in kept:
+        if name is not None and given_ids and broker.security.allowed(DELETE, TOPIC, name):
+            topic = await broker.registry.find_topic(name)
+            if topic is not None and topic.topic_id in given_ids:
+                aliased[name] = topic.topic_id
+    for name, topic_id in kept:
         error, message = ErrorCode.none, None
-        # Looked up in the store too: another broker may have made it since this one's last view.
-        if name is None and topic_id is not None:
-            topic = await broker.registry.find_topic_by_id(topic_id)
-            name = topic.name if topic else None
+        if name is None:
+            topic = by_id[topic_id]
             if topic is None:
                 error = ErrorCode.unknown_topic_id
+            elif topic_id in aliased.values():
+                continue
+            name = topic.name if topic else None
+        elif name in aliased:
+            error, message, topic_id = ErrorCode.invalid_request, NAME_OF_GIVEN_ID, aliased[name]
         if error is ErrorCode.none:
             try:
                 broker.security.require(DELETE, TOPIC, name)
@@ -174,8 +246,14 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
     body = request.body
     mod = response_module(37, request.header.api_version)
     quota = _mutation_quota(broker, request, strict_from=3)
-    results = []
+    duplicates = repeated(t.name for t in body.topics)
+    results = [
+        make(mod.CreatePartitionsTopicResult, name=name, error_code=ErrorCode.invalid_request, error_message=DUPLICATE_NAME)
+        for name in duplicates
+    ]
     for wanted in body.topics:
+        if wanted.name in duplicates:
+            continue
         error, message = ErrorCode.none, None
         try:
             broker.security.require(ALTER, TOPIC, wanted.name)
