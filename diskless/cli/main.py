@@ -122,6 +122,34 @@ async def _check_object_store(config: BrokerConfig) -> None:
         await store.close()
 
 
+def _unbindable_address(config: BrokerConfig) -> str | None:
+    """Why one of the addresses the broker listens on cannot be bound, naming it; None if all can.
+
+    The error of a bind names no address, and the broker binds its first listener only after it
+    opened the data directory and the metadata store: so each listener, and the admin HTTP
+    endpoint, is bound once here with the broker's own socket options and closed at once."""
+    from diskless.broker.listen_sockets import listen_sockets
+
+    def shown(host: str, port: int) -> str:
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    listeners = [(config.listener_security, config.listen_host, config.listen_port),
+                 *((listener.security, listener.host, listener.port) for listener in config.extra_listeners)]  # fmt: skip
+    addresses = [(f"listener {security.name}://{shown(host, port)}", host, port) for security, host, port in listeners]
+    if config.http_host is not None:
+        http_port = config.http_port or 0
+        addresses.append((f"the admin HTTP endpoint (--http) {shown(config.http_host, http_port)}", config.http_host, http_port))
+    for what, host, port in addresses:
+        if port == 0:
+            continue  # any free port: nothing to check
+        try:
+            for sock in listen_sockets(host, port):
+                sock.close()
+        except OSError as exc:
+            return f"cannot bind {what}: {exc}"
+    return None
+
+
 def _skip_optional_test_imports() -> None:
     # kio imports hypothesis, when it is installed, only to register test strategies for its
     # types: a quarter of a second at every start of the command. A None entry makes that
@@ -138,6 +166,9 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"diskless serve: {exc}", file=sys.stderr)
         return 2
     log_format.configure(log_settings.level, log_settings.format)
+    if (unbindable := _unbindable_address(config)) is not None:
+        logging.getLogger("diskless").error("cannot start: %s", unbindable)
+        return 1
     from diskless.broker.app import Broker
 
     from .listeners import ExtraListeners, MultiListenerBroker

@@ -27,6 +27,7 @@ from typing import Any
 
 from diskless.client import Admin, KafkaError
 from diskless.client.admin_security import Acl, AclFilter
+from diskless.client.errors import BrokerResponseError
 from diskless.client.security import SecurityConfigError
 from diskless.wire.scram import MECHANISMS
 
@@ -224,6 +225,14 @@ async def _delete_user_offline(args: argparse.Namespace, url: str) -> int:
 
 
 def run_acls(args: argparse.Namespace) -> int:
+    given = [*args.allow_principal, *args.deny_principal, *([] if args.principal is None else [args.principal])]
+    for principal in given:
+        # Kafka's kafka-acls.sh parses each principal (SecurityUtils.parseKafkaPrincipal) before sending anything.
+        principal_type, sep, name = principal.partition(":")
+        if not (principal_type and sep and name):
+            example = f"User:{principal}" if principal and not sep else "User:alice"
+            print(f"diskless acls {args.action}: Invalid principal {principal!r} (expected TYPE:NAME, e.g. {example})", file=sys.stderr)
+            return 2
     return _run("acls", args, {"add": _add_acls, "list": _list_acls, "remove": _remove_acls}[args.action])
 
 
@@ -259,9 +268,26 @@ async def _add_acls(args: argparse.Namespace) -> int:
         for operation in args.operation or ["ALL"]
     ]
     async with _admin(args) as admin:
-        await admin.create_acls(acls)
+        try:
+            await admin.create_acls(acls)
+        except BrokerResponseError as exc:
+            refused = exc.context.get("acl")
+            if not isinstance(refused, Acl):
+                raise
+            reason = f"{exc.name}: {exc.message}" if exc.message else exc.name
+            print(f"diskless acls add: {reason} (refused binding: {_binding_text(refused)})", file=sys.stderr)
+            return 1
     _print_acls(acls, "added")
     return 0
+
+
+def _binding_text(acl: Acl) -> str:
+    """One binding as a sentence, with kafka-acls.sh's names rather than the protocol's codes."""
+    name = {kind: _NAMES[kind].get(code, str(code)) for kind, code in (
+        ("permission", acl.permission_type), ("operation", acl.operation), ("resource", acl.resource_type), ("pattern", acl.pattern_type),
+    )}  # fmt: skip
+    return (f"{name['permission']} {acl.principal} {name['operation']} on {name['resource']} {acl.resource_name!r} "
+            f"({name['pattern']}) from host {acl.host}")
 
 
 def _filters(args: argparse.Namespace) -> list[AclFilter]:

@@ -7,6 +7,7 @@ default. This module and the rest of the CLI are the only code that reads the en
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -294,10 +295,14 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         if not sep:
             raise SettingsError(f"--topic-default: expected NAME=VALUE, got {item!r}")
         topic_defaults[name.strip()] = value.strip()
-    from diskless.broker.topic_configs import InvalidConfig, validate
+    from diskless.broker.topic_configs import TOPIC_CONFIGS, InvalidConfig, UnknownConfig, validate
 
     try:
         validate(topic_defaults)
+    except UnknownConfig as exc:
+        close = difflib.get_close_matches(exc.name, TOPIC_CONFIGS, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise SettingsError(f"topic default {exc.name}={exc.value}: no such topic config{hint}") from None
     except InvalidConfig as exc:
         raise SettingsError(f"topic default: {exc}") from None
     aws_env = {k: v for k, v in env.items() if k.startswith("AWS_")}
@@ -337,10 +342,10 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         object_store_url=object_store,
         http_host=http[0],
         http_port=http[1],
-        node_id=values["node_id"],
-        num_partitions=values["num_partitions"],
+        node_id=_at_least(0, values, sources, "node_id"),
+        num_partitions=_at_least(1, values, sources, "num_partitions"),
         auto_create_topics_enable=values["auto_create_topics"],
-        socket_request_max_bytes=values["socket_request_max_bytes"],
+        socket_request_max_bytes=_at_least(1, values, sources, "socket_request_max_bytes"),
         max_connections=_at_least(1, values, sources, "max_connections"),
         max_connections_per_ip=_max_connections_per_ip(values, sources),
         max_connections_per_ip_overrides=values["max_connections_per_ip_overrides"] or "",
@@ -350,10 +355,10 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
         request_arrival_timeout_ms=_at_least(1, values, sources, "request_arrival_timeout_ms"),
         max_partitions_per_request=_at_least(1, values, sources, "max_partitions_per_request"),
         max_partitions=_at_least(1, values, sources, "max_partitions"),
-        log_retention_check_interval_ms=values["log_retention_check_interval_ms"],
-        group_initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
+        log_retention_check_interval_ms=_at_least(1, values, sources, "log_retention_check_interval_ms"),
+        group_initial_rebalance_delay_ms=_at_least(0, values, sources, "group_initial_rebalance_delay_ms"),
         offsets_topic_num_partitions=_at_least(1, values, sources, "offsets_topic_num_partitions"),
-        upload_concurrency=values["upload_concurrency"],
+        upload_concurrency=_at_least(1, values, sources, "upload_concurrency"),
         remote_fetch_max_bytes_per_second=_at_least(1, values, sources, "remote_log_manager_fetch_max_bytes_per_second"),
         remote_fetch_quota_window_num=_at_least(1, values, sources, "remote_log_manager_fetch_quota_window_num"),
         remote_fetch_quota_window_size_seconds=_at_least(1, values, sources, "remote_log_manager_fetch_quota_window_size_seconds"),
@@ -364,21 +369,18 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[BrokerCon
             1000 * _at_least(1, values, sources, "controller_quota_window_size_seconds"),
         ),
         local_disk_limit_bytes=values["local_disk_limit_bytes"],
-        group_consumer_session_timeout_ms=values["group_consumer_session_timeout_ms"],
-        group_consumer_min_session_timeout_ms=values["group_consumer_min_session_timeout_ms"],
-        group_consumer_heartbeat_interval_ms=values["group_consumer_heartbeat_interval_ms"],
-        group_consumer_min_heartbeat_interval_ms=values["group_consumer_min_heartbeat_interval_ms"],
+        **_group_consumer_timeouts(values, sources),
         broker_rack=values["broker_rack"],
         replica_selector_class=values["replica_selector_class"],
-        broker_session_timeout_ms=values["broker_session_timeout_ms"],
-        broker_heartbeat_interval_ms=values["broker_heartbeat_interval_ms"],
+        broker_session_timeout_ms=_at_least(1, values, sources, "broker_session_timeout_ms"),
+        broker_heartbeat_interval_ms=_at_least(1, values, sources, "broker_heartbeat_interval_ms"),
         auto_leader_rebalance_enable=values["auto_leader_rebalance_enable"],
-        leader_imbalance_check_interval_seconds=values["leader_imbalance_check_interval_seconds"],
-        leader_imbalance_per_broker_percentage=values["leader_imbalance_per_broker_percentage"],
+        leader_imbalance_check_interval_seconds=_at_least(1, values, sources, "leader_imbalance_check_interval_seconds"),
+        leader_imbalance_per_broker_percentage=_at_least(0, values, sources, "leader_imbalance_per_broker_percentage"),
         wal_enable=values["wal_enable"],
-        wal_commit_interval_ms=values["wal_commit_interval_ms"],
-        wal_buffer_max_bytes=values["wal_buffer_max_bytes"],
-        wal_max_pending_bytes=values["wal_max_pending_bytes"],
+        wal_commit_interval_ms=_at_least(0, values, sources, "wal_commit_interval_ms"),
+        wal_buffer_max_bytes=_at_least(1, values, sources, "wal_buffer_max_bytes"),
+        wal_max_pending_bytes=_at_least(1, values, sources, "wal_max_pending_bytes"),
         object_store_env=aws_env,
         topic_defaults=topic_defaults,
         cleaner=cleaner,
@@ -392,6 +394,32 @@ def _max_connections_per_ip(values: Mapping[str, Any], sources: Mapping[str, str
         raise SettingsError(f"{sources['max_connections_per_ip']}: max.connections.per.ip can be set to zero only if "
                             f"max.connections.per.ip.overrides property is set")
     return values["max_connections_per_ip"] if values["max_connections_per_ip"] == 0 else _at_least(1, values, sources, "max_connections_per_ip")
+
+
+def _group_consumer_timeouts(values: Mapping[str, Any], sources: Mapping[str, str]) -> dict[str, int]:
+    """group.consumer.{,min.}session.timeout.ms and heartbeat.interval.ms, checked as Kafka's
+    GroupCoordinatorConfig checks them: at least 1, each within its min and max (the max are
+    Kafka's defaults, not settings here), the heartbeat below the session timeout."""
+    from diskless.broker.group.config import GroupConfig
+
+    checked = {name: _at_least(1, values, sources, name) for name in (
+        "group_consumer_min_session_timeout_ms", "group_consumer_session_timeout_ms",
+        "group_consumer_min_heartbeat_interval_ms", "group_consumer_heartbeat_interval_ms",
+    )}  # fmt: skip
+    maxima = GroupConfig()
+    for kind, maximum in (("session_timeout_ms", maxima.group_consumer_max_session_timeout_ms),
+                          ("heartbeat_interval_ms", maxima.group_consumer_max_heartbeat_interval_ms)):
+        name, least_name, dotted = f"group_consumer_{kind}", f"group_consumer_min_{kind}", kind.replace("_", ".")
+        if checked[least_name] > maximum:
+            raise SettingsError(f"{sources[least_name]}: expected at most {maximum} (group.consumer.max.{dotted}), got {checked[least_name]}")
+        if not checked[least_name] <= checked[name] <= maximum:
+            raise SettingsError(f"{sources[name]}: expected {checked[least_name]} (group.consumer.min.{dotted}) to {maximum} "
+                                f"(group.consumer.max.{dotted}), got {checked[name]}")
+    if checked["group_consumer_heartbeat_interval_ms"] >= checked["group_consumer_session_timeout_ms"]:
+        raise SettingsError(f"{sources['group_consumer_heartbeat_interval_ms']}: group.consumer.heartbeat.interval.ms must be less "
+                            f"than group.consumer.session.timeout.ms ({checked['group_consumer_session_timeout_ms']}), "
+                            f"got {checked['group_consumer_heartbeat_interval_ms']}")
+    return checked
 
 
 def _at_least(minimum: int, values: Mapping[str, Any], sources: Mapping[str, str], name: str) -> int:

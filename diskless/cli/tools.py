@@ -35,7 +35,8 @@ def add_commands(commands: Any) -> None:
 
     create = actions.add_parser("create", help="create a topic")
     create.add_argument("topic")
-    create.add_argument("--partitions", type=positive, default=1, help="number of partitions (default 1)")
+    create.add_argument("--partitions", type=positive, default=None,
+                        help="number of partitions (default: the broker's default, num.partitions, as kafka-topics.sh)")
     create.add_argument("--config", action="append", default=[], metavar="NAME=VALUE", help="topic config, e.g. retention.ms=3600000 (repeatable)")
     actions.add_parser("list", help="list topics")
     describe = actions.add_parser("describe", help="partitions, offsets and configs of a topic (and tiering, with --http)")
@@ -190,8 +191,10 @@ async def _topic_action(args: argparse.Namespace, bootstrap: str, security: Clie
 
     async with Admin(bootstrap_servers=bootstrap, security=security) as admin:
         if args.action == "create":
-            await admin.create_topics(args.topic, args.partitions, _pairs(args.config))
-            print(f"created topic {args.topic} with {args.partitions} partition(s)")
+            # Without --partitions: num_partitions -1, the broker's num.partitions (CreateTopics v4+).
+            created = await admin.create_topics(args.topic, -1 if args.partitions is None else args.partitions, _pairs(args.config))
+            count = created.get(args.topic, -1)
+            print(f"created topic {args.topic} with " + (f"{count} partition(s)" if count > 0 else "the broker's default number of partitions"))
         elif args.action == "list":
             for name in sorted(await admin.list_topics()):
                 print(name)
@@ -362,16 +365,40 @@ async def _produce_lines(producer: Producer, args: argparse.Namespace, progress:
         else:
             keys, values = [], []
             for line in lines:
-                key, _sep, value = line.partition(separator)
+                key, found, value = line.partition(separator)
+                if not found:
+                    break
                 keys.append(key)
                 values.append(value)
             unconfirmed.extend(await send_many(topic, values, keys, partition))
+            if len(keys) < len(lines):
+                # As Kafka's console producer (parse.key=true): the lines before stay sent.
+                await producer.flush()
+                _confirm_done(unconfirmed)
+                sent = progress.records + len(keys)
+                raise NoKeySeparator(args.key_separator, sent + 1, lines[len(keys)].decode(errors="replace"), sent, topic)
         _confirm_done(unconfirmed)
         progress.add(len(lines), size_bytes)
         if not block:
             break
     await producer.flush()
     _confirm_done(unconfirmed)
+
+
+class NoKeySeparator(ValueError):
+    """A line of `diskless produce --key-separator` input without the separator (Kafka's
+    LineMessageReader: "No key separator found on line number N"); `sent` records before it
+    were sent."""
+
+    def __init__(self, separator: str, line_number: int, line: str, sent: int, topic: str) -> None:
+        self.separator = separator
+        self.line_number = line_number
+        self.line = line
+        self.sent = sent
+        self.topic = topic
+        before = "nothing was sent" if sent == 0 else (
+            f"the record before it was sent to {topic}" if sent == 1 else f"the {sent} records before it were sent to {topic}")
+        super().__init__(f"no key separator {separator!r} found on line number {line_number}: {line!r}; {before}")
 
 
 def _confirm_done(futures: collections.deque[Any]) -> None:

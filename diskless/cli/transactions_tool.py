@@ -116,10 +116,10 @@ async def _describe(args: argparse.Namespace, bootstrap: str, security: ClientSe
     now_ms = int(time.time() * 1000)
     rows = []
     for d in described.values():
-        open_ = d.state in OPEN_STATES and d.transaction_start_time_ms >= 0
+        start_ms = d.transaction_start_time_ms if d.state in OPEN_STATES else None
         rows.append((
             str(d.coordinator_id), d.transactional_id, str(d.producer_id), str(d.producer_epoch), d.state,
-            str(d.transaction_start_time_ms) if open_ else "None", str(now_ms - d.transaction_start_time_ms) if open_ else "None",
+            str(start_ms) if start_ms is not None else "None", str(now_ms - start_ms) if start_ms is not None else "None",
             ",".join(f"{t}-{p}" for t, p in d.partitions),
         ))  # fmt: skip
     _print_table(DESCRIBE_COLUMNS, rows)

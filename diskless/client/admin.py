@@ -38,6 +38,7 @@ from .errors import (
     ClientClosedError,
     KafkaError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
     error_for,
 )
 from .retry import retrying
@@ -167,9 +168,14 @@ class Admin(GroupAdmin, SecurityAdmin, TransactionAdmin, QuotaAdmin):
         replication_factor: int = -1,
         validate_only: bool = False,
         timeout_ms: int | None = None,
-    ) -> None:
+    ) -> dict[str, int]:
         """Create topics: one name (with `num_partitions` and `configs`), or several `NewTopic`s.
+        A `num_partitions` of -1 takes the broker's num.partitions, as Kafka's NewTopic without
+        a count: that needs CreateTopics v4, and an older broker raises `UnsupportedVersionError`
+        (`replication_factor` -1, the default, takes its default.replication.factor).
 
+        Returns each topic's partition count as the controller answered it (CreateTopics v5
+        and later; before, the count asked for, -1 where that was the broker's default).
         Raises `TopicAlreadyExistsError`, `InvalidConfigError`, `InvalidPartitionsError`, ...
         for the first topic the controller refused.
         """
@@ -180,9 +186,15 @@ class Admin(GroupAdmin, SecurityAdmin, TransactionAdmin, QuotaAdmin):
             if isinstance(item, str):
                 item = NewTopic(item, num_partitions, replication_factor, tuple((configs or {}).items()))
             wanted[item.name] = item
+        asked = dict(wanted)
+        created: dict[str, int] = {}
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
 
         def make(version: int) -> Any:
+            if version < 4 and any(t.num_partitions == -1 for t in wanted.values()):
+                # Kafka's Admin refuses it the same way: before v4, -1 is only for manual assignments.
+                raise UnsupportedVersionError(f"the broker's default partition count (num_partitions -1) needs CreateTopics v4 "
+                                              f"or later; the broker speaks up to v{version}: give the number of partitions")
             cls = protocol.request_class(protocol.CREATE_TOPICS, version)
             topic_cls = protocol.nested(cls, "CreatableTopic")
             config_cls = protocol.nested(cls, "CreatableTopicConfig")
@@ -203,12 +215,14 @@ class Admin(GroupAdmin, SecurityAdmin, TransactionAdmin, QuotaAdmin):
                 validate_only=validate_only,
             )
 
-        await self._per_item(
-            lambda: self._controller_request(protocol.CREATE_TOPICS, make, timeout + 5000),
-            lambda response: [(t.name, t.error_code, getattr(t, "error_message", None)) for t in response.topics],
-            wanted,
-            "topic",
-        )
+        def results(response: Any) -> list[tuple[str, int, str | None]]:
+            for t in response.topics:
+                if not t.error_code:
+                    created[t.name] = getattr(t, "num_partitions", asked[t.name].num_partitions if t.name in asked else -1)
+            return [(t.name, t.error_code, getattr(t, "error_message", None)) for t in response.topics]
+
+        await self._per_item(lambda: self._controller_request(protocol.CREATE_TOPICS, make, timeout + 5000), results, wanted, "topic")
+        return created
 
     async def _per_item(
         self,

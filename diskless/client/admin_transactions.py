@@ -44,7 +44,7 @@ class TransactionDescription:
     producer_id: int
     producer_epoch: int
     transaction_timeout_ms: int
-    transaction_start_time_ms: int  # -1 before the first transaction
+    transaction_start_time_ms: int | None  # None before the first transaction (Kafka's OptionalLong; -1 on the wire)
     partitions: tuple[tuple[str, int], ...]
 
 
@@ -118,9 +118,10 @@ class TransactionAdmin:
                     if state.error_code in _COORDINATOR_ERRORS:
                         self._cluster.forget_coordinator(transactional_id, TRANSACTION_KEY)
                     raise error_for(state.error_code)
+                start_ms = state.transaction_start_time  # an int (responses.py): -1 when none started
                 return TransactionDescription(
                     transactional_id, node, state.transaction_state, state.producer_id, state.producer_epoch,
-                    round(state.transaction_timeout.total_seconds() * 1000), round(state.transaction_start_time.timestamp() * 1000),
+                    round(state.transaction_timeout.total_seconds() * 1000), start_ms if start_ms >= 0 else None,
                     tuple((t.topic, p) for t in state.topics for p in t.partitions),
                 )  # fmt: skip
 

@@ -24,6 +24,7 @@ from typing import Any
 from diskless.wire import request_type, response_type
 
 from .errors import UnsupportedByBroker
+from .responses import RESPONSE_CLASSES
 
 PRODUCE = 0
 FETCH = 1
@@ -146,7 +147,8 @@ def request_class(api_key: int, version: int) -> type:
 
 
 def response_class(api_key: int, version: int) -> type:
-    return response_type(api_key, version)
+    """kio's response class, or the client's own where kio refuses what brokers send (responses.py)."""
+    return RESPONSE_CLASSES.get((api_key, version)) or response_type(api_key, version)
 
 
 @lru_cache(maxsize=1024)
@@ -179,8 +181,11 @@ def encode_produce_request(
     acks: int,
     timeout_ms: int,
     topics: list[tuple[str, list[tuple[int, bytes]]]],
+    transactional_id: str | None = None,
 ) -> bytearray:
-    """A whole Produce frame (size prefix included, correlation id 0 at CORRELATION_ID_AT).
+    """A whole Produce frame (size prefix included, correlation id 0 at CORRELATION_ID_AT);
+    a transactional producer's batches go with its `transactional_id` (Kafka refuses them
+    without it: TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
     The producer's hot path: one request per drain, where kio's generic writer costs more than
     the rest of the send. Byte for byte what `diskless.wire.encode_request` writes for the
@@ -198,11 +203,12 @@ def encode_produce_request(
     out += _HEADER.pack(PRODUCE, version, 0, -1 if client is None else len(client))
     if client is not None:
         out += client
+    txn = None if transactional_id is None else transactional_id.encode()
     if flexible:
         out += b"\x00"  # header tagged fields
-        out += b"\x00"  # transactional_id: null
+        out += b"\x00" if txn is None else _uvarint(len(txn) + 1) + txn  # transactional_id, null: 0
     else:
-        out += b"\xff\xff"
+        out += b"\xff\xff" if txn is None else _INT16.pack(len(txn)) + txn
     out += _ACKS_TIMEOUT.pack(acks, timeout_ms)
     out += _uvarint(len(topics) + 1) if flexible else _INT32.pack(len(topics))
     for name, partitions in topics:

@@ -207,7 +207,7 @@ class Sender:
         for batch in batches:
             by_topic[batch.tp.topic].append((batch.tp.partition, batch.data))  # type: ignore[arg-type]
         frame = protocol.encode_produce_request(
-            version, connection.client_id, self.config.acks, self.config.request_timeout_ms, list(by_topic.items())
+            version, connection.client_id, self.config.acks, self.config.request_timeout_ms, list(by_topic.items()), self.config.transactional_id
         )
         if self.config.acks == 0:
             try:

@@ -33,6 +33,8 @@ def diskless(*args: str, env: dict[str, str] | None = None, cwd=None) -> subproc
     (("--log-level", "verbose"), "--log-level: expected DEBUG, INFO, WARNING or ERROR, got 'verbose'"),
     (("--listen", "9092"), "--listen: expected HOST:PORT, got '9092'"),
     (("--node-id", "one"), "--node-id: expected an integer, got 'one'"),
+    (("--num-partitions", "0"), "--num-partitions: expected at least 1, got 0"),
+    (("--group-consumer-session-timeout-ms", "0"), "--group-consumer-session-timeout-ms: expected at least 1, got 0"),
 ])
 def test_serve_refuses_a_bad_setting_in_one_line_and_writes_nothing(tmp_path, flags, line):
     data_dir = tmp_path / "data"

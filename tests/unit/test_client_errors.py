@@ -114,14 +114,15 @@ def test_consumer_config_checks_strategies_and_resets() -> None:
 
 @pytest.mark.parametrize("version", range(3, 12))
 @pytest.mark.parametrize("client_id", [None, "producer-1"])
-def test_hand_encoded_produce_requests_match_kio(version: int, client_id: str | None) -> None:
+@pytest.mark.parametrize("transactional_id", [None, "tx-ü"])
+def test_hand_encoded_produce_requests_match_kio(version: int, client_id: str | None, transactional_id: str | None) -> None:
     topics = [("orders", [(0, b"\x01" * 70), (3, b"batch-bytes")]), ("päyments", [(1, b"x" * 200)])]
-    frame = protocol.encode_produce_request(version, client_id, -1, 30000, topics)
+    frame = protocol.encode_produce_request(version, client_id, -1, 30000, topics, transactional_id)
     cls = protocol.request_class(protocol.PRODUCE, version)
     topic_cls = protocol.nested(cls, "TopicProduceData")
     partition_cls = protocol.nested(cls, "PartitionProduceData")
     entity = cls(
-        transactional_id=None,
+        transactional_id=transactional_id,
         acks=-1,
         timeout=protocol.ms(30000),
         topic_data=tuple(
