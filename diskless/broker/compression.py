@@ -10,6 +10,10 @@ Where it runs: in the partition's append, after the producer's batch passed the 
 max.message.bytes checks, before offsets (and LogAppendTime) are assigned; the recompressed
 batch is checked against max.message.bytes again, as Kafka's UnifiedLog.append does when
 recompression changed the size. Called by the partition's owner only; pure.
+
+Decoding runs on the event loop and holds a whole batch's records in memory, so the records
+a produce makes the broker decompress are bounded: `PRODUCE_DECOMPRESSED_MAX_BYTES` (also
+for compacted topics' key checks, compaction/keys.py).
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ from hot_tier.records.header import ATTR_CODEC_MASK, LOG_OVERHEAD, peek_size
 from hot_tier.records.recompress import recompress
 
 PRODUCER = "producer"
+
+# The most bytes of records one produced batch may decompress to where the broker decodes it
+# on produce (recompression here, compacted topics' key checks): 64 MiB, 64 times Kafka's
+# default max.message.bytes, whatever the topic's (the callers see only the batch). A
+# decompression bomb stops there; a legitimate batch that large is refused MESSAGE_TOO_LARGE.
+PRODUCE_DECOMPRESSED_MAX_BYTES = 64 * 1024 * 1024
 
 # Kafka's BrokerCompressionType names -> the codec stored; `producer` is not in it.
 TARGET_CODECS: Mapping[str, Compression] = {
@@ -55,7 +65,10 @@ def apply_compression_type(records: bytes, compression_type: str) -> bytes:
 
     `records` holds whole batches (a produce request's records for one partition). Raises
     CorruptBatch (bad header, CRC or records of a batch to recompress), UnsupportedCompression
-    and UnknownCompressionType.
+    and UnknownCompressionType, and DecompressedTooLarge (MESSAGE_TOO_LARGE) for a batch to
+    recompress whose records decompress to more than PRODUCE_DECOMPRESSED_MAX_BYTES (64 MiB):
+    a fixed bound, not one from the topic's max.message.bytes, which bounds the compressed
+    batch only; decompression stops there, so a bomb costs at most that much memory.
     """
     if compression_type == PRODUCER:
         return records
@@ -64,7 +77,7 @@ def apply_compression_type(records: bytes, compression_type: str) -> bytes:
     if size == len(records) and len(records) > _ATTRIBUTES_LOW_BYTE_AT:  # one batch: the usual case
         if records[_ATTRIBUTES_LOW_BYTE_AT] & ATTR_CODEC_MASK == codec:
             return records
-        return recompress(records, codec)
+        return recompress(records, codec, max_bytes=PRODUCE_DECOMPRESSED_MAX_BYTES)
     out = bytearray()
     changed = False
     position = 0
@@ -75,7 +88,7 @@ def apply_compression_type(records: bytes, compression_type: str) -> bytes:
             return records if not changed else bytes(out + view[position:])  # the append's checks refuse it
         batch = view[position : position + size]
         if size > _ATTRIBUTES_LOW_BYTE_AT and batch[_ATTRIBUTES_LOW_BYTE_AT] & ATTR_CODEC_MASK != codec:
-            out += recompress(batch, codec)
+            out += recompress(batch, codec, max_bytes=PRODUCE_DECOMPRESSED_MAX_BYTES)
             changed = True
         else:
             out += batch

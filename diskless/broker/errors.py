@@ -14,7 +14,7 @@ import logging
 from cold_tier.errors import ObjectStoreError, StoreUnavailable
 from cold_tier.remote_errors import CorruptSegmentObject, ReaderClosed, RemoteOffsetOutOfRange, RemoteSegmentMissing
 from hot_tier.errors import LogClosed, OffsetOutOfRange
-from hot_tier.records.errors import CorruptBatch, RecordsError
+from hot_tier.records.errors import CorruptBatch, DecompressedTooLarge, RecordsError
 from kio.schema.errors import ErrorCode
 from metadata.errors import (
     FencedLeaderEpoch,
@@ -23,6 +23,7 @@ from metadata.errors import (
     MetadataStorageError,
     MetadataStoreClosed,
     TopicAlreadyExists,
+    TopicNameCollision,
     UnknownTopic,
     UnknownTopicId,
     UnknownLeaderEpoch,
@@ -291,6 +292,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (StoreUnavailable, ErrorCode.kafka_storage_error),
     (ObjectStoreError, ErrorCode.kafka_storage_error),  # the bucket refused or failed a request
     (ReaderClosed, ErrorCode.kafka_storage_error),
+    (DecompressedTooLarge, ErrorCode.message_too_large),  # before its base, RecordsError: Java producers split the batch
     (CorruptBatch, ErrorCode.corrupt_message),
     (RecordsError, ErrorCode.corrupt_message),
     (RecordTooLarge, ErrorCode.message_too_large),
@@ -305,6 +307,7 @@ _TABLE: list[tuple[type[BaseException], ErrorCode]] = [
     (UnknownTopic, ErrorCode.unknown_topic_or_partition),
     (UnknownTopicOrPartition, ErrorCode.unknown_topic_or_partition),
     (InvalidTopicName, ErrorCode.invalid_topic_exception),
+    (TopicNameCollision, ErrorCode.invalid_topic_exception),  # a.b beside a_b, as Kafka
     (PartitionPolicyViolation, ErrorCode.policy_violation),  # before its base, InvalidPartitions
     (InvalidPartitions, ErrorCode.invalid_partitions),
     (InvalidConfig, ErrorCode.invalid_config),

@@ -169,8 +169,8 @@ class ProducerStateManager:
             if base_sequence != 0 and partition_empty:
                 return UnknownProducer(producer_id, base_sequence)
             return APPEND
-        assert entry is not None
-        if current_epoch == NO_PRODUCER_EPOCH or in_sequence(entry.last_sequence, base_sequence):
+        # No epoch known (no entry, or a batch that carried epoch -1): any sequence goes, as Kafka.
+        if entry is None or current_epoch == NO_PRODUCER_EPOCH or in_sequence(entry.last_sequence, base_sequence):
             return APPEND
         return OutOfOrderSequence(producer_id, producer_epoch, base_sequence, current_epoch, entry.last_sequence)
 

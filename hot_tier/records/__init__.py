@@ -9,7 +9,17 @@ objects); `codecs` holds the compression codecs; `errors` the typed errors they 
 from .batch import DecodedBatch, Record, decode_batch, decode_batches, encode_batch
 from .codecs import Compression, compress, decompress
 from .decoder import RecordTuple, iter_record_keys, iter_record_tuples, records_section
-from .errors import BadCrc, BadLength, BadMagic, CorruptBatch, RecordsError, TruncatedBatch, UnsupportedCompression
+from .errors import (
+    BadCrc,
+    BadLength,
+    BadMagic,
+    CorruptBatch,
+    DecompressedTooLarge,
+    ImpossibleRecordsCount,
+    RecordsError,
+    TruncatedBatch,
+    UnsupportedCompression,
+)
 from .header import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -20,6 +30,7 @@ from .header import (
     HEADER_BYTES,
     LOG_OVERHEAD,
     MAGIC,
+    MIN_RECORD_BYTES,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     TIMESTAMP_CREATE_TIME,
@@ -43,6 +54,7 @@ __all__ = [
     "HEADER_BYTES",
     "LOG_OVERHEAD",
     "MAGIC",
+    "MIN_RECORD_BYTES",
     "NO_PRODUCER_ID",
     "NO_SEQUENCE",
     "TIMESTAMP_CREATE_TIME",
@@ -54,6 +66,8 @@ __all__ = [
     "Compression",
     "CorruptBatch",
     "DecodedBatch",
+    "DecompressedTooLarge",
+    "ImpossibleRecordsCount",
     "Record",
     "RecordTuple",
     "RecordsError",

@@ -202,11 +202,14 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
         raise TypeError(f"keys, values and header values are bytes or None, not {type(data).__name__}")
 
 
-def decode_batch(buf: bytes | bytearray | memoryview, position: int = 0, *, check_crc: bool = True) -> DecodedBatch:
+def decode_batch(
+    buf: bytes | bytearray | memoryview, position: int = 0, *, check_crc: bool = True, max_bytes: int | None = None
+) -> DecodedBatch:
     """Decode the whole batch at `position` of `buf`, records with absolute offsets.
 
-    Raises a `CorruptBatch` subclass for a bad header, CRC, compressed block or record, and
-    `UnsupportedCompression` for a codec id this build does not know. The records are decoded
+    Raises a `CorruptBatch` subclass for a bad header, CRC, compressed block or record,
+    `UnsupportedCompression` for a codec id this build does not know, and with `max_bytes`
+    `DecompressedTooLarge` for compressed records that decompress to more. The records are decoded
     by decoder.py's `iter_record_tuples`, the one record decoder (the client's too).
     """
     header = read_header(buf, position, check_crc=check_crc)
@@ -214,7 +217,7 @@ def decode_batch(buf: bytes | bytearray | memoryview, position: int = 0, *, chec
     set_key, set_value, set_headers = _set_key, _set_value, _set_headers
     records: list[Record] = []
     append = records.append
-    for offset, timestamp, _, key, value, headers in iter_record_tuples(buf, header):
+    for offset, timestamp, _, key, value, headers in iter_record_tuples(buf, header, max_bytes):
         record = new(Record)
         set_offset(record, offset)
         set_timestamp(record, timestamp)

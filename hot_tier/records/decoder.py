@@ -49,19 +49,23 @@ _MIN_RECORD_BYTES = 6
 _ZIGZAG_2 = tuple((raw >> 1) ^ -(raw & 1) for raw in range(1 << 14))
 
 
-def records_section(buf: bytes | bytearray | memoryview, header: BatchHeader) -> tuple[bytes, int, int]:
+def records_section(
+    buf: bytes | bytearray | memoryview, header: BatchHeader, max_bytes: int | None = None
+) -> tuple[bytes, int, int]:
     """(data, start, end): the records of the batch `header` describes (it sits in `buf` at
     `header.position`) are `data[start:end]`, decompressed if the batch is compressed.
 
     An uncompressed batch in a `bytes` buffer is not copied. Raises `CorruptBatch` for a
-    compressed block that does not decompress and `UnsupportedCompression` for an unknown codec.
+    compressed block that does not decompress, `UnsupportedCompression` for an unknown codec
+    and, with `max_bytes` (the produce path's bound), `DecompressedTooLarge` for a compressed
+    block that decompresses to more (`codecs.decompress`).
     """
     position = header.position
     start = position + HEADER_BYTES
     end = position + header.size_bytes
     codec = header.attributes & ATTR_CODEC_MASK
     if codec:
-        data = decompress(codec, memoryview(buf)[start:end], position=position)
+        data = decompress(codec, memoryview(buf)[start:end], position=position, max_bytes=max_bytes)
         return data, 0, len(data)
     if type(buf) is bytes:
         return buf, start, end
@@ -69,15 +73,18 @@ def records_section(buf: bytes | bytearray | memoryview, header: BatchHeader) ->
     return data, 0, len(data)
 
 
-def iter_record_tuples(buf: bytes | bytearray | memoryview, header: BatchHeader) -> Iterator[RecordTuple]:
+def iter_record_tuples(
+    buf: bytes | bytearray | memoryview, header: BatchHeader, max_bytes: int | None = None
+) -> Iterator[RecordTuple]:
     """Yield the records of the batch `header` describes (it sits in `buf` at
     `header.position`; its header and CRC are checked already, by `read_header`) as
-    (offset, timestamp, timestamp_type, key, value, headers)."""
+    (offset, timestamp, timestamp_type, key, value, headers). `max_bytes` bounds a
+    compressed batch's records section, as `records_section`'s."""
     position = header.position
     count = header.records_count
     if count < 0:
         raise CorruptBatch(position, f"records count {count} is negative")
-    data, start, end = records_section(buf, header)
+    data, start, end = records_section(buf, header, max_bytes)
     base_offset = header.base_offset
     timestamp_type = 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0
     base_timestamp = header.base_timestamp
@@ -191,13 +198,15 @@ def iter_record_tuples(buf: bytes | bytearray | memoryview, header: BatchHeader)
         raise CorruptBatch(position, f"{end - pos} bytes left over after the {count} records the header declares")
 
 
-def iter_record_keys(buf: bytes | bytearray | memoryview, header: BatchHeader) -> Iterator[tuple[int, bytes | None, bool]]:
+def iter_record_keys(
+    buf: bytes | bytearray | memoryview, header: BatchHeader, max_bytes: int | None = None
+) -> Iterator[tuple[int, bytes | None, bool]]:
     """(offset, key, value is null) of each record of the batch, as `iter_record_tuples`
     reads them; values and headers are not decoded. Raises CorruptBatch as it does for a
-    record that does not fit its section."""
+    record that does not fit its section; `max_bytes` as `records_section`'s."""
     position = header.position
     count = header.records_count
-    data, start, end = records_section(buf, header)
+    data, start, end = records_section(buf, header, max_bytes)
     base_offset = header.base_offset
     zz, zz2 = ZIGZAG_1, _ZIGZAG_2
     pos = start

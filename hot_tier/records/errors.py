@@ -55,3 +55,28 @@ class UnsupportedCompression(RecordsError):
     def __init__(self, codec: int) -> None:
         super().__init__(f"unknown compression codec id {codec}")
         self.codec = codec
+
+
+class ImpossibleRecordsCount(CorruptBatch):
+    """An uncompressed batch whose header declares more records than its records section can
+    hold: each record takes at least 7 bytes (header.MIN_RECORD_BYTES)."""
+
+    def __init__(self, position: int, records_count: int, records_bytes: int) -> None:
+        super().__init__(position, f"records count {records_count} cannot fit in {records_bytes} bytes")
+        self.records_count = records_count
+        self.records_bytes = records_bytes
+
+
+class DecompressedTooLarge(RecordsError):
+    """A compressed records section that decompresses to more than `max_bytes`, the bound the
+    caller set (`codecs.decompress`). The data may be valid: it is refused for its size, and
+    only the first `max_bytes` (plus one step of the codec) were ever decompressed."""
+
+    def __init__(self, position: int, codec: str, max_bytes: int) -> None:
+        super().__init__(
+            f"record batch at position {position}: its {codec} records section decompresses to more than "
+            f"{max_bytes} bytes, the limit on a batch's records decompressed whole"
+        )
+        self.position = position
+        self.codec = codec
+        self.max_bytes = max_bytes

@@ -50,6 +50,11 @@ TIMESTAMP_LOG_APPEND_TIME = 1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
+# The smallest record (DefaultRecord): length, attributes, timestamp delta, offset delta, key
+# length, value length and header count, one byte each (varints of 0 or -1, no key, value or
+# header bytes). An uncompressed records section of M bytes holds at most M // 7 records.
+MIN_RECORD_BYTES = 7
+
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET = struct.Struct(">q")
 _INT64 = struct.Struct(">q")

@@ -46,13 +46,14 @@ _UINT32 = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
 
 
-def recompress(batch: bytes | bytearray | memoryview, codec: Compression | int) -> bytes:
+def recompress(batch: bytes | bytearray | memoryview, codec: Compression | int, *, max_bytes: int | None = None) -> bytes:
     """The one batch that fills `batch`, with its records compressed by `codec`.
 
     Returns the input's bytes unchanged when the batch already uses `codec`. Raises a
     `CorruptBatch` subclass for a bad header, CRC, compressed block or record (also when
-    `batch` holds more or less than one whole batch), and `UnsupportedCompression` for a codec
-    id unknown on either side.
+    `batch` holds more or less than one whole batch), `UnsupportedCompression` for a codec
+    id unknown on either side, and `DecompressedTooLarge` when its compressed records
+    decompress to more than `max_bytes` (no bound without it).
     """
     try:
         codec = Compression(codec)
@@ -74,7 +75,7 @@ def recompress(batch: bytes | bytearray | memoryview, codec: Compression | int) 
             # flag in a copy (its CRC was checked above) to read the records' own timestamps.
             source = bytearray(batch)
             _INT16.pack_into(source, _ATTRIBUTES_AT, header.attributes & ~ATTR_TIMESTAMP_TYPE)
-        decoded = decode_batch(source, 0, check_crc=False)
+        decoded = decode_batch(source, 0, check_crc=False, max_bytes=max_bytes)
         out = bytearray(
             encode_batch(
                 decoded.records,

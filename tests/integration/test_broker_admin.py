@@ -829,3 +829,23 @@ def test_data_configs_and_offsets_survive_a_clean_restart(broker, create_topic, 
     assert describe(admin_for(broker.bootstrap), topic)["segment.bytes"].value == "2048"
     # Appends continue from the old log end.
     assert produce_values(broker.bootstrap, topic, [b"after"], partition=1) == [(1, 40)]
+
+
+def test_a_partition_retention_emptied_opens_again_after_a_clean_restart(broker, create_topic) -> None:
+    """Tiered, every record past retention.ms: once a restart has rolled the active segment and
+    it was uploaded, retention took it from the bucket and the log is empty at [5, 5). After
+    another restart the partition is served from there, not left offline (its high watermark
+    was rebuilt at 0, below the log)."""
+    topic = create_topic(broker.bootstrap, partitions=1, configs={"retention.ms": "600000"})
+    # From 1970: segment.ms (7 days) counts from the segment's first timestamp, so the reopened
+    # log rolls the segment, which is uploaded, then retention takes it.
+    produce_values(broker.bootstrap, topic, [f"old-{i}".encode() for i in range(5)], timestamp=1000)
+    assert broker.stop() == 0
+    broker.start()
+    wait_for_log_start(broker.bootstrap, topic, 5)
+    assert broker.stop() == 0
+    broker.start()
+    assert produce_values(broker.bootstrap, topic, [b"after"]) == [(0, 5)]
+    assert [(m.offset(), m.value()) for m in consume_all(broker.bootstrap, topic)[0]] == [(5, b"after")]
+    wait_for_log_start(broker.bootstrap, topic, 5)
+    assert "cannot be opened" not in broker.log_text()

@@ -59,6 +59,15 @@ def test_unknown_producer_is_accepted_at_any_sequence() -> None:
     assert state.check(PID, 3, 42, 50, 0) == APPEND
 
 
+def test_a_producer_id_with_epoch_minus_one_is_accepted_at_any_sequence() -> None:
+    """A batch with a producer id but no epoch (-1): as Kafka, no epoch known means any sequence
+    (it raised AssertionError: UNKNOWN_SERVER_ERROR to the client)."""
+    state = ProducerStateManager()
+    assert state.check(PID, -1, 0, 0, 0) == APPEND
+    state.record(PID, -1, 0, 0, 0, 0, 0)
+    assert state.check(PID, -1, 7, 7, 0) == APPEND
+
+
 def test_in_a_partition_never_written_a_producer_starts_at_sequence_zero() -> None:
     state = ProducerStateManager()
     assert state.check(PID, 0, 0, 9, 0, partition_empty=True) == APPEND

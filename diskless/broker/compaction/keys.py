@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from hot_tier.records import BatchHeader, iter_record_tuples
 
+from ..compression import PRODUCE_DECOMPRESSED_MAX_BYTES
 from ..errors import InvalidRecord
 
 
@@ -33,9 +34,14 @@ class RecordsWithoutKey(InvalidRecord):
 
 def check_keys(records: bytes | bytearray | memoryview, header: BatchHeader, topic: str, partition: int) -> None:
     """Raise RecordsWithoutKey if a record of the batch (at `header.position` of `records`)
-    has a null key. Control batches (transaction markers) carry keys of their own and pass."""
+    has a null key. Control batches (transaction markers) carry keys of their own and pass.
+
+    A compressed batch is decompressed whole, on the event loop: at most
+    PRODUCE_DECOMPRESSED_MAX_BYTES (64 MiB, a fixed bound: the topic's max.message.bytes bounds
+    only the compressed batch), else DecompressedTooLarge (MESSAGE_TOO_LARGE) and no more of it
+    is decompressed. The log cleaner reads stored batches without this bound."""
     if header.is_control:
         return
-    missing = [index for index, record in enumerate(iter_record_tuples(records, header)) if record[3] is None]
+    missing = [index for index, record in enumerate(iter_record_tuples(records, header, PRODUCE_DECOMPRESSED_MAX_BYTES)) if record[3] is None]
     if missing:
         raise RecordsWithoutKey(topic, partition, missing)

@@ -35,7 +35,8 @@ async def handle_produce(broker: BrokerApi, request: Request) -> Any:
     )
     now = broker.clock()
     transactional_id = getattr(body, "transactional_id", None)  # only transactional producers send one
-    refused_id = bool(transactional_id) and not transactions.may_write(broker, transactional_id)
+    # As Kafka: a transactional batch comes with its transactional id, which the client may write.
+    refused_id = not transactions.may_write(broker, transactional_id) if transactional_id else _has_transactional_batch(body)
     verified: dict[tuple[str, int], ErrorCode] = {}
     guards: dict[tuple[str, int], tuple[Any, int, object]] = {}  # (leader, producer id, guard) per partition verified elsewhere
     turn = None
@@ -173,6 +174,20 @@ def _still_verified(guard: tuple[Any, int, object] | None, partition: Any) -> bo
         return True
     leader, producer_id, token = guard
     return leader is partition and partition.txns.verification_holds(producer_id, token)
+
+
+def _has_transactional_batch(body: Any) -> bool:
+    """Whether a partition's batch is transactional (its header says so; one that does not
+    parse is left to the append's checks)."""
+    for topic_data in body.topic_data:
+        for data in topic_data.partition_data:
+            if data.records:
+                try:
+                    if read_header(data.records, 0, check_crc=False).is_transactional:
+                        return True
+                except CorruptBatch:
+                    continue
+    return False
 
 
 def _opening_transactions(broker: BrokerApi, body: Any) -> list[tuple[str, int, int, int]]:

@@ -51,6 +51,7 @@ from hot_tier.records.transactions import PartitionTxns, encode_marker, encode_t
 from ..tiering.remote_log import RemoteLog
 from ..wal.recovery import recover_tail
 from ..wal.writer import WalWriter
+from .batch_checks import check_produced_batch
 from .epoch_checkpoint import last_leader_epoch, record_leader_epoch
 from .epoch_history import epoch_starts
 from .producer_snapshots import drop_snapshots_above, load_producer_state, published_state, snapshot_after, to_published
@@ -176,6 +177,10 @@ class PartitionLeader:
             high_watermark = await recover_tail(
                 log, store, remote.storage.bucket, topic, index, remote.end_offset, now_ms, on_truncate=kept.append, stored=stored
             )
+            # Below the log start (retention, DeleteRecords, local copies gone once uploaded)
+            # nothing waits to become durable: a log that retention emptied, whose bucket holds
+            # no segment any more, starts its high watermark there, not at 0.
+            high_watermark = max(high_watermark, min(log.log_end_offset, max(log_start_offset or 0, log.log_start_offset)))
         # Producer snapshots above the cut describe batches that are gone: the tail rebuilt over
         # them may hold other batches at those offsets (another leader's), and a snapshot kept
         # there would hide them from the producer state (their sequences unknown: the
@@ -277,9 +282,9 @@ class PartitionLeader:
         """Validate and append the one batch of a produce request; wake waiting fetches.
 
         A retried batch of an idempotent producer is not appended again: the answer is the
-        offsets it got the first time. Raises CorruptBatch, InvalidRecord, RecordTooLarge,
-        OutOfOrderSequence, InvalidProducerEpoch, UnknownProducerId or LocalDiskFull; nothing is
-        written then.
+        offsets it got the first time. Raises CorruptBatch, UnsupportedCompression, InvalidRecord,
+        InvalidTimestamp, RecordTooLarge, DecompressedTooLarge, OutOfOrderSequence,
+        InvalidProducerEpoch, UnknownProducerId or LocalDiskFull; nothing is written then.
         """
         if not self._may_write():
             raise NotLeaderOrFollower(self.topic, self.index)
@@ -295,6 +300,7 @@ class PartitionLeader:
         if len(headers) != 1:
             raise InvalidRecord("produce requests v3+ carry exactly one record batch per partition")
         header = headers[0]
+        check_produced_batch(header)
         if header.size_bytes > rules.max_message_bytes:
             raise RecordTooLarge(header.size_bytes, rules.max_message_bytes)
         if header.is_transactional:
@@ -366,11 +372,9 @@ class PartitionLeader:
     # --- transactions (txn/) ------------------------------------------------------------------
 
     def _check_transactional(self, header: BatchHeader, verify: Callable[[int, int, str, int], object] | None) -> None:
-        """A client's transactional batch: never a control batch; and KIP-890 part 1, the
-        first batch of a producer's transaction here only once the coordinator says the
-        partition was added to it (`verify` answers an error code, NONE when it was)."""
-        if header.is_control:
-            raise InvalidRecord("clients may not write control batches")
+        """A client's transactional batch (never a control batch: batch_checks.py): KIP-890
+        part 1, the first batch of a producer's transaction here only once the coordinator
+        says the partition was added to it (`verify` answers an error code, NONE when it was)."""
         if self.txns.is_ongoing(header.producer_id):
             return
         if verify is None:

@@ -4,13 +4,15 @@ or ahead of the broker's clock a CreateTime record's timestamp may be when it is
 The common case costs one comparison and decodes nothing: a batch's header carries its
 largest timestamp, which bounds every record's from above (after.max.ms, default an hour).
 Only a topic that sets before.max.ms (default: no bound) has its records' timestamps decoded
-on produce, to find the smallest; and a refused batch, to name its records (KIP-467).
+on produce, to find the smallest; and a refused batch, to name its records (KIP-467), within
+the bound on what produce decompresses (compression.py).
 """
 
 from __future__ import annotations
 
 from hot_tier.records import BatchHeader, iter_record_tuples
 
+from ..compression import PRODUCE_DECOMPRESSED_MAX_BYTES
 from ..errors import InvalidTimestamp
 
 LONG_MAX = 2**63 - 1
@@ -26,7 +28,7 @@ def check_timestamps(records: bytes | bytearray | memoryview, header: BatchHeade
     low, high = now_ms - before_max_ms, now_ms + after_max_ms
     wrong = [
         (index, f"Timestamp {timestamp} of message with offset {offset} is out of range. The timestamp should be within [{low}, {high}]")
-        for index, (offset, timestamp, *_) in enumerate(iter_record_tuples(records, header))
+        for index, (offset, timestamp, *_) in enumerate(iter_record_tuples(records, header, PRODUCE_DECOMPRESSED_MAX_BYTES))
         if timestamp != NO_TIMESTAMP and not low <= timestamp <= high
     ]  # fmt: skip
     if wrong:

@@ -221,10 +221,12 @@ class Transactions:
 
     def verify(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> ErrorCode:
         """KIP-890 part 1, asked by a partition leader, in process, for a producer whose
-        transactional id this broker coordinates; for one another broker coordinates the
-        Produce handler asked that broker first (handlers/transactions.verify_elsewhere), and
-        here, not knowing the producer, accepts."""
-        if not self._loaded or not self.core.knows_producer(producer_id):
+        transactional id this broker coordinates (for one another broker coordinates, the
+        Produce handler asked that broker first: handlers/transactions.verify_elsewhere). A
+        producer id no transactional id here holds is INVALID_PRODUCER_ID_MAPPING, as that
+        broker answers an unknown one: accepted, its batch would hold the partition's last
+        stable offset for good (no coordinator would ever end its transaction)."""
+        if not self._loaded:
             return ErrorCode.none
         return self.core.verify_partition(producer_id, producer_epoch, topic, partition)
 
