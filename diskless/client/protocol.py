@@ -24,7 +24,6 @@ from typing import Any
 from diskless.wire import request_type, response_type
 
 from .errors import UnsupportedByBroker
-from .responses import RESPONSE_CLASSES
 
 PRODUCE = 0
 FETCH = 1
@@ -147,8 +146,8 @@ def request_class(api_key: int, version: int) -> type:
 
 
 def response_class(api_key: int, version: int) -> type:
-    """kio's response class, or the client's own where kio refuses what brokers send (responses.py)."""
-    return RESPONSE_CLASSES.get((api_key, version)) or response_type(api_key, version)
+    """kio's response class, or ours where kio refuses what brokers send (wire/response_overrides.py)."""
+    return response_type(api_key, version)
 
 
 @lru_cache(maxsize=1024)

@@ -33,6 +33,7 @@ from kio.serial import entity_reader, entity_writer
 from .apis import API_VERSIONS_KEY, supported_range
 from .bounds import check_request_body, strip_unknown_tags
 from .errors import FrameTooLarge, InvalidFrame, MalformedRequest, UnknownApi, UnsupportedVersion
+from .response_overrides import RESPONSE_CLASSES
 from .fast_encode import FAST_API_KEYS, encode_response_parts
 from .file_records import FileRecords
 
@@ -72,7 +73,8 @@ def request_type(api_key: int, api_version: int) -> type:
 
 @cache
 def response_type(api_key: int, api_version: int) -> type:
-    return load_response_schema(api_key, api_version)
+    """kio's response class, or ours where kio refuses what brokers send (response_overrides.py)."""
+    return RESPONSE_CLASSES.get((api_key, api_version)) or load_response_schema(api_key, api_version)
 
 
 @cache

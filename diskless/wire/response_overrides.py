@@ -1,5 +1,5 @@
-"""Response classes the client reads in place of kio's generated ones, where kio's reading of a
-field refuses what Kafka brokers send.
+"""Response classes read in place of kio's generated ones (by our client, and by the broker
+asking another broker), where kio's reading of a field refuses what Kafka brokers send.
 
 DescribeTransactions v0 (KIP-664): `transaction_start_time` is an int64 of epoch milliseconds,
 -1 when no transaction has started (a transactional id in state Empty, after InitProducerId),
