@@ -331,3 +331,14 @@ def test_metadata_v10_by_an_unknown_topic_id_is_unknown_topic_id(shared_broker, 
     (topic,) = client.request(body).topics
     assert (topic.error_code, topic.name) == (ErrorCode.unknown_topic_id, "")
     assert client.request(api_versions()).error_code == ErrorCode.none  # the connection stays open
+
+
+@pytest.mark.parametrize(("name", "version"), [("bad name!", "1"), ("client", "1.0 beta"), ("-starts-with-dash", "1"), ("", "1"), ("client", "1.")])
+def test_api_versions_with_a_malformed_software_name_is_invalid_request(shared_broker, wire, name: str, version: str) -> None:
+    """As Kafka (KIP-511): the name and version match [a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?,
+    else INVALID_REQUEST and no API listed; the connection goes on."""
+    client = wire(shared_broker.bootstrap)
+    refused = client.request(api_versions_v3.ApiVersionsRequest(client_software_name=name, client_software_version=version))
+    assert (refused.error_code, refused.api_keys) == (ErrorCode.invalid_request, ())
+    answered = client.request(api_versions_v3.ApiVersionsRequest(client_software_name="apache-kafka-java", client_software_version="4.0.0"))
+    assert answered.error_code == ErrorCode.none and len(answered.api_keys) > 40

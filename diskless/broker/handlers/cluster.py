@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -17,6 +18,9 @@ from ..security.authorizer import ALTER, CLUSTER, DESCRIBE, TOPIC
 from ..security.session import SESSION
 from ..security.shell import ALL_OPERATIONS_UNKNOWN
 
+# Kafka's pattern for ApiVersions' client_software_name and client_software_version (KIP-511).
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
 
 async def handle_api_versions(broker: BrokerApi, request: Request) -> Any:
     version = request.header.api_version
@@ -25,6 +29,9 @@ async def handle_api_versions(broker: BrokerApi, request: Request) -> Any:
         # does, so the client retries with a version it and we both know.
         version = 0
         error = ErrorCode.unsupported_version
+    elif version >= 3 and not (_SOFTWARE.fullmatch(request.body.client_software_name) and _SOFTWARE.fullmatch(request.body.client_software_version)):
+        # As Kafka (ApiVersionsRequest.isValid): the client names itself in these characters.
+        return make(response_module(18, version).ApiVersionsResponse, error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=NO_THROTTLE)
     else:
         error = ErrorCode.none
     mod = response_module(18, version)
