@@ -108,6 +108,11 @@ class TopicRegistry(Protocol):
         """`preferred`: the broker each new partition is assigned to (CreatePartitions' assignments)."""
         ...
 
+    def check_partition_limits(self, name: str, current: int | None, requested: int) -> None:
+        """Raise PartitionPolicyViolation if growing `name` from `current` (None: a new topic)
+        to `requested` partitions passes max.partitions.per.request or max.partitions."""
+        ...
+
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata: ...
 
 

@@ -352,7 +352,7 @@ class Registry:
             check_topic_collision(name, self._topics)
         if num_partitions < 1:
             raise InvalidPartitions(name, None, num_partitions, "a topic needs at least one partition")
-        self._check_partition_limits(name, None, num_partitions)
+        self.check_partition_limits(name, None, num_partitions)
         checked = topic_configs.validate(configs)
         await self.uploader.delete_topic_objects(name, [])  # whatever an older topic of this name left
         topic = await self.store.create_topic(name, num_partitions, checked, uuid.uuid4())
@@ -447,7 +447,7 @@ class Registry:
             raise UnknownTopic(name)
         if count <= topic.num_partitions:
             raise InvalidPartitions(name, topic.num_partitions, count, "the partition count can only grow")
-        self._check_partition_limits(name, topic.num_partitions, count)
+        self.check_partition_limits(name, topic.num_partitions, count)
         configs = self.topic_configs(topic)
         await self._prepare_partition_dirs(topic, range(topic.num_partitions, count), configs)
         updated = await self.store.create_partitions(name, count)
@@ -468,7 +468,9 @@ class Registry:
 
     # --- helpers of create_topic and create_partitions -----------------------------------
 
-    def _check_partition_limits(self, name: str, current: int | None, requested: int) -> None:
+    def check_partition_limits(self, name: str, current: int | None, requested: int) -> None:
+        """PartitionPolicyViolation past max.partitions.per.request or max.partitions (also
+        for validate_only requests, which create nothing)."""
         check_partition_limits(
             name, current, requested, len(self._leaders),
             max_partitions_per_request=self.settings.max_partitions_per_request, max_partitions=self.settings.max_partitions,

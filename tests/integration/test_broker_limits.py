@@ -383,6 +383,17 @@ def test_create_topics_over_max_partitions_per_request_is_refused(start_broker) 
         future.result(timeout=DEADLINE_S)
     assert raised.value.args[0].code() == ErrorCode.policy_violation.value
     assert len(admin.list_topics(timeout=DEADLINE_S).topics[name].partitions) == 2
+    # validate_only answers what the request itself would be answered.
+    dry = admin.create_topics([NewTopic(new_name(), 100_000, 1)], validate_only=True, operation_timeout=DEADLINE_S)
+    with pytest.raises(KafkaException) as raised:
+        next(iter(dry.values())).result(timeout=DEADLINE_S)
+    assert raised.value.args[0].code() == ErrorCode.policy_violation.value
+    future = admin.create_partitions([NewPartitions(name, 100_000)], validate_only=True, operation_timeout=DEADLINE_S)[name]
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=DEADLINE_S)
+    assert raised.value.args[0].code() == ErrorCode.policy_violation.value
+    admin.create_partitions([NewPartitions(name, 5)], validate_only=True, operation_timeout=DEADLINE_S)[name].result(timeout=DEADLINE_S)
+    assert len(admin.list_topics(timeout=DEADLINE_S).topics[name].partitions) == 2
 
 
 def test_a_creation_failing_half_way_is_rolled_back_and_the_broker_restarts(start_broker) -> None:

@@ -84,6 +84,7 @@ async def handle_create_topics(broker: BrokerApi, request: Request) -> Any:
                     raise TopicAlreadyExists(wanted.name)
                 if num_partitions < 1:
                     raise InvalidPartitions(wanted.name, None, num_partitions, "a topic needs at least one partition")
+                broker.registry.check_partition_limits(wanted.name, None, num_partitions)
             else:
                 if quota.exceeded():
                     raise ThrottlingQuotaExceeded()
@@ -273,7 +274,9 @@ async def handle_create_partitions(broker: BrokerApi, request: Request) -> Any:
                 replicas = [a.broker_ids for a in wanted.assignments]
                 validate_manual_assignments(wanted.name, replicas, _registered(broker), 1)
                 preferred = _one_replica(replicas)
-            if not body.validate_only:
+            if body.validate_only:
+                broker.registry.check_partition_limits(wanted.name, topic.num_partitions, wanted.count)
+            else:
                 if quota.exceeded():
                     raise ThrottlingQuotaExceeded()
                 await broker.registry.create_partitions(wanted.name, wanted.count, preferred)
