@@ -26,7 +26,7 @@ from pathlib import Path
 from hot_tier import Log, LogConfig
 from metadata import MetadataStore, PartitionLeadership, TopicMetadata
 from metadata.model import check_topic_collision, validate_topic_name
-from metadata.errors import InvalidPartitions, UnknownTopic, UnknownTopicId
+from metadata.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopic, UnknownTopicId
 
 from . import dynamic_broker_configs, topic_configs
 from .partition_limits import MAX_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, check_partition_limits
@@ -354,7 +354,12 @@ class Registry:
             raise InvalidPartitions(name, None, num_partitions, "a topic needs at least one partition")
         self.check_partition_limits(name, None, num_partitions)
         checked = topic_configs.validate(configs)
-        await self.uploader.delete_topic_objects(name, [])  # whatever an older topic of this name left
+        # The store says whether the name is taken (by any broker) before the bucket is swept of
+        # what an older topic of this name left: swept first, a CreateTopics of an existing
+        # tiered topic deleted its segments, and with them its acknowledged records.
+        if name in self._topics or await self._stored(name):
+            raise TopicAlreadyExists(name)
+        await self.uploader.delete_topic_objects(name, [])
         topic = await self.store.create_topic(name, num_partitions, checked, uuid.uuid4())
         await self.uploader.name_topic(name, topic.topic_id)
         try:
@@ -365,6 +370,13 @@ class Registry:
             raise
         log.info("created topic %s with %d partitions, configs %s", name, num_partitions, checked or "{}")
         return topic
+
+    async def _stored(self, name: str) -> bool:
+        try:
+            await self.store.get_topic(name)
+        except UnknownTopic:
+            return False
+        return True
 
     async def auto_create_topic(self, name: str) -> TopicMetadata | None:
         try:

@@ -132,6 +132,22 @@ def segment_files(broker, topic: str, partition: int = 0) -> list[Path]:
 # --- CreateTopics, DescribeConfigs, IncrementalAlterConfigs ------------------------------------------
 
 
+def test_creating_an_existing_tiered_topic_again_keeps_its_records(shared_broker, create_topic) -> None:
+    """TOPIC_ALREADY_EXISTS, and nothing else: the records whose only copy is in the bucket are
+    all still read (the bucket used to be swept of the name's objects before the store said
+    the name was taken)."""
+    topic = create_topic(shared_broker.bootstrap, partitions=1, configs={"segment.bytes": "1024"})
+    values = [f"kept-{i:03d}-".encode() + b"x" * 100 for i in range(40)]
+    produce_values(shared_broker.bootstrap, topic, values)
+    wait_for(lambda: len(segment_files(shared_broker, topic)) == 1, "every rolled segment uploaded and gone from the disk")
+    admin = admin_for(shared_broker.bootstrap)
+    for validate_only in (True, False):
+        assert refusal(admin.create_topics([NewTopic(topic, 1, 1)], validate_only=validate_only)[topic]) == (
+            KafkaError.TOPIC_ALREADY_EXISTS, f"topic {topic!r} already exists"
+        )
+    assert [m.value() for m in consume_all(shared_broker.bootstrap, topic)[0]] == values
+
+
 def test_create_topics_with_configs_and_validate_only(shared_broker, topic_name) -> None:
     admin = admin_for(shared_broker.bootstrap)
     configs = {"retention.ms": "3600000", "max.message.bytes": "2048", "message.timestamp.type": "LogAppendTime"}
