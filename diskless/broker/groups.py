@@ -579,6 +579,7 @@ class Groups:
                 log.info("DeleteGroups of group %s fenced: %s; answering NOT_COORDINATOR", group_id, exc)
                 return ErrorCode.not_coordinator
             self._absent.add(group_id)  # the store's delete_group took its state too
+            self.consumer.export(group_id)  # so written: a later write of the id (a classic group's) must not delete it again
             log.info("deleted group %s", group_id)
         return error
 

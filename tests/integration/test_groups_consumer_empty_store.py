@@ -90,3 +90,15 @@ async def test_a_classic_member_taking_an_empty_consumer_group_over_deletes_its_
     assert listed(await restarted.list_groups(), group) == [("consumer", "Empty", "classic")]  # known by its offsets
     [d] = await restarted.consumer_group_describe([group])
     assert d.error_code is ErrorCode.group_id_not_found
+
+
+async def test_a_deleted_consumer_group_is_not_left_to_delete_again(store: MetadataStore) -> None:  # noqa: F811
+    """DeleteGroups writes the group's deletion itself: the coordinator must not hold the group
+    as changed, or a later write of the id (a classic group made since) would delete that."""
+    topic = await store.create_topic(f"t-{uuid.uuid4().hex[:10]}", 2, {})
+    group = f"g-{uuid.uuid4().hex[:10]}"
+    groups = Groups(CONFIG, store, lambda: 1_000, RETENTION_MS)
+    assert (await groups.consumer_group_heartbeat(joining(group, "m1", topic.name), [topic])).error_code is ErrorCode.none
+    assert (await groups.consumer_group_heartbeat(leaving(group, "m1"), [topic])).error_code is ErrorCode.none
+    assert await groups.delete_group(group) is ErrorCode.none
+    assert (await store.get_consumer_group(group), groups.consumer.changed(group)) == (None, False)

@@ -225,9 +225,12 @@ class Transactions:
         Produce handler asked that broker first: handlers/transactions.verify_elsewhere). A
         producer id no transactional id here holds is INVALID_PRODUCER_ID_MAPPING, as that
         broker answers an unknown one: accepted, its batch would hold the partition's last
-        stable offset for good (no coordinator would ever end its transaction)."""
-        if not self._loaded:
-            return ErrorCode.none
+        stable offset for good (no coordinator would ever end its transaction). Before the
+        state is read, or while the slots held here changed since (a slot just moved here, its
+        producers not known yet), NOT_ENOUGH_REPLICAS: the producer retries, as for a
+        coordinator elsewhere that is loading."""
+        if self._loaded is None or self._held() != self._loaded:
+            return ErrorCode.not_enough_replicas
         return self.core.verify_partition(producer_id, producer_epoch, topic, partition)
 
     # --- completion ----------------------------------------------------------------------------
