@@ -62,27 +62,29 @@ def test_queued_bytes_are_counted_in_chunks_and_pause_at_the_bound() -> None:
 
 
 def test_at_the_bound_the_last_holder_not_waiting_reads_on() -> None:
-    """Three requests hold the bound between them: two wait, so the third may read on; once it
-    waits too, none could finish, so one waiter is let through (and only one)."""
+    """Three requests hold twice the bound between them: two wait, so the third may read on
+    (it would give bytes back); once it is answered the bytes still pass the bound and both
+    others wait, so one waiter is let through (and only one)."""
     queued = QueuedRequestBytes(limit_bytes=3 * READ_CHUNK_BYTES)
     for _ in range(3):
         queued.take(READ_CHUNK_BYTES, first=True)
+        queued.take(READ_CHUNK_BYTES)
     assert (queued.holders, queued.has_room()) == (3, False)
     assert not queued.may_read(holding=False)  # a new request waits for room
     assert not queued.may_read(holding=True)  # two others read on: they will give bytes back
     queued.waits(holding=True)
     queued.waits(holding=True)
     assert queued.may_read(holding=True) and not queued.may_progress()
-    queued.waits(holding=True)  # the third waits as well: a waiter must be let through
-    assert queued.may_progress()
+    queued.give(2 * READ_CHUNK_BYTES)  # the third was answered: 4 chunks held, both holders wait
+    assert (queued.holders, queued.has_room(), queued.may_progress()) == (2, False, True)
     queued.waits(holding=True, waiting=False)  # the first woken stops waiting and reads on
     assert queued.may_read(holding=True)
-    queued.waits(holding=True, waiting=False)  # a second woken finds it reading
-    assert not queued.may_read(holding=True)
+    queued.waits(holding=True, waiting=False)  # a second woken finds it reading, and waits again
+    assert not queued.may_read(holding=True) and not queued.may_read(holding=False)
     queued.waits(holding=True)
     queued.take(READ_CHUNK_BYTES)
-    queued.give(2 * READ_CHUNK_BYTES)  # it was answered: room again, for everyone
-    assert (queued.holders, queued.used_bytes) == (2, 2 * READ_CHUNK_BYTES)
+    queued.give(3 * READ_CHUNK_BYTES)  # it was answered: room again, for everyone
+    assert (queued.holders, queued.used_bytes) == (1, 2 * READ_CHUNK_BYTES)
     assert queued.may_progress() and queued.may_read(holding=False)
 
 
