@@ -35,15 +35,21 @@ def _produce(producer: Producer, topic: str, start: int, count: int) -> set[byte
     return values
 
 
-def _group_state(cluster: Cluster, group: str) -> tuple[int, dict[str, tuple[int, set[int]]]]:
-    """(group epoch, client id -> (member epoch, partitions)): ConsumerGroupDescribe at the
-    group's coordinator (confluent-kafka's AdminClient does not show the epochs)."""
+def _described(cluster: Cluster, group: str):
+    """ConsumerGroupDescribe of `group` at its coordinator (confluent-kafka's AdminClient does
+    not show the epochs)."""
     node = coordinators(cluster.brokers[1].bootstrap, [group])[group]
     client = WireClient(cluster.brokers[node].bootstrap)
     try:
         [d] = client.request(ConsumerGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)).groups
     finally:
         client.close()
+    return d
+
+
+def _group_state(cluster: Cluster, group: str) -> tuple[int, dict[str, tuple[int, set[int]]]]:
+    """(group epoch, client id -> (member epoch, partitions)) at the group's coordinator."""
+    d = _described(cluster, group)
     assert d.error_code == 0, d
     return d.group_epoch, {m.client_id: (m.member_epoch, {p for tp in m.assignment.topic_partitions for p in tp.partitions}) for m in d.members}
 
@@ -97,12 +103,7 @@ def test_an_empty_consumer_group_stays_one_when_another_broker_takes_it_over(clu
     members.consumers.pop("a").close()  # leaves: group epoch 2, the target assignment still epoch 1's
 
     def described() -> tuple[int, str, int, int, int]:
-        node = coordinators(cluster.brokers[1].bootstrap, [group])[group]
-        client = WireClient(cluster.brokers[node].bootstrap)
-        try:
-            [d] = client.request(ConsumerGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)).groups
-        finally:
-            client.close()
+        d = _described(cluster, group)
         return d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, len(d.members)
 
     def listed(nodes: tuple[int, ...]) -> list[tuple[int, str, str, str]]:

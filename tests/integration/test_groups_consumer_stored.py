@@ -24,6 +24,7 @@ from kio.schema.describe_groups.v6 import request as describe_groups_v6
 from kio.schema.errors import ErrorCode
 
 from .conftest import ON_EVERY_METADATA_BACKEND, WireClient
+from .test_cli_groups_reset import committed
 
 pytestmark = [
     ON_EVERY_METADATA_BACKEND,
@@ -95,15 +96,6 @@ def described_classically(bootstrap: str, group: str) -> list[tuple[ErrorCode, s
     finally:
         client.close()
     return [(v5.error_code, v5.group_state, v5.protocol_type), (v6.error_code, v6.group_state, v6.error_message)]
-
-
-def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        found = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=DEADLINE_S)
-    finally:
-        consumer.close()
-    return {tp.partition: tp.offset for tp in found}
 
 
 def test_an_empty_consumer_group_keeps_its_type_and_epochs_across_a_restart(group_broker, create_topic) -> None:
