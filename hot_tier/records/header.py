@@ -61,6 +61,8 @@ _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _LENGTH_AT = 8
+_MAGIC_AT = 16
+_ATTRIBUTES_LOW_AT = 22  # attributes, a big-endian int16 at 21: its flag bits are in this byte
 _MAX_TIMESTAMP_AT = 35
 
 
@@ -180,6 +182,14 @@ def peek_size(buf: bytes | bytearray | memoryview, position: int = 0) -> int | N
     if len(buf) - position < LOG_OVERHEAD:
         return None
     return struct.unpack_from(">i", buf, position + _LENGTH_AT)[0] + LOG_OVERHEAD
+
+
+def peek_transactional(buf: bytes | bytearray | memoryview, position: int = 0) -> bool:
+    """Whether the batch at `position` says it is transactional, from its attributes byte alone
+    (no header parsed, nothing checked: bytes that are no v2 batch are False, left to the
+    checks of whoever reads them whole)."""
+    at = position + _ATTRIBUTES_LOW_AT
+    return len(buf) > at and buf[position + _MAGIC_AT] == MAGIC and bool(buf[at] & ATTR_TRANSACTIONAL)
 
 
 def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int) -> None:

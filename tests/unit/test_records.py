@@ -597,3 +597,16 @@ def test_forged_sizes_are_rejected_before_allocating():
     body = lz4.frame.compress(b"abc" * 100, block_linked=False, store_size=False)[7:]
     with pytest.raises(CorruptBatch, match="lz4 frame claims 1000000000 bytes, impossible"):
         decompress(Compression.LZ4, header + body)
+
+
+@pytest.mark.parametrize("transactional", [False, True])
+def test_peek_transactional_reads_the_flag_read_header_reads(transactional: bool) -> None:
+    from hot_tier.records import peek_transactional
+
+    ids = {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0} if transactional else {}
+    data = b"\x00" * 5 + encode_batch([Record(0, 1, None, b"v", ())], is_transactional=transactional, **ids)
+    assert peek_transactional(data, 5) is read_header(data, 5).is_transactional is transactional
+    assert not peek_transactional(data[:27], 5)  # cut before its attributes
+    other_magic = bytearray(data)
+    other_magic[5 + 16] = 1
+    assert not peek_transactional(bytes(other_magic), 5)

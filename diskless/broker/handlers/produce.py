@@ -9,7 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from diskless.wire import Request
-from hot_tier.records import CorruptBatch, read_header
+from hot_tier.records import CorruptBatch, peek_transactional, read_header
 
 from ..api import BrokerApi, absent
 from ..errors import DurabilityTimeout, OutOfOrderSequence, UnknownProducerId, error_code_for
@@ -177,17 +177,9 @@ def _still_verified(guard: tuple[Any, int, object] | None, partition: Any) -> bo
 
 
 def _has_transactional_batch(body: Any) -> bool:
-    """Whether a partition's batch is transactional (its header says so; one that does not
-    parse is left to the append's checks)."""
-    for topic_data in body.topic_data:
-        for data in topic_data.partition_data:
-            if data.records:
-                try:
-                    if read_header(data.records, 0, check_crc=False).is_transactional:
-                        return True
-                except CorruptBatch:
-                    continue
-    return False
+    """Whether a partition's batch says it is transactional (its attributes byte: every
+    Produce request without a transactional id asks, so no header is parsed here)."""
+    return any(peek_transactional(data.records) for topic_data in body.topic_data for data in topic_data.partition_data if data.records)
 
 
 def _opening_transactions(broker: BrokerApi, body: Any) -> list[tuple[str, int, int, int]]:
